@@ -1,0 +1,72 @@
+# Helpers that give every layer the same shape: a static library uswap_<layer>, headers under
+# include/uswap/<layer>/, sources and *_test.cc under src/<layer>/, and a declared list of the
+# lower layers it may use. The declared lists are written to layers.cmake so that the `layering`
+# test can reject an #include of a layer that is not declared (directly or transitively).
+
+set_property(GLOBAL PROPERTY USWAP_LAYERS "")
+
+# uswap_layer(NAME <layer> [SOURCES ...] [DEPS <layer>...] [LIBS <other targets>...])
+function(uswap_layer)
+  cmake_parse_arguments(L "" "NAME" "SOURCES;DEPS;LIBS" ${ARGN})
+  set(target uswap_${L_NAME})
+  if(L_SOURCES)
+    add_library(${target} STATIC ${L_SOURCES})
+    set(scope PUBLIC)
+  else()
+    add_library(${target} INTERFACE)
+    set(scope INTERFACE)
+  endif()
+  add_library(uswap::${L_NAME} ALIAS ${target})
+  target_include_directories(${target} ${scope} ${PROJECT_SOURCE_DIR}/include)
+  target_compile_features(${target} ${scope} cxx_std_20)
+  foreach(dep IN LISTS L_DEPS)
+    target_link_libraries(${target} ${scope} uswap_${dep})
+  endforeach()
+  if(L_LIBS)
+    target_link_libraries(${target} ${scope} ${L_LIBS})
+  endif()
+  set_property(GLOBAL APPEND PROPERTY USWAP_LAYERS ${L_NAME})
+  set_property(GLOBAL PROPERTY USWAP_LAYER_DEPS_${L_NAME} ${L_DEPS})
+endfunction()
+
+# uswap_test(NAME <name> SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s])
+# One GoogleTest binary; each TEST becomes a ctest case (discovered before the test runs, so a
+# sanitizer build does not execute tests while building).
+function(uswap_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT USWAP_BUILD_TESTS)
+    return()
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 900)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock
+                        Threads::Threads)
+  set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
+                       PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+endfunction()
+
+# Writes <build>/layers.cmake: for every layer, the layers it may include (itself and the
+# transitive closure of its DEPS).
+function(uswap_write_layer_table)
+  get_property(layers GLOBAL PROPERTY USWAP_LAYERS)
+  set(out "set(USWAP_LAYERS ${layers})\n")
+  foreach(layer IN LISTS layers)
+    set(closure ${layer})
+    set(queue ${layer})
+    while(queue)
+      list(POP_FRONT queue cur)
+      get_property(deps GLOBAL PROPERTY USWAP_LAYER_DEPS_${cur})
+      foreach(d IN LISTS deps)
+        if(NOT d IN_LIST closure)
+          list(APPEND closure ${d})
+          list(APPEND queue ${d})
+        endif()
+      endforeach()
+    endwhile()
+    string(APPEND out "set(USWAP_ALLOWED_${layer} ${closure})\n")
+  endforeach()
+  file(WRITE ${CMAKE_BINARY_DIR}/layers.cmake "${out}")
+endfunction()

@@ -1,0 +1,96 @@
+#include "uswap/base/units.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace uswap {
+namespace {
+
+// Returns the multiplier for a suffix ("", "k", "kb", "kib", ...), or 0 when unknown.
+uint64_t suffix_multiplier(std::string_view s) {
+  std::string lower;
+  for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.empty() || lower == "b") return 1;
+  static constexpr char units[] = "kmgt";
+  for (int i = 0; i < 4; ++i) {
+    const std::string u(1, units[i]);
+    if (lower == u || lower == u + "b" || lower == u + "ib") return uint64_t{1} << (10 * (i + 1));
+  }
+  return 0;
+}
+
+}  // namespace
+
+result<uint64_t> parse_size(std::string_view text) {
+  const std::string quoted = "'" + std::string(text) + "'";
+  size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  size_t end = text.size();
+  while (end > i && std::isspace(static_cast<unsigned char>(text[end - 1]))) --end;
+  text = text.substr(i, end - i);
+  if (text.empty()) return error(EINVAL, "empty size");
+  if (text[0] == '-') return error(EINVAL, "size " + quoted + " is negative");
+
+  size_t pos = 0;
+  uint64_t whole = 0;
+  bool digits = false;
+  while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+    const uint64_t d = static_cast<uint64_t>(text[pos] - '0');
+    if (whole > (std::numeric_limits<uint64_t>::max() - d) / 10)
+      return error(ERANGE, "size " + quoted + " is too large");
+    whole = whole * 10 + d;
+    digits = true;
+    ++pos;
+  }
+  // Fraction kept as numerator/denominator so "1.5G" is exact.
+  uint64_t frac_num = 0, frac_den = 1;
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+      if (frac_den < 1000000000000ULL) {
+        frac_num = frac_num * 10 + static_cast<uint64_t>(text[pos] - '0');
+        frac_den *= 10;
+      }
+      digits = true;
+      ++pos;
+    }
+  }
+  if (!digits) return error(EINVAL, "size " + quoted + " does not start with a number");
+  const std::string_view suffix = text.substr(pos);
+  const uint64_t mult = suffix_multiplier(suffix);
+  if (mult == 0)
+    return error(EINVAL, "size " + quoted + " has an unknown suffix '" + std::string(suffix) +
+                             "' (use K, M, G or T, binary multiples)");
+  constexpr uint64_t limit = uint64_t{1} << 63;
+  if (whole > limit / mult) return error(ERANGE, "size " + quoted + " is too large");
+  uint64_t bytes = whole * mult;
+  if (frac_num != 0) {
+    // mult is a power of two <= 2^40 and frac_num < 10^12, so the product fits in 128 bits.
+    const unsigned __int128 f = static_cast<unsigned __int128>(frac_num) * mult;
+    if (f % frac_den != 0)
+      return error(EINVAL, "size " + quoted + " is not a whole number of bytes");
+    bytes += static_cast<uint64_t>(f / frac_den);
+  }
+  if (bytes > limit) return error(ERANGE, "size " + quoted + " is too large");
+  return bytes;
+}
+
+std::string format_size(uint64_t bytes) {
+  static constexpr const char* names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  double v = static_cast<double>(bytes);
+  while (v >= 1024.0 && unit < 5) {
+    v /= 1024.0;
+    ++unit;
+  }
+  char buf[32];
+  if (unit == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, names[unit]);
+  return buf;
+}
+
+}  // namespace uswap

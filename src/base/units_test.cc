@@ -1,0 +1,66 @@
+#include "uswap/base/units.h"
+
+#include <gtest/gtest.h>
+
+namespace uswap {
+namespace {
+
+uint64_t must(std::string_view s) {
+  auto r = parse_size(s);
+  EXPECT_TRUE(r.ok()) << s << ": " << r.error().to_string();
+  return r.ok() ? *r : ~uint64_t{0};
+}
+
+TEST(parse_size, plain_bytes) {
+  EXPECT_EQ(must("0"), 0u);
+  EXPECT_EQ(must("4096"), 4096u);
+  EXPECT_EQ(must(" 17 "), 17u);
+  EXPECT_EQ(must("17B"), 17u);
+}
+
+TEST(parse_size, binary_suffixes_any_case) {
+  EXPECT_EQ(must("16K"), 16u * 1024);
+  EXPECT_EQ(must("16k"), 16u * 1024);
+  EXPECT_EQ(must("16KB"), 16u * 1024);
+  EXPECT_EQ(must("16KiB"), 16u * 1024);
+  EXPECT_EQ(must("200M"), 200ull << 20);
+  EXPECT_EQ(must("1G"), 1ull << 30);
+  EXPECT_EQ(must("2T"), 2ull << 40);
+}
+
+TEST(parse_size, fractions_must_be_whole_bytes) {
+  EXPECT_EQ(must("1.5G"), 3ull << 29);
+  EXPECT_EQ(must("0.5K"), 512u);
+  auto r = parse_size("1.3B");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), EINVAL);
+}
+
+TEST(parse_size, rejects_bad_input_with_a_message_naming_it) {
+  for (const char* bad : {"", "   ", "K", "-1", "12Q", "12 KX", "abc", "1..5K", "."}) {
+    auto r = parse_size(bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "' parsed";
+    EXPECT_EQ(r.error().code(), EINVAL) << bad;
+    EXPECT_FALSE(r.error().message().empty());
+  }
+  auto r = parse_size("12Q");
+  EXPECT_NE(r.error().message().find("12Q"), std::string_view::npos);
+}
+
+TEST(parse_size, overflow_is_erange) {
+  auto r = parse_size("99999999999999999999999");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ERANGE);
+  r = parse_size("9000000T");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ERANGE);
+}
+
+TEST(format_size, picks_a_readable_unit) {
+  EXPECT_EQ(format_size(512), "512 B");
+  EXPECT_EQ(format_size(16 * 1024), "16.00 KiB");
+  EXPECT_EQ(format_size(3ull << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace uswap

@@ -1,0 +1,39 @@
+#include "cli.h"
+
+#include "uswap/base/units.h"
+
+namespace uswap::tools {
+
+const command_fn* command_table::find(const CLI::App& root) const {
+  // Walk down the chain of parsed subcommands; the deepest registered one wins, so that
+  // "uswap bench seeds" runs the seeds command, not bench's.
+  const command_fn* found = nullptr;
+  const CLI::App* cur = &root;
+  while (cur) {
+    const CLI::App* next = nullptr;
+    for (const CLI::App* sub : cur->get_subcommands()) {
+      for (const entry& e : entries_)
+        if (e.app == sub) found = &e.fn;
+      next = sub;
+    }
+    cur = next;
+  }
+  return found;
+}
+
+CLI::Option* add_size_option(CLI::App& app, const std::string& name, uint64_t& target,
+                             const std::string& description) {
+  auto* opt = app.add_option_function<std::string>(
+      name,
+      [&target, name](const std::string& text) {
+        auto r = parse_size(text);
+        if (!r.ok()) throw CLI::ValidationError(name, std::string(r.error().message()));
+        target = *r;
+      },
+      description + " (K/M/G suffixes)");
+  opt->type_name("SIZE");
+  opt->default_str(format_size(target));
+  return opt;
+}
+
+}  // namespace uswap::tools
