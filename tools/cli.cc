@@ -2,7 +2,30 @@
 
 #include "uswap/base/units.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace uswap::tools {
+
+namespace {
+std::vector<std::pair<int, add_command_fn>>& registry() {
+  static std::vector<std::pair<int, add_command_fn>> r;
+  return r;
+}
+}  // namespace
+
+command_registrar::command_registrar(int order, add_command_fn add) {
+  registry().emplace_back(order, add);
+}
+
+std::vector<add_command_fn> registered_commands() {
+  auto r = registry();
+  std::stable_sort(r.begin(), r.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<add_command_fn> out;
+  for (auto& [order, fn] : r) out.push_back(fn);
+  return out;
+}
 
 const command_fn* command_table::find(const CLI::App& root) const {
   // Walk down the chain of parsed subcommands; the deepest registered one wins, so that

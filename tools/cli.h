@@ -39,7 +39,17 @@ class command_table {
 CLI::Option* add_size_option(CLI::App& app, const std::string& name, uint64_t& target,
                              const std::string& description);
 
-// Subcommands. Each lives in tools/<name>.cc.
-void add_demo_command(CLI::App& app, command_table& table);
+// Each subcommand lives in tools/<name>.cc and registers itself with a namespace-scope
+//   static const command_registrar reg{order, add_<name>_command};
+// Every tools/*.cc is compiled into the uswap executable itself (not a static library), so the
+// registrar always runs. `order` sets the position in --help: lower first.
+using add_command_fn = void (*)(CLI::App& app, command_table& table);
+
+struct command_registrar {
+  command_registrar(int order, add_command_fn add);
+};
+
+// The registered subcommands, sorted by order; main() adds them to the root app.
+std::vector<add_command_fn> registered_commands();
 
 }  // namespace uswap::tools

@@ -5,7 +5,6 @@
 #include "cli.h"
 
 namespace uswap::tools {
-
 namespace {
 
 int run_demo() {
@@ -18,11 +17,13 @@ int run_demo() {
   return 0;
 }
 
-}  // namespace
-
 void add_demo_command(CLI::App& app, command_table& table) {
-  auto* sub = app.add_subcommand("demo", "Show the whole stack working, with real figures, in a minute");
+  auto* sub =
+      app.add_subcommand("demo", "Show the whole stack working, with real figures, in a minute");
   table.add(sub, run_demo);
 }
 
+const command_registrar reg{0, add_demo_command};
+
+}  // namespace
 }  // namespace uswap::tools

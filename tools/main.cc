@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   uswap::tools::command_table table;
-  uswap::tools::add_demo_command(app, table);
+  for (auto add : uswap::tools::registered_commands()) add(app, table);
 
   // A first argument that is neither an option nor a known subcommand is a typo: say which
   // commands exist rather than CLI11's generic "arguments were not expected".
