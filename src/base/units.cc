@@ -24,7 +24,12 @@ uint64_t suffix_multiplier(std::string_view s) {
 }  // namespace
 
 result<uint64_t> parse_size(std::string_view text) {
-  const std::string quoted = "'" + std::string(text) + "'";
+  // Built by appends: GCC 12's -Wrestrict misfires on `"'" + std::string(...)`.
+  std::string quoted;
+  quoted.reserve(text.size() + 2);
+  quoted.push_back('\'');
+  quoted.append(text);
+  quoted.push_back('\'');
   size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   size_t end = text.size();

@@ -1,0 +1,50 @@
+// Helpers shared by the sync layer's tests: start N threads at once, scale work down under
+// ThreadSanitizer, and wait for a condition with a deadline (a liveness check, never a timing
+// assertion: the deadline is minutes of slack, only there so that a deadlock fails instead of
+// hanging).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace uswap::testing {
+
+#if defined(USWAP_TSAN)
+inline constexpr int work_scale = 10;
+#else
+inline constexpr int work_scale = 1;
+#endif
+
+// Runs fn(thread_index) on n threads released together; joins them all.
+inline void run_threads(int n, const std::function<void(int)>& fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      fn(i);
+    });
+  }
+  while (ready.load() < n) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  for (auto& t : threads) t.join();
+}
+
+// Polls pred until it holds or `limit` passes; returns whether it held.
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::seconds limit = std::chrono::seconds(60)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+}  // namespace uswap::testing
