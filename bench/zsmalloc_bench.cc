@@ -1,8 +1,15 @@
 // zsmalloc: allocator throughput and packing.
 //
-//   malloc_free/threads:N   zs_malloc + zs_free pairs per second (items/s), N = 1, 2, 4 threads
-//                           on one pool, sizes drawn like compressed pages (64..3600 bytes)
-//   read/threads:N          zs_obj_read_begin + end per second on live objects
+//   malloc_free/own_band:B/threads:N
+//                           zs_malloc + zs_free pairs per second (items/s, all threads together),
+//                           N = 1, 2, 4 threads on one pool. own_band:0: every thread draws sizes
+//                           from 64..3600 bytes, so threads share size classes (and class locks,
+//                           zspages, handle-table lines), as zram's writers do. own_band:1: thread
+//                           t draws from its own 800-byte band, so threads never share a class:
+//                           the difference isolates the cost of sharing a class from any
+//                           pool-wide bottleneck (there is none: own bands scale with cores).
+//   read/own_band:B/threads:N
+//                           zs_obj_read_begin + end per second on live objects, same two modes
 //   fill_fio50/<codec>      fills a pool with the lz4 / zstd / lzo output of fio's
 //                           50%-compressible pages, as zram would store them, and reports
 //                           mem_used_total / compressed bytes (counter "mem_per_compr") before
@@ -35,17 +42,25 @@ zs_pool& shared_pool() {
   return *pool;
 }
 
+// Object sizes like compressed pages: 64..3600 bytes, or thread t's own 800-byte band.
+size_t draw_size(uint64_t& rng, bool own_band, int thread) {
+  if (own_band) return 64 + size_t(thread) * 900 + mix(rng++) % 800;
+  return 64 + mix(rng++) % 3537;
+}
+
 // Each thread keeps a window of live objects and replaces one per iteration, so the pool stays at
 // a steady size and every iteration is one zs_malloc and one zs_free.
 void bm_malloc_free(benchmark::State& state) {
   zs_pool& pool = shared_pool();
+  const bool own = state.range(0) != 0;
+  const int t = state.thread_index();
   constexpr size_t window = 4096;
   std::vector<zs_handle> live(window, 0);
-  uint64_t rng = mix(state.thread_index() + 1);
-  for (size_t k = 0; k < window; ++k) live[k] = *pool.malloc(64 + mix(rng++) % 3537);
+  uint64_t rng = mix(t + 1);
+  for (size_t k = 0; k < window; ++k) live[k] = *pool.malloc(draw_size(rng, own, t));
   size_t k = 0;
   for (auto _ : state) {
-    auto h = pool.malloc(64 + mix(rng++) % 3537);
+    auto h = pool.malloc(draw_size(rng, own, t));
     if (!h.ok()) {
       state.SkipWithError("zs_malloc failed");
       break;
@@ -57,14 +72,24 @@ void bm_malloc_free(benchmark::State& state) {
   for (zs_handle h : live) (void)pool.free(h);
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(bm_malloc_free)->Name("malloc_free")->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+BENCHMARK(bm_malloc_free)
+    ->Name("malloc_free")
+    ->ArgName("own_band")
+    ->Arg(0)
+    ->Arg(1)
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->UseRealTime();
 
 void bm_read(benchmark::State& state) {
   zs_pool& pool = shared_pool();
+  const bool own = state.range(0) != 0;
+  const int t = state.thread_index();
   constexpr size_t n = 4096;
   std::vector<zs_handle> objs(n);
-  uint64_t rng = mix(state.thread_index() + 100);
-  for (auto& h : objs) h = *pool.malloc(64 + mix(rng++) % 3537);
+  uint64_t rng = mix(t + 100);
+  for (auto& h : objs) h = *pool.malloc(draw_size(rng, own, t));
   size_t k = 0;
   uint64_t sum = 0;
   for (auto _ : state) {
@@ -75,7 +100,15 @@ void bm_read(benchmark::State& state) {
   for (zs_handle h : objs) (void)pool.free(h);
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(bm_read)->Name("read")->Threads(1)->Threads(2)->Threads(4)->UseRealTime();
+BENCHMARK(bm_read)
+    ->Name("read")
+    ->ArgName("own_band")
+    ->Arg(0)
+    ->Arg(1)
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->UseRealTime();
 
 // zram's store path for each page: compress, then zs_malloc the compressed length (or a whole
 // page when it reaches zs_huge_class_size, as zram stores huge pages) and write it.
