@@ -19,7 +19,7 @@ using zs_test::write_obj;
 #if defined(USWAP_TSAN)
 constexpr int ops_per_thread = 3000;
 #else
-constexpr int ops_per_thread = 40000;
+constexpr int ops_per_thread = 20000;
 #endif
 
 struct obj {
@@ -107,7 +107,7 @@ TEST(zsmalloc_concurrency, shared_objects_read_by_every_thread_while_compaction_
   constexpr int rounds = 3;  // 16 spinning readers starve the compactor on 2 cores under TSan
   constexpr int objects = 1500;
 #else
-  constexpr int rounds = 40;
+  constexpr int rounds = 20;
   constexpr int objects = 3000;
 #endif
   std::atomic<int> failures{0};
