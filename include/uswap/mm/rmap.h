@@ -1,0 +1,108 @@
+// The reverse map for anonymous pages (mm/rmap.c): from a page to every pte that maps it.
+//
+// An anonymous page's mapping points to an anon_vma; every VMA that may map pages of that
+// anon_vma is linked to it by an anon_vma_chain (avc), which also sits on the VMA's own list of
+// avcs. A VMA has one avc per anon_vma it may see pages of: its own, and (after fork, in the rmap
+// issue) those of its ancestors. rmap_walk takes the anon_vma's root lock for read, visits each
+// linked VMA whose range covers page->index, and runs the walker's rmap_one there under the pte
+// lock. Linking and unlinking (anon_vma_prepare, anon_vma_clone, unlink_anon_vmas) take the root
+// lock for write. The lock taken is always the root's (anon_vma->root->rwsem), as in the kernel
+// since 2.6.36, so a whole fork tree shares one lock.
+//
+// Lock forms: the root lock is a sync::rw_semaphore (the kernel's since 3.8, seed 001's
+// design); the rmap issue adds the pre-seed exclusive form behind anon_vma_lock_read/_write.
+//
+// Lifetime, and how it differs from the kernel: the kernel frees anon_vmas with
+// SLAB_TYPESAFE_BY_RCU and page_lock_anon_vma_read re-validates page->mapping under RCU. uswap
+// has no RCU, so each page whose mapping points to an anon_vma holds a reference on it (taken by
+// page_add_new_anon_rmap, dropped when the page is freed). A reclaimer holding a reference on a
+// page therefore always finds its anon_vma alive, and a non-root anon_vma holds a reference on
+// its root. The anon_vma's own "linked" reference is dropped when its last avc is unlinked.
+//
+// Thread-safety: as described; functions say which locks their caller must hold.
+// Invariants: avc on anon_vma list <=> avc on its VMA's list; anon_vma->root->root == root;
+// refcount >= 1 while any avc links it or any page points to it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "uswap/base/status.h"
+#include "uswap/mm/mm_types.h"
+#include "uswap/mm/page.h"
+#include "uswap/sync/rw_semaphore.h"
+
+namespace uswap {
+
+struct anon_vma {
+  explicit anon_vma(lock_class* cls) : rwsem(cls) {}
+  anon_vma* root = this;    // whose rwsem serialises this tree
+  anon_vma* parent = this;  // fork: the anon_vma of the parent VMA
+  rw_semaphore rwsem;       // only the root's is ever taken
+  std::atomic<int32_t> refcount{1};
+  // The chains linking VMAs to this anon_vma (the kernel's rb_root, an interval tree keyed by
+  // pgoff; here a list, and rmap_walk filters by range). Under root->rwsem.
+  anon_vma_chain* head = nullptr;
+  // fork bookkeeping kept as the kernel does (anon_vma_clone / anon_vma_fork reuse): number of
+  // child anon_vmas, and of VMAs whose vma->anon_vma is this one. Under root->rwsem.
+  uint32_t num_children = 0;
+  uint32_t num_active_vmas = 0;
+};
+
+struct anon_vma_chain {
+  vm_area_struct* vma = nullptr;
+  struct anon_vma* anon_vma = nullptr;
+  anon_vma_chain* same_vma_next = nullptr;  // the VMA's list (vma->anon_vma_chain)
+  anon_vma_chain* rb_prev = nullptr;        // the anon_vma's list
+  anon_vma_chain* rb_next = nullptr;
+};
+
+// --- anon_vma lifetime and locks ---
+void get_anon_vma(anon_vma* av) noexcept;
+void put_anon_vma(anon_vma* av) noexcept;
+inline void anon_vma_lock_write(anon_vma* av) noexcept { av->root->rwsem.down_write(); }
+inline void anon_vma_unlock_write(anon_vma* av) noexcept { av->root->rwsem.up_write(); }
+inline void anon_vma_lock_read(anon_vma* av) noexcept { av->root->rwsem.down_read(); }
+inline void anon_vma_unlock_read(anon_vma* av) noexcept { av->root->rwsem.up_read(); }
+
+// Gives vma an anon_vma on its first anonymous fault. Caller holds mmap_lock (read suffices;
+// page_table_lock makes concurrent first faults on one VMA agree).
+status anon_vma_prepare(vm_area_struct* vma);
+// Links dst to every anon_vma src is linked to (a split VMA, and fork). Caller holds mmap_lock
+// for write.
+void anon_vma_clone(vm_area_struct* dst, vm_area_struct* src);
+// Unlinks vma from its anon_vmas before it is freed. Caller holds mmap_lock for write.
+void unlink_anon_vmas(vm_area_struct* vma);
+
+// --- page <-> rmap ---
+// A new anonymous page gets its first mapping in vma at addr: sets mapping and index, takes the
+// page's reference on the anon_vma, mapcount 1. Caller holds the pte lock.
+void page_add_new_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr);
+// Another mapping of an anonymous page (swap-in). A page without an anon_vma (just read back
+// from swap) gets vma's, or its root's when the page is not exclusive to this pte (its swap
+// entry was shared, after fork), so that every VMA of the fork tree finds it. Caller holds the
+// page lock and the pte lock.
+void page_add_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr, bool exclusive);
+// One pte stopped mapping p.
+inline void page_remove_rmap(page* p) noexcept { p->_mapcount.fetch_sub(1, std::memory_order_acq_rel); }
+
+// vma_address(): where page p would be mapped in vma, or ~0 if vma's range does not cover it.
+uint64_t vma_address(const page* p, const vm_area_struct* vma);
+
+// The walker: rmap_one runs for each VMA that covers the page, with the pte lock held and the
+// pte known to map the page (page_vma_mapped_walk); it returns false to stop the walk.
+struct rmap_walk_control {
+  bool (*rmap_one)(page* p, vm_area_struct* vma, uint64_t addr, std::atomic<pte_t>* pte,
+                   void* arg) = nullptr;
+  void* arg = nullptr;
+  // Stops the walk early when it returns true (e.g. the page is no longer mapped).
+  bool (*done)(page* p, void* arg) = nullptr;
+};
+// Caller holds a reference on p (so p's anon_vma stays alive) and, as the kernel requires for
+// try_to_unmap, usually the page lock. Pages without an anon_vma are skipped.
+void rmap_walk(page* p, const rmap_walk_control& rwc);
+
+// Test-and-clears the young bit of every pte mapping p; returns how many were young.
+int page_referenced(page* p);
+
+}  // namespace uswap

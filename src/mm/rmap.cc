@@ -1,0 +1,187 @@
+// The anonymous reverse map (mm/rmap.c): anon_vma and anon_vma_chain, rmap_walk,
+// page_referenced and try_to_unmap. See include/uswap/mm/rmap.h.
+#include "uswap/mm/rmap.h"
+
+#include "uswap/mm/machine.h"
+
+namespace uswap {
+namespace {
+
+void avc_link_vma(anon_vma_chain* avc, vm_area_struct* vma) {
+  avc->same_vma_next = vma->anon_vma_chain_head;
+  vma->anon_vma_chain_head = avc;
+}
+
+// Under the root's lock held for write.
+void avc_link_anon_vma(anon_vma_chain* avc, anon_vma* av) {
+  avc->rb_prev = nullptr;
+  avc->rb_next = av->head;
+  if (av->head) av->head->rb_prev = avc;
+  av->head = avc;
+}
+
+void avc_unlink_anon_vma(anon_vma_chain* avc, anon_vma* av) {
+  if (avc->rb_prev)
+    avc->rb_prev->rb_next = avc->rb_next;
+  else
+    av->head = avc->rb_next;
+  if (avc->rb_next) avc->rb_next->rb_prev = avc->rb_prev;
+  avc->rb_prev = avc->rb_next = nullptr;
+}
+
+lock_class* anon_vma_lock_class(vm_area_struct* vma) {
+  return vma->vm_mm->mach().anon_vma_class();
+}
+
+// Sets the page's anon_vma and index, taking the page's reference on the anon_vma. A page that
+// may be mapped by several processes (not exclusive) gets the root, the least specific
+// anon_vma, as __page_set_anon_rmap does, so that every VMA of the fork tree is walked.
+void page_set_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr, bool exclusive) {
+  anon_vma* av = vma->anon_vma.load(std::memory_order_acquire);
+  if (!exclusive) av = av->root;
+  get_anon_vma(av);
+  p->index.store(linear_page_index(vma, addr), std::memory_order_relaxed);
+  p->mapping.store(reinterpret_cast<uintptr_t>(av) | PAGE_MAPPING_ANON, std::memory_order_release);
+}
+
+}  // namespace
+
+void get_anon_vma(anon_vma* av) noexcept { av->refcount.fetch_add(1, std::memory_order_relaxed); }
+
+void put_anon_vma(anon_vma* av) noexcept {
+  while (av && av->refcount.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    anon_vma* root = av->root;
+    delete av;
+    // A non-root anon_vma holds a reference on its root (anon_vma_fork, in the rmap issue).
+    av = root != av ? root : nullptr;
+  }
+}
+
+status anon_vma_prepare(vm_area_struct* vma) {
+  if (vma->anon_vma.load(std::memory_order_acquire)) return {};
+  auto* avc = new anon_vma_chain;
+  auto* av = new anon_vma(anon_vma_lock_class(vma));
+  mm_struct* mm = vma->vm_mm;
+  anon_vma_lock_write(av);
+  mm->page_table_lock.lock();
+  const bool installed = vma->anon_vma.load(std::memory_order_relaxed) == nullptr;
+  if (installed) {
+    avc->vma = vma;
+    avc->anon_vma = av;
+    avc_link_vma(avc, vma);
+    avc_link_anon_vma(avc, av);
+    av->num_active_vmas++;
+    vma->anon_vma.store(av, std::memory_order_release);
+  }
+  mm->page_table_lock.unlock();
+  anon_vma_unlock_write(av);
+  if (!installed) {  // another thread's first fault on this VMA won
+    delete avc;
+    put_anon_vma(av);
+  }
+  return {};
+}
+
+void anon_vma_clone(vm_area_struct* dst, vm_area_struct* src) {
+  // Keep dst's chain in src's order: build it reversed, then it reads the same way.
+  anon_vma_chain* built = nullptr;
+  for (anon_vma_chain* pavc = src->anon_vma_chain_head; pavc; pavc = pavc->same_vma_next) {
+    auto* avc = new anon_vma_chain;
+    avc->vma = dst;
+    avc->anon_vma = pavc->anon_vma;
+    anon_vma_lock_write(avc->anon_vma);
+    avc_link_anon_vma(avc, avc->anon_vma);
+    anon_vma_unlock_write(avc->anon_vma);
+    avc->same_vma_next = built;
+    built = avc;
+  }
+  while (built) {
+    anon_vma_chain* next = built->same_vma_next;
+    avc_link_vma(built, dst);
+    built = next;
+  }
+  if (anon_vma* av = dst->anon_vma.load(std::memory_order_relaxed)) {
+    anon_vma_lock_write(av);
+    av->num_active_vmas++;
+    anon_vma_unlock_write(av);
+  }
+}
+
+void unlink_anon_vmas(vm_area_struct* vma) {
+  if (anon_vma* av = vma->anon_vma.load(std::memory_order_relaxed)) {
+    anon_vma_lock_write(av);
+    av->num_active_vmas--;
+    anon_vma_unlock_write(av);
+  }
+  anon_vma_chain* avc = vma->anon_vma_chain_head;
+  vma->anon_vma_chain_head = nullptr;
+  while (avc) {
+    anon_vma_chain* next = avc->same_vma_next;
+    anon_vma* av = avc->anon_vma;
+    anon_vma_lock_write(av);
+    avc_unlink_anon_vma(avc, av);
+    const bool empty = av->head == nullptr;
+    if (empty && av->parent != av) av->parent->num_children--;
+    anon_vma_unlock_write(av);
+    delete avc;
+    // The tree is empty: no VMA can see this anon_vma's pages any more. Drop the "linked"
+    // reference; pages still pointing here keep it alive until they are freed.
+    if (empty) put_anon_vma(av);
+    avc = next;
+  }
+  vma->anon_vma.store(nullptr, std::memory_order_relaxed);
+}
+
+void page_add_new_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr) {
+  page_set_anon_rmap(p, vma, addr, /*exclusive=*/true);
+  p->_mapcount.store(1, std::memory_order_release);
+}
+
+void page_add_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr, bool exclusive) {
+  if (!p->anon_vma_of()) page_set_anon_rmap(p, vma, addr, exclusive);
+  p->_mapcount.fetch_add(1, std::memory_order_acq_rel);
+}
+
+uint64_t vma_address(const page* p, const vm_area_struct* vma) {
+  const uint64_t pgoff = p->index.load(std::memory_order_relaxed);
+  if (pgoff < vma->vm_pgoff || pgoff - vma->vm_pgoff >= vma->pages()) return ~uint64_t{0};
+  return vma->vm_start + ((pgoff - vma->vm_pgoff) << page_shift);
+}
+
+void rmap_walk(page* p, const rmap_walk_control& rwc) {
+  anon_vma* av = p->anon_vma_of();
+  if (!av) return;
+  anon_vma_lock_read(av);
+  for (anon_vma_chain* avc = av->head; avc; avc = avc->rb_next) {
+    vm_area_struct* vma = avc->vma;
+    const uint64_t addr = vma_address(p, vma);
+    if (addr == ~uint64_t{0}) continue;
+    // page_vma_mapped_walk: is the pte at addr mapping this very frame?
+    pte_table* t = vma->vm_mm->pte_table_of(addr, /*alloc=*/false);
+    if (!t) continue;
+    std::atomic<pte_t>& ptep = t->pte[pte_index(addr)];
+    t->ptl.lock();
+    const pte_t pte = ptep.load(std::memory_order_relaxed);
+    bool go_on = true;
+    if (pte_present(pte) && pte_pfn(pte) == p->pfn) go_on = rwc.rmap_one(p, vma, addr, &ptep, rwc.arg);
+    t->ptl.unlock();
+    if (!go_on || (rwc.done && rwc.done(p, rwc.arg))) break;
+  }
+  anon_vma_unlock_read(av);
+}
+
+int page_referenced(page* p) {
+  int referenced = 0;
+  rmap_walk_control rwc;
+  rwc.arg = &referenced;
+  rwc.rmap_one = [](page*, vm_area_struct*, uint64_t, std::atomic<pte_t>* ptep, void* arg) {
+    // ptep_clear_flush_young
+    if (ptep->fetch_and(~_PAGE_ACCESSED, std::memory_order_relaxed) & _PAGE_ACCESSED)
+      ++*static_cast<int*>(arg);
+    return true;
+  };
+  rmap_walk(p, rwc);
+  return referenced;
+}
+
+}  // namespace uswap
