@@ -334,11 +334,12 @@ unsigned zs_pool::lookup_class_index(size_t size) const noexcept {
 void* zs_pool::alloc_zspage_memory(unsigned nr_pages, status* why) {
   // Reserve the pages against the limit first, so that concurrent allocations never take the
   // pool past it, even for a moment.
+  const uint64_t limit = mem_limit_pages_.load(std::memory_order_relaxed);
   uint64_t cur = pages_allocated_.load(std::memory_order_relaxed);
   do {
-    if (mem_limit_pages_ && cur + nr_pages > mem_limit_pages_) {
+    if (limit && cur + nr_pages > limit) {
       *why = error(ENOSPC, "zs_malloc: pool '" + name_ + "' at its limit of " +
-                               std::to_string(mem_limit_pages_) + " pages");
+                               std::to_string(limit) + " pages");
       return nullptr;
     }
   } while (!pages_allocated_.compare_exchange_weak(cur, cur + nr_pages,

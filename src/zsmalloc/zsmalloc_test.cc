@@ -248,6 +248,43 @@ TEST(zsmalloc, memory_limit_is_enospc_and_every_earlier_object_stays_readable) {
     EXPECT_TRUE(read_ok(*pool, objs[k].first, 1500 + objs[k].second % 500, objs[k].second));
 }
 
+TEST(zsmalloc, memory_limit_changed_at_run_time_applies_to_new_zspages_only) {
+  auto pool = make_pool();
+  EXPECT_EQ(pool->mem_limit_pages(), 0u);
+  std::vector<std::pair<zs_handle, uint64_t>> objs;
+  for (uint64_t i = 0; i < 200; ++i) {
+    auto h = pool->malloc(3000);
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(write_obj(*pool, *h, 3000, i).ok());
+    objs.emplace_back(*h, i);
+  }
+  const uint64_t held = pool->get_total_pages();
+  // A limit below what is held refuses every new zspage but takes nothing away.
+  pool->set_mem_limit_pages(held / 2);
+  EXPECT_EQ(pool->mem_limit_pages(), held / 2);
+  EXPECT_EQ(pool->get_total_pages(), held);
+  uint64_t refused = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto h = pool->malloc(3000);
+    if (h.ok()) {
+      ASSERT_TRUE(pool->free(*h).ok());  // fitted in a partly used zspage
+    } else {
+      EXPECT_EQ(h.error().code(), ENOSPC);
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_LE(pool->get_total_pages(), held);
+  for (auto [h, i] : objs) EXPECT_TRUE(read_ok(*pool, h, 3000, i));
+  // Lifting it lets the pool grow again.
+  pool->set_mem_limit_pages(0);
+  for (int i = 0; i < 50; ++i) {
+    auto h = pool->malloc(3000);
+    ASSERT_TRUE(h.ok());
+  }
+  EXPECT_GT(pool->get_total_pages(), held);
+}
+
 TEST(zsmalloc, host_refusing_memory_is_enomem_and_every_earlier_object_stays_readable) {
   zs_test::refusing_allocator alloc;
   auto pool = make_pool({.page_allocator = &alloc});

@@ -224,7 +224,14 @@ class zs_pool {
   std::vector<zs_class_stats> class_stats() const;
   // Objects in use, over all classes.
   uint64_t objects_in_use() const;
-  uint64_t mem_limit_pages() const noexcept { return mem_limit_pages_; }
+  uint64_t mem_limit_pages() const noexcept {
+    return mem_limit_pages_.load(std::memory_order_relaxed);
+  }
+  // Changes the limit at run time (zram's mem_limit file); 0 removes it. Pages already held stay
+  // held even above a lowered limit: only zspages allocated from now on are refused.
+  void set_mem_limit_pages(uint64_t pages) noexcept {
+    mem_limit_pages_.store(pages, std::memory_order_relaxed);
+  }
   unsigned max_pages_per_zspage() const noexcept { return max_pages_per_zspage_; }
 
   result<zs_obj_location> obj_location(zs_handle handle) const;
@@ -247,7 +254,7 @@ class zs_pool {
 
   std::string name_;
   unsigned max_pages_per_zspage_;
-  uint64_t mem_limit_pages_;
+  std::atomic<uint64_t> mem_limit_pages_;
   zs_page_allocator* page_allocator_;
   size_t huge_class_size_ = 0;
   lock_class class_lock_class_;

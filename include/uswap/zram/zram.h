@@ -1,0 +1,320 @@
+// zram: a compressed RAM page store, after the kernel's drivers/block/zram, as a library.
+//
+// A zram_device holds disksize / 4 KiB pages ("slots"). Each page written is stored in the
+// cheapest form that holds it exactly:
+//   - a page whose 8-byte words are all equal keeps only that word in its slot (ZRAM_SAME); no
+//     memory is allocated;
+//   - a page that compresses to less than the zsmalloc huge_class_size is stored compressed in a
+//     zsmalloc object;
+//   - a page that does not (incompressible data) is stored raw in a page-sized object
+//     (ZRAM_HUGE), as the kernel does, because decompressing it would buy nothing.
+// A slot never written, or discarded, reads as zeros.
+//
+// Beyond the basic store (write_page / read_page / discard and byte-granular read / write), a
+// device offers the kernel's post-processing: idle marking by access time (mark_idle), writeback
+// of idle, huge or incompressible slots to a backing file that reads back transparently
+// (ZRAM_WB; bd_stat), recompression with secondary codecs kept only when smaller (ZRAM_COMP
+// priorities; ZRAM_INCOMPRESSIBLE when none helps), zsmalloc compaction, and mem_limit: a write
+// that would take the pool past it fails with ENOSPC and changes nothing. Statistics come in the
+// kernel's exact formats (mm_stat, io_stat, bd_stat, debug_stat) and as structs.
+//
+// Integrity. With zram_options::checksum (the default) every stored object carries an XXH3-based
+// 32-bit checksum, verified before the object is decompressed or copied out: a corrupted object
+// reads as EIO and a zeroed buffer, never as plausible garbage (lz4 and lzo have no checksum of
+// their own). The kernel has none; turn it off to match it exactly.
+//
+// Locking (seed 002). One code path, three lock modes chosen at creation (zram_lock_mode):
+//   global_rwlock  one table rwlock (uswap::rw_semaphore), read-held across a page read and its
+//                  decompression, write-held for every table update: zram before the seed
+//                  (3.15's meta->tb_lock);
+//   slot_cas       the seed's patch as posted: a per-slot CAS IDLE->ACCESS, retried with
+//                  cpu_relax() until it succeeds, no sleeping, no read before the CAS;
+//   slot_bitlock   the sync layer's bit_lock in the slot word: spin briefly on relaxed loads,
+//                  then park on a futex (what the kernel merged as a bit spin lock in 2014 and
+//                  made sleepable in 2025, done for userspace where holders get preempted).
+// In every mode compression runs outside the lock: a writer compresses into its per-thread
+// stream and allocates the new object first, then takes the lock once to free the old object and
+// install the new one in the same section (the 2025 kernel bug freed the old handle in a separate
+// section and leaked). Reads hold the lock across decompression (the object must not be freed
+// under them), as the kernel does.
+//
+// Thread-safety: every member function may be called concurrently from any number of threads on
+// any slots. Each page operation is atomic (linearizable) with respect to the others on the same
+// slot: a read returns a page exactly as some write left it (or zeros), never a mix. Byte-granular
+// writes of part of a page are atomic read-modify-writes of that page even when compression is
+// outside the lock: the writer reads the page, merges its bytes, compresses, and installs only if
+// the stored page is still the one it read (compared by content under the lock), retrying
+// otherwise; a concurrent write to another part of the same page is never lost. Post-processing
+// (writeback, recompress) runs one call at a time per device (a device mutex) and concurrently
+// with I/O: a slot written, discarded or read after it was selected keeps its new state and is
+// skipped (ZRAM_PP_SLOT, as in the kernel).
+//
+// Errors (uswap::status): EINVAL for an offset or length outside the device, a zero length or a
+// bad option; ENOSPC when mem_limit or the backing file is full; ENOMEM when host memory is
+// refused; EIO for a corrupt object or a failed backing-file read. A failed operation leaves every
+// stored page as it was.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "uswap/base/page.h"
+#include "uswap/base/status.h"
+#include "uswap/compress/zcomp_ops.h"
+#include "uswap/sync/lockstat.h"
+
+namespace uswap {
+
+class zs_pool;
+
+// ---------------------------------------------------------------------------------------------
+// The slot table (drivers/block/zram/zram_drv.h). Public so that its layout is documented and
+// checked; callers never touch entries directly.
+
+// The low ZRAM_FLAG_SHIFT bits of a slot's flags word hold the object size (0..page_size), the
+// bits above hold zram_pageflags, bits 32..63 hold the access time (ac_time, seconds).
+inline constexpr unsigned ZRAM_FLAG_SHIFT = page_shift + 1;
+
+enum zram_pageflags : unsigned {
+  ZRAM_SAME = ZRAM_FLAG_SHIFT,  // the page is one 8-byte word repeated; the handle holds the word
+  ZRAM_ENTRY_LOCK,              // slot lock: held bit (slot_cas, slot_bitlock)
+  ZRAM_WB,                      // stored in the backing file; the handle holds the block
+  ZRAM_PP_SLOT,                 // selected for post-processing (writeback, recompress)
+  ZRAM_HUGE,                    // stored uncompressed (incompressible page)
+  ZRAM_IDLE,                    // not accessed since the last mark_idle
+  ZRAM_INCOMPRESSIBLE,          // no secondary codec could shrink it
+  ZRAM_COMP_PRIORITY_BIT1,      // codec priority: 0 primary, 1..3 recompression codecs
+  ZRAM_COMP_PRIORITY_BIT2,
+  ZRAM_ENTRY_WAITERS,           // slot lock: waiters bit (slot_bitlock parks; not in the kernel)
+  __NR_ZRAM_PAGEFLAGS,
+};
+static_assert(__NR_ZRAM_PAGEFLAGS <= 32, "flags and lock bits share the word's low half");
+
+inline constexpr unsigned ZRAM_AC_TIME_SHIFT = 32;
+inline constexpr unsigned ZRAM_COMP_PRIORITY_MASK = 0x3;
+inline constexpr unsigned ZRAM_MAX_COMPS = 4;  // the primary codec and up to 3 for recompression
+
+// struct zram_table_entry: 16 bytes per slot. The lock lives in `flags`, so the table costs no
+// more than handle + one word per page, as in the kernel.
+struct zram_table_entry {
+  uint64_t handle = 0;              // zs_handle, the fill word (ZRAM_SAME) or the block (ZRAM_WB)
+  std::atomic<uint64_t> flags{0};   // size | zram_pageflags | lock bits | ac_time << 32
+};
+static_assert(sizeof(zram_table_entry) == 16);
+
+// ---------------------------------------------------------------------------------------------
+// Options.
+
+enum class zram_lock_mode : uint8_t { global_rwlock, slot_cas, slot_bitlock };
+
+inline constexpr std::array<zram_lock_mode, 3> all_zram_lock_modes = {
+    zram_lock_mode::global_rwlock, zram_lock_mode::slot_cas, zram_lock_mode::slot_bitlock};
+
+std::string_view to_string(zram_lock_mode mode) noexcept;
+// "global_rwlock", "slot_cas", "slot_bitlock" (EINVAL lists them otherwise).
+result<zram_lock_mode> parse_zram_lock_mode(std::string_view name);
+
+struct zram_options {
+  // Device size in bytes (the kernel's disksize), rounded up to whole pages. Required: 0 is EINVAL.
+  uint64_t disksize = 0;
+  // Name used in statistics, lock classes and messages. Default "zram0".
+  std::string name = "zram0";
+  // Primary codec (comp_algorithm): "lz4", "lz4hc", "zstd" or "lzo". Default "lzo", the family of
+  // the kernel's default lzo-rle and the seed's codec.
+  std::string comp_algorithm = "lzo";
+  // Its level; zcomp_param_no_level (the default) is the codec's default level.
+  int comp_level = zcomp_param_no_level;
+  // Recompression codecs (recomp_algorithm), priority 1, 2, 3 in order. Default none.
+  std::vector<std::string> recomp_algorithms = {};
+  // How slots are locked. Default slot_bitlock.
+  zram_lock_mode lock_mode = zram_lock_mode::slot_bitlock;
+  // mem_limit in bytes, rounded up to pages: the most memory the pool may hold. Default 0, none.
+  uint64_t mem_limit = 0;
+  // Backing file for writeback (backing_dev); created if missing. Default empty: no writeback.
+  std::string backing_dev = {};
+  // Size of the backing file in bytes: 0 (the default) uses the file's current size; otherwise
+  // the file is extended to it if shorter. A zero-sized backing file is EINVAL, as in the kernel.
+  uint64_t backing_dev_size = 0;
+  // Checksum every stored object (see "Integrity" above). Default true.
+  bool checksum = true;
+  // zsmalloc's chain size (CONFIG_ZSMALLOC_CHAIN_SIZE), 1..16. Default 8.
+  unsigned max_pages_per_zspage = 8;
+  // Source of access times in seconds (ac_time). Default nullptr: CLOCK_MONOTONIC_COARSE seconds.
+  // Tests pass a controllable clock; it must be callable from any thread.
+  uint32_t (*clock)() = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statistics.
+
+// /sys/block/zram<id>/mm_stat, in column order; sizes in bytes.
+struct zram_mm_stat {
+  uint64_t orig_data_size = 0;   // pages stored (including same-filled and written back) * 4 KiB
+  uint64_t compr_data_size = 0;  // compressed bytes of the pages held in memory
+  uint64_t mem_used_total = 0;   // memory held by the pool (zs_get_total_pages)
+  uint64_t mem_limit = 0;
+  uint64_t mem_used_max = 0;
+  uint64_t same_pages = 0;
+  uint64_t pages_compacted = 0;
+  uint64_t huge_pages = 0;
+  uint64_t huge_pages_since = 0;
+};
+
+// /sys/block/zram<id>/io_stat. The kernel dropped invalid_io in 6.x and prints 0 there; uswap
+// still counts requests refused with EINVAL in that column.
+struct zram_io_stat {
+  uint64_t failed_reads = 0;
+  uint64_t failed_writes = 0;
+  uint64_t invalid_io = 0;
+  uint64_t notify_free = 0;
+};
+
+// /sys/block/zram<id>/bd_stat, in 4 KiB pages.
+struct zram_bd_stat {
+  uint64_t bd_count = 0;   // pages in the backing file now
+  uint64_t bd_reads = 0;   // pages read from it
+  uint64_t bd_writes = 0;  // pages written to it
+};
+
+// Request counts (the block layer's /sys/block/zram<id>/stat, which zram itself does not keep).
+struct zram_request_stat {
+  uint64_t reads = 0;         // pages read (read_page, and each page a byte read touched)
+  uint64_t writes = 0;        // pages written
+  uint64_t discards = 0;      // pages discarded
+  uint64_t miss_free = 0;     // slot_free_notify calls that found the slot locked (debug_stat)
+  uint64_t rmw_retries = 0;   // partial-page writes that found the page changed and redid it
+};
+
+// The state of one slot (debugfs block_state, plus what nbd extents need).
+enum class zram_slot_kind : uint8_t { empty, same, compressed, huge, written_back };
+
+struct zram_slot_info {
+  zram_slot_kind kind = zram_slot_kind::empty;
+  uint64_t fill = 0;             // the repeated word, for `same`
+  uint32_t size = 0;             // object size in bytes (compressed / huge)
+  uint32_t comp_priority = 0;    // 0 primary codec, 1..3 recompression codecs
+  uint32_t ac_time = 0;          // last access, seconds of the device clock
+  bool idle = false;
+  bool incompressible = false;
+  bool huge = false;             // ZRAM_HUGE (also kept on no slot once written back)
+  uint64_t handle = 0;           // zs_handle (compressed, huge), block (written_back); diagnostics
+};
+
+// ---------------------------------------------------------------------------------------------
+// Post-processing requests.
+
+// writeback's type= (HUGE_WRITEBACK, IDLE_WRITEBACK, INCOMPRESSIBLE_WRITEBACK).
+enum class zram_writeback_type : uint8_t { idle, huge, huge_idle, incompressible };
+
+struct zram_writeback_params {
+  zram_writeback_type type = zram_writeback_type::idle;  // default idle
+  // Slots [first_page, first_page + nr_pages) (page_indexes=); nr_pages 0 (default) means to the
+  // end of the device.
+  uint64_t first_page = 0;
+  uint64_t nr_pages = 0;
+};
+
+// recompress's type=.
+enum class zram_recompress_type : uint8_t { all, idle, huge, huge_idle };
+
+struct zram_recompress_params {
+  zram_recompress_type type = zram_recompress_type::all;  // default: every eligible slot
+  // Only objects of at least this many bytes (threshold=); 0 (default) means any size. Must be
+  // below huge_class_size.
+  uint32_t threshold = 0;
+  // At most this many slots are tried (max_pages=); 0 (default) means no limit.
+  uint64_t max_pages = 0;
+  // Use only the codec of this priority (priority=, 1..3); 0 (default) tries them in order.
+  uint32_t priority = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct zram;  // the device's state (zram_drv.cc), the kernel's struct zram
+
+class zram_device {
+ public:
+  // disksize_store(): allocates the table, the pool and the codecs. EINVAL for a bad option
+  // (names the option), ENOMEM when memory is refused, or the backing file's open error.
+  static result<std::unique_ptr<zram_device>> create(const zram_options& options);
+  // zram_reset_device(): frees every object. No call may be in progress.
+  ~zram_device();
+  zram_device(const zram_device&) = delete;
+  zram_device& operator=(const zram_device&) = delete;
+
+  const zram_options& options() const noexcept;
+  uint64_t disksize() const noexcept;  // bytes, a multiple of page_size
+  uint64_t nr_pages() const noexcept;
+  zram_lock_mode lock_mode() const noexcept;
+
+  // --- Page I/O (zram_write_page / zram_read_page / discard). `index` < nr_pages(); src and dst
+  // hold page_size bytes.
+  status write_page(uint64_t index, const void* src);
+  status read_page(uint64_t index, void* dst);
+  // Frees slots [index, index + nr_pages): they read as zeros afterwards. Counted in notify_free.
+  status discard(uint64_t index, uint64_t nr_pages = 1);
+  // zram_slot_free_notify(): the swap layer's "this slot is free". Frees the slot if its lock
+  // can be taken without waiting; otherwise counts a miss_free and returns false (the slot keeps
+  // its contents, as in the kernel).
+  bool slot_free_notify(uint64_t index);
+
+  // --- Byte-granular I/O (partial pages are atomic read-modify-writes, see above).
+  status read(uint64_t offset, void* dst, uint64_t len);
+  status write(uint64_t offset, const void* src, uint64_t len);
+  // Zeroes a byte range: whole pages are freed, partial pages rewritten (nbd's WRITE_ZEROES).
+  status write_zeroes(uint64_t offset, uint64_t len);
+  // Frees the whole pages inside a byte range and leaves partial pages at its ends untouched
+  // (zram_bio_discard; nbd's TRIM).
+  status discard_range(uint64_t offset, uint64_t len);
+
+  // One slot's state, read under its lock (EINVAL for a bad index).
+  result<zram_slot_info> slot_info(uint64_t index) const;
+
+  // --- Post-processing.
+  // idle_store(): marks every stored slot (not same-filled, not written back) idle, or with
+  // min_age, only those last accessed more than min_age seconds ago (and clears the mark on the
+  // others), as the kernel's "echo SECONDS > idle". Returns the number of slots marked idle.
+  uint64_t mark_idle(std::optional<uint32_t> min_age_seconds = std::nullopt);
+  // writeback_store(): moves the selected slots to the backing file; returns how many moved.
+  // EINVAL without a backing file; ENOSPC when it filled up (the slots moved so far stay moved).
+  result<uint64_t> writeback(const zram_writeback_params& params = {});
+  // recompress_store(): returns how many slots were replaced by a smaller object. EINVAL without
+  // recompression codecs or for a bad priority / threshold.
+  result<uint64_t> recompress(const zram_recompress_params& params = {});
+  // compact_store(): zs_compact; returns pages freed.
+  uint64_t compact();
+  // mem_limit_store() (bytes, rounded up to pages; 0 removes it) and mem_used_max_store("0").
+  void set_mem_limit(uint64_t bytes);
+  void reset_mem_used_max();
+
+  // --- Statistics.
+  zram_mm_stat mm_stat() const;
+  zram_io_stat io_stat() const;
+  zram_bd_stat bd_stat() const;
+  zram_request_stat request_stat() const;
+  // The kernel's text, byte for byte in format: "%8llu %8llu ...\n".
+  std::string mm_stat_text() const;
+  std::string io_stat_text() const;
+  std::string bd_stat_text() const;
+  std::string debug_stat_text() const;
+  // The lock class of the slot locks (slot modes) or of the table rwlock (global_rwlock);
+  // lockstat::enable() turns counting on.
+  lock_class& lock_stats() noexcept;
+  // Compressed objects of this size or more are stored raw (ZRAM_HUGE): zs_huge_class_size().
+  size_t huge_class_size() const noexcept;
+  // The pool, for diagnostics and tests (class statistics, corrupting an object on purpose).
+  zs_pool& mem_pool() noexcept;
+
+ private:
+  explicit zram_device(std::unique_ptr<zram> z) noexcept;
+  std::unique_ptr<zram> z_;
+};
+
+}  // namespace uswap

@@ -1,0 +1,124 @@
+#include "backing_dev.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "uswap/base/page.h"
+
+namespace uswap::zram_detail {
+
+namespace {
+
+status errno_status(int err, const std::string& what) {
+  return error(err, what + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& path,
+                                                       uint64_t size_bytes) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return errno_status(errno, "backing_dev: open " + path);
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return errno_status(err, "backing_dev: fstat " + path);
+  }
+  uint64_t bytes = static_cast<uint64_t>(st.st_size);
+  if (S_ISBLK(st.st_mode)) {
+    uint64_t dev_bytes = 0;
+    constexpr unsigned long blkgetsize64 = 0x80081272;  // BLKGETSIZE64
+    if (::ioctl(fd, blkgetsize64, &dev_bytes) == 0) bytes = dev_bytes;
+  } else if (size_bytes > bytes) {
+    if (::ftruncate(fd, static_cast<off_t>(size_bytes)) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return errno_status(err, "backing_dev: extend " + path);
+    }
+    bytes = size_bytes;
+  }
+  if (size_bytes && size_bytes < bytes) bytes = size_bytes;
+  const uint64_t nr_pages = bytes >> page_shift;
+  if (nr_pages == 0) {
+    ::close(fd);
+    return error(EINVAL, "backing_dev: " + path + " has no whole page (zero-sized backing device)");
+  }
+  if (nr_pages > (uint64_t{1} << 32)) {
+    ::close(fd);
+    return error(EINVAL, "backing_dev: " + path + " is larger than 16 TiB (2^32 pages)");
+  }
+  try {
+    return std::unique_ptr<backing_dev>(new backing_dev(path, fd, nr_pages));
+  } catch (const std::bad_alloc&) {
+    ::close(fd);
+    return error(ENOMEM, "backing_dev: no memory for the bitmap of " + path);
+  }
+}
+
+backing_dev::backing_dev(std::string path, int fd, uint64_t nr_pages)
+    : path_(std::move(path)), fd_(fd), nr_pages_(nr_pages), bitmap_((nr_pages + 63) / 64, 0) {}
+
+backing_dev::~backing_dev() { ::close(fd_); }
+
+uint64_t backing_dev::reserve() {
+  std::lock_guard<mutex> guard(bitmap_lock_);
+  const uint64_t words = bitmap_.size();
+  // Start where the last search stopped (the kernel rescans from 0; the hint avoids quadratic
+  // scans when writing back many pages) and wrap once.
+  for (uint64_t n = 0; n <= words; ++n) {
+    const uint64_t w = (next_ / 64 + n) % words;
+    uint64_t free_bits = ~bitmap_[w];
+    if (w == words - 1 && nr_pages_ % 64) free_bits &= (uint64_t{1} << (nr_pages_ % 64)) - 1;
+    if (!free_bits) continue;
+    const uint64_t block = w * 64 + static_cast<unsigned>(std::countr_zero(free_bits));
+    bitmap_[w] |= uint64_t{1} << (block % 64);
+    next_ = block + 1 == nr_pages_ ? 0 : block + 1;
+    return block;
+  }
+  return invalid_block;
+}
+
+void backing_dev::release(uint64_t block) {
+  std::lock_guard<mutex> guard(bitmap_lock_);
+  bitmap_[block / 64] &= ~(uint64_t{1} << (block % 64));
+}
+
+status backing_dev::write_block(uint64_t block, const void* page) const {
+  const auto* p = static_cast<const uint8_t*>(page);
+  size_t done = 0;
+  while (done < page_size) {
+    const ssize_t n = ::pwrite(fd_, p + done, page_size - done,
+                               static_cast<off_t>((block << page_shift) + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return errno_status(n < 0 ? errno : EIO,
+                          "backing_dev: write block " + std::to_string(block) + " of " + path_);
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+status backing_dev::read_block(uint64_t block, void* page) const {
+  auto* p = static_cast<uint8_t*>(page);
+  size_t done = 0;
+  while (done < page_size) {
+    const ssize_t n = ::pread(fd_, p + done, page_size - done,
+                              static_cast<off_t>((block << page_shift) + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return error(EIO, "backing_dev: read block " + std::to_string(block) + " of " + path_ +
+                            (n < 0 ? std::string(": ") + std::strerror(errno) : ": short read"));
+    done += static_cast<size_t>(n);
+  }
+  return {};
+}
+
+}  // namespace uswap::zram_detail

@@ -1,0 +1,153 @@
+// Helpers shared by the zram tests: page contents of each kind (compressible, incompressible,
+// same-filled) derived from a seed, a controllable clock, a temporary backing file, threads
+// released together, and the invariant check that ties the statistics to what the table holds.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "uswap/compress/page_fill.h"
+#include "uswap/zram/zram.h"
+#include "uswap/zsmalloc/zsmalloc.h"
+
+namespace uswap::zram_test {
+
+#if defined(USWAP_TSAN)
+inline constexpr int work_scale = 10;
+#else
+inline constexpr int work_scale = 1;
+#endif
+
+inline uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+enum class page_kind { compressible, incompressible, same, zero };
+
+// A page of the given kind, a pure function of (kind, seed).
+inline void make_page(uint8_t* page, page_kind kind, uint64_t seed) {
+  switch (kind) {
+    case page_kind::compressible:
+      fill_compressible(page, page_size, 50, seed);
+      break;
+    case page_kind::incompressible:
+      fill_random(page, page_size, seed);
+      break;
+    case page_kind::same: {
+      const uint64_t v = mix(seed) | 1;  // never zero
+      for (size_t i = 0; i < page_size; i += 8) std::memcpy(page + i, &v, 8);
+      break;
+    }
+    case page_kind::zero:
+      std::memset(page, 0, page_size);
+      break;
+  }
+}
+
+inline page_kind kind_of(uint64_t r) {
+  switch (r % 8) {
+    case 0: return page_kind::incompressible;
+    case 1: return page_kind::same;
+    case 2: return page_kind::zero;
+    default: return page_kind::compressible;
+  }
+}
+
+// A clock tests move by hand (zram_options::clock takes a plain function).
+inline std::atomic<uint32_t> fake_now{1000};
+inline uint32_t fake_clock() { return fake_now.load(std::memory_order_relaxed); }
+
+// A backing file removed when the test ends.
+class temp_file {
+ public:
+  temp_file() {
+    char tmpl[] = "/tmp/uswap-zram-test-XXXXXX";
+    const int fd = ::mkstemp(tmpl);
+    EXPECT_GE(fd, 0);
+    if (fd >= 0) ::close(fd);
+    path_ = tmpl;
+  }
+  ~temp_file() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs fn(thread_index) on n threads released together; joins them all.
+inline void run_threads(int n, const std::function<void(int)>& fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      fn(i);
+    });
+  }
+  while (ready.load() < n) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  for (auto& t : threads) t.join();
+}
+
+// What the table holds, counted slot by slot.
+struct table_census {
+  uint64_t stored = 0, same = 0, compressed = 0, huge = 0, written_back = 0;
+  uint64_t compr_bytes = 0;
+};
+
+inline table_census census(const zram_device& dev) {
+  table_census c;
+  for (uint64_t i = 0; i < dev.nr_pages(); ++i) {
+    auto info = dev.slot_info(i);
+    EXPECT_TRUE(info.ok());
+    if (!info.ok()) continue;
+    switch (info->kind) {
+      case zram_slot_kind::empty: continue;
+      case zram_slot_kind::same: ++c.same; break;
+      case zram_slot_kind::compressed:
+        ++c.compressed;
+        c.compr_bytes += info->size;
+        break;
+      case zram_slot_kind::huge:
+        ++c.huge;
+        c.compr_bytes += page_size;
+        break;
+      case zram_slot_kind::written_back: ++c.written_back; break;
+    }
+    ++c.stored;
+  }
+  return c;
+}
+
+// With no operation in flight: every statistic agrees with the table and the pool.
+inline void expect_stats_match_table(zram_device& dev) {
+  const table_census c = census(dev);
+  const zram_mm_stat m = dev.mm_stat();
+  EXPECT_EQ(m.orig_data_size, c.stored * page_size);
+  EXPECT_EQ(m.same_pages, c.same);
+  EXPECT_EQ(m.huge_pages, c.huge);
+  EXPECT_EQ(m.compr_data_size, c.compr_bytes);
+  EXPECT_EQ(m.mem_used_total, dev.mem_pool().get_total_pages() * page_size);
+  EXPECT_LE(m.mem_used_total, m.mem_used_max);
+  EXPECT_EQ(dev.mem_pool().objects_in_use(), c.compressed + c.huge);
+  EXPECT_EQ(dev.bd_stat().bd_count, c.written_back);
+  if (c.compressed + c.huge == 0) {
+    EXPECT_EQ(m.mem_used_total, 0u);
+  }
+}
+
+}  // namespace uswap::zram_test
