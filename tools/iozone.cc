@@ -1,0 +1,529 @@
+// `uswap iozone`: iozone's throughput mode (-t) run in-process against a zram_device, the
+// benchmark of seed 002 ("iozone -t 4 -R -r 16K -s 200M -I +Z" on a 1 GB zram with LZO).
+//
+// Each of the -t threads owns a "file": its own -s bytes of the device, accessed in -r byte
+// records, as iozone's children each own a file. The tests, run in iozone's order (-i 0 1 2 3 5 8
+// 9 10) and reported in the seed's: initial write and rewrite (sequential), read and re-read,
+// random read and random write (uniform record offsets, one file's worth of records), reverse
+// read, stride read (every 17th record, wrapping: iozone's default -j 17), mixed workload
+// (iozone's random mix: children alternately assigned random reads and random writes), pwrite and
+// pread (sequential, at explicit offsets: in-process they are the same calls as write and read,
+// run again on the written device). A test's figure is iozone's "children see throughput": the
+// sum over threads of that thread's bytes / its own elapsed time, in KB/s (KB = 1024 bytes).
+//
+// Data: every record written is one of 64 distinct per-thread buffers filled like fio's
+// buffer_compress_percentage (50% by default, the seed's +Z / refill_buffers setting), generated
+// before timing starts.
+//
+// --lock all runs the three lock modes in alternating rounds (global_rwlock slot_cas
+// slot_bitlock, then again...), each round on a fresh device, and reports per test the median
+// KB/s of each mode, its ratio to global_rwlock with the min-max spread of the per-round ratios,
+// and the seed's ratio (patched / base) beside it.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "cli.h"
+#include "seed_reference.h"
+#include "uswap/base/units.h"
+#include "uswap/compress/page_fill.h"
+#include "uswap/sync/lockstat.h"
+#include "uswap/zram/zram.h"
+#include "zram_report.h"
+
+namespace uswap::tools {
+namespace {
+
+enum test_id : unsigned {
+  t_initial_write,
+  t_rewrite,
+  t_read,
+  t_reread,
+  t_reverse_read,
+  t_stride_read,
+  t_random_read,
+  t_mixed,
+  t_random_write,
+  t_pwrite,
+  t_pread,
+  nr_tests
+};
+
+struct test_desc {
+  const char* name;  // as iozone -R and the seed's table print it
+  const char* key;   // for --tests
+};
+
+// In the seed's table order.
+constexpr test_desc tests[nr_tests] = {
+    {"Initial write", "write"},   {"Rewrite", "rewrite"},       {"Read", "read"},
+    {"Re-read", "reread"},        {"Reverse Read", "reverse"},  {"Stride read", "stride"},
+    {"Random read", "randread"},  {"Mixed workload", "mixed"},  {"Random write", "randwrite"},
+    {"Pwrite", "pwrite"},         {"Pread", "pread"},
+};
+
+// iozone's execution order.
+constexpr test_id run_order[nr_tests] = {t_initial_write, t_rewrite,     t_read,
+                                         t_reread,        t_random_read, t_random_write,
+                                         t_reverse_read,  t_stride_read, t_mixed,
+                                         t_pwrite,        t_pread};
+
+constexpr unsigned nr_buffers = 64;
+constexpr unsigned stride_records = 17;
+
+struct config {
+  unsigned threads = 4;
+  uint64_t record = 16 * 1024;
+  uint64_t size = 200ull << 20;
+  unsigned compress_pct = 50;
+  std::string comp = "lzo";
+  std::string lock = "all";
+  unsigned rounds = 5;
+  std::string tests = "all";
+  std::string reference = default_seed_results_path();
+  bool json = false;
+  bool verify = false;
+  bool stat = false;
+  bool lockstat = false;
+  bool checksum = true;
+};
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// One child: its file (a region of the device), its buffers, what each record last received.
+struct child {
+  unsigned index = 0;
+  uint64_t base = 0;
+  uint64_t nrec = 0;
+  std::vector<uint8_t> pool;        // nr_buffers records
+  std::vector<uint8_t> scratch;     // one record, for reads
+  std::vector<uint16_t> expected;   // buffer id last written to each record (for --verify)
+  uint64_t rng = 0;
+  std::string error;                // first failure
+  double kbs = 0;                   // this test's throughput
+  const uint8_t* buffer(unsigned id, uint64_t record) const { return pool.data() + id * record; }
+};
+
+class runner {
+ public:
+  runner(const config& c, zram_device& dev, std::vector<child>& children)
+      : c_(c), dev_(dev), children_(children) {}
+
+  // Runs one test on every child at once; returns children-see KB/s, or an error message.
+  std::string run(test_id t, double* kbs) {
+    std::atomic<unsigned> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (auto& ch : children_) {
+      threads.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        const auto start = std::chrono::steady_clock::now();
+        const uint64_t bytes = run_child(t, ch);
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ch.kbs = secs > 0 ? static_cast<double>(bytes) / 1024.0 / secs : 0;
+      });
+    }
+    while (ready.load() < children_.size()) std::this_thread::yield();
+    go.store(true, std::memory_order_release);
+    for (auto& th : threads) th.join();
+    *kbs = 0;
+    for (auto& ch : children_) {
+      if (!ch.error.empty()) return ch.error;
+      *kbs += ch.kbs;
+    }
+    return {};
+  }
+
+ private:
+  bool write_rec(child& ch, uint64_t j, unsigned id) {
+    const status st = dev_.write(ch.base + j * c_.record, ch.buffer(id, c_.record), c_.record);
+    if (!st.ok()) {
+      ch.error = st.to_string();
+      return false;
+    }
+    ch.expected[j] = static_cast<uint16_t>(id);
+    return true;
+  }
+  bool read_rec(child& ch, uint64_t j) {
+    const status st = dev_.read(ch.base + j * c_.record, ch.scratch.data(), c_.record);
+    if (!st.ok()) {
+      ch.error = st.to_string();
+      return false;
+    }
+    if (c_.verify &&
+        std::memcmp(ch.scratch.data(), ch.buffer(ch.expected[j], c_.record), c_.record) != 0) {
+      ch.error = "verify: child " + std::to_string(ch.index) + " record " + std::to_string(j) +
+                 " does not hold what was written";
+      return false;
+    }
+    return true;
+  }
+
+  uint64_t run_child(test_id t, child& ch) {
+    const uint64_t n = ch.nrec;
+    uint64_t done = 0;
+    auto wr = [&](uint64_t j, unsigned id) { return write_rec(ch, j, id % nr_buffers) && ++done; };
+    auto rd = [&](uint64_t j) { return read_rec(ch, j) && ++done; };
+    switch (t) {
+      case t_initial_write:
+        for (uint64_t j = 0; j < n; ++j)
+          if (!wr(j, static_cast<unsigned>(j))) break;
+        break;
+      case t_rewrite:
+        for (uint64_t j = 0; j < n; ++j)
+          if (!wr(j, static_cast<unsigned>(j + 1))) break;
+        break;
+      case t_pwrite:
+        for (uint64_t j = 0; j < n; ++j)
+          if (!wr(j, static_cast<unsigned>(j + 2))) break;
+        break;
+      case t_read:
+      case t_reread:
+      case t_pread:
+        for (uint64_t j = 0; j < n; ++j)
+          if (!rd(j)) break;
+        break;
+      case t_reverse_read:
+        for (uint64_t j = n; j-- > 0;)
+          if (!rd(j)) break;
+        break;
+      case t_stride_read:
+        for (uint64_t i = 0; i < n; ++i)
+          if (!rd((i * stride_records) % n)) break;
+        break;
+      case t_random_read:
+        for (uint64_t i = 0; i < n; ++i)
+          if (!rd((ch.rng = mix64(ch.rng)) % n)) break;
+        break;
+      case t_random_write:
+        for (uint64_t i = 0; i < n; ++i) {
+          ch.rng = mix64(ch.rng);
+          if (!wr(ch.rng % n, static_cast<unsigned>(ch.rng >> 40))) break;
+        }
+        break;
+      case t_mixed:
+        // iozone's random mix: children alternate between readers and writers.
+        for (uint64_t i = 0; i < n; ++i) {
+          ch.rng = mix64(ch.rng);
+          const bool ok = ch.index % 2 == 0 ? rd(ch.rng % n)
+                                            : wr(ch.rng % n, static_cast<unsigned>(ch.rng >> 40));
+          if (!ok) break;
+        }
+        break;
+      case nr_tests:
+        break;
+    }
+    return done * c_.record;
+  }
+
+  const config& c_;
+  zram_device& dev_;
+  std::vector<child>& children_;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+class progress_line {
+ public:
+  progress_line() : tty_(isatty(STDERR_FILENO)) {}
+  void show(const std::string& s) {
+    if (tty_) {
+      std::cerr << "\r" << std::left << std::setw(78) << s.substr(0, 78) << std::right
+                << std::flush;
+    }
+    last_ = s;
+  }
+  // Without a terminal, one line per finished step instead of a line rewritten in place.
+  void step_done(const std::string& s) {
+    if (!tty_) std::cerr << s << "\n";
+  }
+  void done() {
+    if (tty_) std::cerr << "\r" << std::string(78, ' ') << "\r" << std::flush;
+  }
+
+ private:
+  bool tty_;
+  std::string last_;
+};
+
+int run_iozone(const config& c) {
+  // --- Validate.
+  if (c.threads == 0 || c.record == 0 || c.record % page_size || c.size < c.record) {
+    std::cerr << "uswap iozone: -r must be a positive multiple of 4K and -s at least one record "
+                 "(got -r "
+              << c.record << ", -s " << c.size << ")\n";
+    return 2;
+  }
+  if (c.rounds == 0 || c.compress_pct > 100) {
+    std::cerr << "uswap iozone: --rounds must be at least 1 and --compressibility 0..100\n";
+    return 2;
+  }
+  std::vector<zram_lock_mode> modes;
+  if (c.lock == "all") {
+    modes.assign(all_zram_lock_modes.begin(), all_zram_lock_modes.end());
+  } else {
+    auto m = parse_zram_lock_mode(c.lock);
+    if (!m.ok()) {
+      std::cerr << "uswap iozone: --lock: " << m.error().message() << " or all\n";
+      return 2;
+    }
+    modes.push_back(*m);
+  }
+  std::vector<bool> selected(nr_tests, c.tests == "all");
+  if (c.tests != "all") {
+    std::stringstream ss(c.tests);
+    std::string key;
+    while (std::getline(ss, key, ',')) {
+      bool found = false;
+      for (unsigned t = 0; t < nr_tests; ++t)
+        if (key == tests[t].key) selected[t] = found = true;
+      if (!found) {
+        std::cerr << "uswap iozone: --tests: unknown test '" << key << "'; known:";
+        for (const auto& d : tests) std::cerr << " " << d.key;
+        std::cerr << "\n";
+        return 2;
+      }
+    }
+  }
+  const uint64_t size = c.size / c.record * c.record;
+  const uint64_t nrec = size / c.record;
+
+  // --- Per-child buffers, made once (outside every timed region).
+  std::vector<child> children(c.threads);
+  for (unsigned t = 0; t < c.threads; ++t) {
+    child& ch = children[t];
+    ch.index = t;
+    ch.base = t * size;
+    ch.nrec = nrec;
+    ch.pool.resize(nr_buffers * c.record);
+    for (unsigned b = 0; b < nr_buffers; ++b)
+      fill_compressible(ch.pool.data() + b * c.record, c.record, c.compress_pct,
+                        mix64(t * 1000 + b));
+    ch.scratch.resize(c.record);
+    ch.expected.assign(nrec, 0);
+  }
+  if (c.lockstat) lockstat::enable(true);
+
+  const seed_table seed = load_seed_rows(c.reference, "002");
+  // results[mode][test] = KB/s per round
+  std::map<zram_lock_mode, std::vector<std::vector<double>>> results;
+  for (auto m : modes) results[m].assign(nr_tests, {});
+  std::unique_ptr<zram_device> last;
+  progress_line progress;
+
+  for (unsigned round = 0; round < c.rounds; ++round) {
+    for (zram_lock_mode mode : modes) {
+      last.reset();  // the previous device's memory goes back before the next is filled
+      zram_options o;
+      o.disksize = c.threads * size;
+      o.comp_algorithm = c.comp;
+      o.lock_mode = mode;
+      o.checksum = c.checksum;
+      auto dev = zram_device::create(o);
+      if (!dev.ok()) {
+        progress.done();
+        std::cerr << "uswap iozone: " << dev.error().to_string() << "\n";
+        return 1;
+      }
+      for (auto& ch : children) ch.rng = mix64(ch.index + 7 * round + 1);
+      runner r(c, **dev, children);
+      for (test_id t : run_order) {
+        // Reads need data: the initial write always runs, reported only when selected.
+        if (!selected[t] && t != t_initial_write) continue;
+        std::ostringstream msg;
+        msg << "iozone: round " << round + 1 << "/" << c.rounds << ", " << to_string(mode)
+            << ": " << tests[t].name;
+        progress.show(msg.str());
+        double kbs = 0;
+        const std::string err = r.run(t, &kbs);
+        if (!err.empty()) {
+          progress.done();
+          std::cerr << "uswap iozone: " << tests[t].name << " (" << to_string(mode)
+                    << "): " << err << "\n";
+          return 1;
+        }
+        if (selected[t]) results[mode][t].push_back(kbs);
+      }
+      last = std::move(*dev);
+      std::ostringstream msg;
+      msg << "iozone: round " << round + 1 << "/" << c.rounds << ", " << to_string(mode)
+          << " done";
+      progress.step_done(msg.str());
+    }
+  }
+  progress.done();
+
+  // --- Report.
+  const bool compare = modes.size() > 1;
+  const zram_lock_mode base = zram_lock_mode::global_rwlock;
+  auto per_round_ratios = [&](zram_lock_mode m, unsigned t) {
+    std::vector<double> r;
+    for (size_t k = 0; k < results[m][t].size(); ++k)
+      if (results[base][t][k] > 0) r.push_back(results[m][t][k] / results[base][t][k]);
+    return r;
+  };
+  std::ostringstream cfg;
+  cfg << c.threads << " threads, " << format_size(c.record) << " records, "
+      << format_size(size) << " per thread, " << c.comp << ", " << c.compress_pct
+      << "% compressible" << (c.checksum ? "" : ", no checksums") << ", " << c.rounds
+      << (c.rounds == 1 ? " round" : " rounds");
+  if (compare) cfg << " (modes alternated A B C A B C ...)";
+  const std::string machine =
+      cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
+
+  if (c.json) {
+    nlohmann::json j;
+    j["config"] = {{"threads", c.threads},     {"record", c.record},
+                   {"size_per_thread", size},  {"comp", c.comp},
+                   {"compressibility", c.compress_pct}, {"rounds", c.rounds},
+                   {"checksum", c.checksum},   {"verify", c.verify}};
+    j["machine"] = machine;
+    j["seed_reference"] = seed.source;
+    j["unit"] = "KB/s (children see throughput, KB = 1024 bytes)";
+    for (unsigned t = 0; t < nr_tests; ++t) {
+      if (!selected[t]) continue;
+      nlohmann::json row;
+      row["test"] = tests[t].name;
+      for (auto m : modes) {
+        const std::string mn(to_string(m));
+        row["modes"][mn] = {{"median_kbs", median(results[m][t])}, {"rounds", results[m][t]}};
+        if (compare) {
+          const auto rr = per_round_ratios(m, t);
+          row["ratio_to_global_rwlock"][mn] = {
+              {"ratio", median(results[m][t]) / std::max(median(results[base][t]), 1e-9)},
+              {"min", rr.empty() ? 0 : *std::min_element(rr.begin(), rr.end())},
+              {"max", rr.empty() ? 0 : *std::max_element(rr.begin(), rr.end())}};
+        }
+      }
+      if (const seed_row* s = find_seed_row(seed, tests[t].name)) row["seed_ratio"] = s->ratio();
+      j["tests"].push_back(row);
+    }
+    if (c.stat && last) j["zram"] = zram_report_json(*last);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::cout << "uswap iozone: " << cfg.str() << "\n"
+            << "machine: " << machine << "\n"
+            << "KB/s = children see throughput (iozone -t), median of rounds\n";
+  if (compare)
+    std::cout << "seed: Weijie Yang, seed 002 (4 threads, 4-core Core2 Q8400, kernel 3.15-rc3); "
+              << "figures from " << seed.source << "\n";
+  std::cout << "\n";
+  std::cout << std::left << std::setw(16) << "Test" << std::right;
+  for (auto m : modes) std::cout << std::setw(15) << to_string(m);
+  if (compare)
+    std::cout << std::setw(22) << "slot_cas/global" << std::setw(22) << "slot_bitlock/global"
+              << std::setw(16) << "seed CAS/base";
+  std::cout << "\n";
+  for (unsigned t = 0; t < nr_tests; ++t) {
+    if (!selected[t]) continue;
+    std::cout << std::left << std::setw(16) << tests[t].name << std::right << std::fixed
+              << std::setprecision(2);
+    for (auto m : modes) std::cout << std::setw(15) << median(results[m][t]);
+    if (compare) {
+      for (auto m : {zram_lock_mode::slot_cas, zram_lock_mode::slot_bitlock}) {
+        const auto rr = per_round_ratios(m, t);
+        std::ostringstream cell;
+        cell << std::fixed << std::setprecision(3)
+             << median(results[m][t]) / std::max(median(results[base][t]), 1e-9) << " ["
+             << std::setprecision(2) << (rr.empty() ? 0 : *std::min_element(rr.begin(), rr.end()))
+             << "-" << (rr.empty() ? 0 : *std::max_element(rr.begin(), rr.end())) << "]";
+        std::cout << std::setw(22) << cell.str();
+      }
+      if (const seed_row* s = find_seed_row(seed, tests[t].name)) {
+        std::ostringstream cell;
+        cell << std::fixed << std::setprecision(3) << s->ratio();
+        std::cout << std::setw(16) << cell.str();
+      }
+    }
+    std::cout << std::defaultfloat << "\n";
+  }
+  if (compare)
+    std::cout << "\nratio = median KB/s of the mode / median KB/s of global_rwlock "
+                 "[min-max of the per-round ratios]\n";
+  if (c.stat && last) {
+    std::cout << "\nzram device after the last round (" << to_string(last->lock_mode())
+              << "):\n";
+    print_zram_report(std::cout, *last);
+  }
+  return 0;
+}
+
+void add_iozone_command(CLI::App& app, command_table& table) {
+  static config c;
+  auto* sub = app.add_subcommand(
+      "iozone",
+      "iozone's throughput tests in-process on a zram device; --lock all compares the lock "
+      "modes in alternating rounds beside seed 002's figures");
+  sub->add_option("-t,--threads", c.threads, "Threads (iozone children), each with its own file")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_size_option(*sub, "-r,--record", c.record, "Record size, a multiple of 4K");
+  add_size_option(*sub, "-s,--size", c.size, "File size per thread");
+  sub->add_option("--compressibility", c.compress_pct,
+                  "Percent of each buffer that compresses away (fio buffer_compress_percentage)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
+  sub->add_option("--comp", c.comp, "Compression algorithm: lz4, lz4hc, zstd, lzo")
+      ->capture_default_str();
+  sub->add_option("--lock", c.lock, "Lock mode: global_rwlock, slot_cas, slot_bitlock or all")
+      ->capture_default_str();
+  sub->add_option("--rounds", c.rounds, "Rounds (each mode once per round, on a fresh device)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--tests", c.tests,
+                  "Comma-separated tests: write,rewrite,read,reread,reverse,stride,randread,"
+                  "mixed,randwrite,pwrite,pread (the initial write always runs)")
+      ->capture_default_str();
+  sub->add_option("--reference", c.reference,
+                  "Seed figures (seed_results.csv); compiled-in copy if unreadable")
+      ->capture_default_str();
+  sub->add_flag("--verify", c.verify, "Check every record read against what was written");
+  sub->add_flag("--stat", c.stat, "Print the last device's zramctl summary and stat files");
+  sub->add_flag("--lockstat", c.lockstat, "Collect lock statistics (shown with --stat)");
+  sub->add_flag("!--no-checksum", c.checksum, "Store objects without checksums (as the kernel)");
+  sub->add_flag("--json", c.json, "Print the results as JSON");
+  table.add(sub, [] { return run_iozone(c); });
+}
+
+const command_registrar reg{50, add_iozone_command};
+
+}  // namespace
+}  // namespace uswap::tools
