@@ -1,0 +1,265 @@
+// Fault resolution: the pager's do_anonymous_page / do_swap_page / do_wp_page, and the charge
+// against the limit that runs reclaim first (the memcg's try_charge). Called from the SIGBUS
+// handler of the faulting thread, from the handler threads, and from pin().
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "pager_impl.h"
+
+namespace uswap {
+
+namespace {
+
+// Source of UFFDIO_COPY for first writes: zero pages, never written.
+alignas(4096) uint8_t zero_pages[max_readahead * page_size];
+
+void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
+  uint64_t cur = m.load(std::memory_order_relaxed);
+  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+void pager::impl::charge(uint64_t n) noexcept {
+  unsigned fruitless = 0;
+  for (;;) {
+    uint64_t cur = resident.load(std::memory_order_relaxed);
+    while (cur + n <= limit_pages) {
+      if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
+        update_max(peak_resident, cur + n);
+        return;
+      }
+    }
+    // Over the limit: reclaim what is missing, and up to a batch, as direct reclaim does, so
+    // that the next faults find room without reclaiming one page each.
+    const uint64_t excess = cur + n - limit_pages;
+    if (shrink(excess, std::max<uint64_t>(excess, opts.reclaim_batch)) != 0) {
+      fruitless = 0;
+      continue;
+    }
+    // Nothing evictable right now: every mapped page is pinned, locked by a fault, or isolated
+    // by another reclaimer that has not finished. Let those finish; if they never free
+    // anything, map above the limit rather than fail the fault (a fault cannot fail).
+    if (++fruitless >= 16) {
+      const uint64_t now = resident.fetch_add(n, std::memory_order_relaxed) + n;
+      update_max(peak_resident, now);
+      c.overcharges.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    sched_yield();
+  }
+}
+
+unsigned pager::impl::readahead_window(uint64_t idx, readahead_state& ra) const noexcept {
+  // A fault on the page right after the last run continues a sequential stream: double its
+  // window up to readahead_max. Anything else starts over with one page.
+  if (ra.owner == this && idx == ra.next)
+    ra.window = std::min(ra.window * 2, opts.readahead_max);
+  else
+    ra.window = 1;
+  ra.owner = this;
+  return static_cast<unsigned>(std::min<uint64_t>(ra.window, nr_pages - idx));
+}
+
+int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra,
+                              bool* woke) noexcept {
+  if (addr < base || addr >= base + (nr_pages << page_shift)) return EFAULT;
+  return fault_page((addr - base) >> page_shift, flags, ra, false, woke);
+}
+
+int pager::impl::fault_page(uint64_t idx, unsigned flags, readahead_state& ra, bool pin,
+                            bool* woke) noexcept {
+  std::atomic<uint64_t>& w = ptes[idx];
+  unsigned charged = 0;
+  for (;;) {
+    uint64_t st = page_lock::load_data(w, std::memory_order_acquire);
+    if (!(st & PS_VALID)) {
+      uncharge(charged);
+      return EFAULT;
+    }
+    // Charge before taking the page lock: the charge may reclaim, and reclaim must never wait
+    // for a page lock while holding one.
+    if (ps_state(st) != PS_MAPPED && charged == 0) {
+      charged = readahead_window(idx, ra);
+      charge(charged);
+    }
+    page_lock::lock(w, &page_class);
+    st = page_lock::load_data(w);
+    if (!(st & PS_VALID)) {
+      page_lock::unlock(w);
+      uncharge(charged);
+      return EFAULT;
+    }
+    if (ps_state(st) == PS_MAPPED) {
+      const int r = resolve_mapped(idx, st, flags, pin, woke);
+      page_lock::unlock(w);
+      uncharge(charged);
+      return r;
+    }
+    if (charged != 0) {
+      return resolve_missing(idx, st, flags & FAULT_FLAG_WRITE, charged, pin, ra, woke);
+    }
+    // It was mapped when we looked and is not any more (evicted meanwhile): charge and retry.
+    page_lock::unlock(w);
+  }
+}
+
+int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin,
+                                bool* woke) noexcept {
+  std::atomic<uint64_t>& w = ptes[idx];
+  const bool write = flags & FAULT_FLAG_WRITE;
+  if ((flags & FAULT_FLAG_WP) || (write && (st & PG_uffd_wp))) {
+    // A write to a write-protected page: one the clock spared (write tracking), a clean
+    // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
+    // stale: free it, then let the write through (the ioctl also wakes a sleeping faulter).
+    if (const int r = uffd->writeprotect(page_addr(idx), page_size, false); r != 0) return r;
+    *woke = true;
+    if (st & PG_swapcache) {
+      store->release(handles[idx]);
+      handles[idx] = 0;
+    }
+    // mark_page_accessed: a reference while already referenced activates the page.
+    const uint64_t ref = (st & PG_referenced) ? PG_active | PG_referenced : PG_referenced;
+    page_lock::update(w, PG_uffd_wp | PG_swapcache | PG_referenced | PG_active, ref);
+    if (flags & FAULT_FLAG_WP) c.wp_faults.fetch_add(1, std::memory_order_relaxed);
+  } else if (!pin) {
+    // A missing-page fault on a mapped page: another thread mapped it first (the zero page
+    // probe fails with EEXIST), or the program dropped it behind the pager's back with a raw
+    // MADV_DONTNEED, after which it must read as zeros, which is what the probe maps.
+    uint64_t done = 0;
+    if (uffd->zeropage(page_addr(idx), page_size, &done) == 0) {
+      *woke = true;
+      if (st & PG_swapcache) {
+        store->release(handles[idx]);
+        handles[idx] = 0;
+      }
+      page_lock::update(w, PG_uffd_wp | PG_swapcache, 0);
+    }
+    page_lock::set_bits(w, PG_referenced);
+  }
+  if (pin) {
+    if (ps_pins(st) == PIN_MASK >> PIN_SHIFT) return EBUSY;
+    page_lock::update(w, PIN_MASK, (st & PIN_MASK) + PIN_ONE);
+    pinned.fetch_add(1, std::memory_order_relaxed);
+  }
+  return 0;
+}
+
+int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned charged,
+                                 bool pin, readahead_state& ra, bool* woke) noexcept {
+  const uint64_t kind = ps_state(st);  // PS_NONE or PS_SWAPPED
+  // The run: this page and the following ones of the same kind, as far as the window reaches
+  // and their locks can be had without waiting (readahead is opportunistic). run[0, k) are
+  // locked from here to the end.
+  uint64_t run[max_readahead];
+  run[0] = idx;
+  unsigned k = 1;
+  while (k < charged) {
+    const uint64_t j = idx + k;
+    std::atomic<uint64_t>& wj = ptes[j];
+    uint64_t sj = page_lock::load_data(wj);
+    if (!(sj & PS_VALID) || ps_state(sj) != kind) break;
+    if (!page_lock::try_lock(wj, &page_class)) break;
+    sj = page_lock::load_data(wj);
+    if (!(sj & PS_VALID) || ps_state(sj) != kind) {
+      page_lock::unlock(wj);
+      break;
+    }
+    run[k++] = j;
+  }
+
+  const uintptr_t addr = page_addr(idx);
+  int err = 0;
+  uint64_t done = 0;
+  if (kind == PS_NONE) {
+    // First touch: a read maps the shared zero page, a write a private zeroed page.
+    err = write ? uffd->copy(addr, zero_pages, k * page_size, false, &done)
+                : uffd->zeropage(addr, k * page_size, &done);
+  } else {
+    staging_buffer buf;
+    unsigned loaded = 0;
+    if (buf) {
+      for (; loaded < k; ++loaded)
+        if (store->load(handles[run[loaded]], buf.data + loaded * page_size) != 0) break;
+    }
+    if (!buf) {
+      err = ENOMEM;
+    } else if (loaded == 0) {
+      err = EIO;  // the faulting page's contents are lost: its fault gets a real SIGBUS
+    } else {
+      for (unsigned i = loaded; i < k; ++i) page_lock::unlock(ptes[run[i]]);
+      k = loaded;
+      // A read fault maps the pages write-protected and keeps their slots: while nobody
+      // writes them, evicting them again costs nothing (the swap cache). A write fault maps
+      // them writable: the write makes the copies stale.
+      err = uffd->copy(addr, buf.data, k * page_size, !write, &done);
+    }
+  }
+  unsigned mapped = static_cast<unsigned>(done >> page_shift);
+  bool adopted = false;
+  if (err == EEXIST && mapped < k) {
+    // The page at `mapped` has a PTE although the pager thought it had none; it can only have
+    // come from outside the pager. Adopt it as mapped, with whatever it holds.
+    err = 0;
+    adopted = true;
+    const uint64_t j = run[mapped];
+    if (kind == PS_SWAPPED) {
+      store->release(handles[j]);
+      handles[j] = 0;
+    }
+    page_lock::update(ptes[j], PS_MASK | PG_uffd_wp | PG_swapcache | SHADOW_MASK, PS_MAPPED);
+    ++mapped;
+  }
+
+  const uint64_t age = nonresident_age.load(std::memory_order_relaxed) & SHADOW_MAX;
+  for (unsigned i = 0; i < mapped - (adopted ? 1 : 0); ++i) {
+    uint64_t flags = PS_MAPPED;
+    // workingset_refault: a page evicted fewer than `limit` evictions ago would have stayed
+    // resident with a little more room: it is part of the working set, activate it.
+    const uint64_t st_i = page_lock::load_data(ptes[run[i]]);
+    if (kind == PS_SWAPPED && ((age - ps_shadow(st_i)) & SHADOW_MAX) <= limit_pages)
+      flags |= PG_active;
+    if (kind == PS_SWAPPED) {
+      if (write) {
+        store->release(handles[run[i]]);
+        handles[run[i]] = 0;
+      } else {
+        flags |= PG_uffd_wp | PG_swapcache;
+      }
+    }
+    // The whole run counts as referenced, not just the faulting page: a run is touched
+    // together (that is why it was read ahead), and keeping its pages alike keeps reclaim's
+    // victims contiguous, so that write-protecting and dropping them costs one system call
+    // (and one TLB flush) per run rather than per page.
+    flags |= PG_referenced;
+    page_lock::update(ptes[run[i]],
+                      PS_MASK | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active |
+                          SHADOW_MASK,
+                      flags);
+  }
+  ra.next = idx + mapped;
+  if (mapped > 0) {
+    *woke = true;
+    if (kind == PS_NONE)
+      c.zero_fills.fetch_add(mapped, std::memory_order_relaxed);
+    else
+      c.swap_ins.fetch_add(mapped, std::memory_order_relaxed);
+    if (mapped > 1) c.readahead.fetch_add(mapped - 1, std::memory_order_relaxed);
+    c.faults.fetch_add(1, std::memory_order_relaxed);
+    if (pin) {
+      page_lock::update(ptes[idx], PIN_MASK, PIN_ONE);
+      pinned.fetch_add(1, std::memory_order_relaxed);
+    }
+    lru_add(run, mapped);
+  }
+  for (unsigned i = 0; i < k; ++i) page_lock::unlock(ptes[run[i]]);
+  uncharge(charged - mapped);
+  return mapped > 0 ? 0 : err;
+}
+
+}  // namespace uswap

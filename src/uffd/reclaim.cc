@@ -1,0 +1,297 @@
+// Reclaim: the clock over mapped pages (shrink_inactive_list / folio_check_references) and
+// eviction (shrink_folio_list: try_to_unmap + swap_writepage), batched by runs of consecutive
+// pages so that write-protection and MADV_DONTNEED cost one system call per run.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "pager_impl.h"
+
+namespace uswap {
+
+namespace {
+
+// Calls f(first, len) for each run of consecutive values in sorted v[0, n) whose keep[i] is
+// true.
+template <class Keep, class F>
+void for_each_run(const uint32_t* v, unsigned n, Keep keep, F f) {
+  unsigned i = 0;
+  while (i < n) {
+    if (!keep(i)) {
+      ++i;
+      continue;
+    }
+    unsigned j = i + 1;
+    while (j < n && keep(j) && v[j] == v[j - 1] + 1) ++j;
+    f(i, j - i);
+    i = j;
+  }
+}
+
+}  // namespace
+
+void pager::impl::lru_add_locked(uint64_t idx) noexcept {
+  const auto i = static_cast<uint32_t>(idx);
+  if (lru_head == lru_nil) {
+    lru_prev[i] = lru_next[i] = i;
+    lru_head = i;
+  } else {
+    // The tail (the newest) is just behind the hand.
+    const uint32_t tail = lru_prev[lru_head];
+    lru_next[tail] = i;
+    lru_prev[i] = tail;
+    lru_next[i] = lru_head;
+    lru_prev[lru_head] = i;
+  }
+  ++lru_nr;
+  ptes[idx].fetch_or(PG_lru, std::memory_order_relaxed);
+}
+
+void pager::impl::lru_del_locked(uint64_t idx) noexcept {
+  const auto i = static_cast<uint32_t>(idx);
+  if (lru_next[i] == i) {
+    lru_head = lru_nil;
+  } else {
+    const uint32_t p = lru_prev[i], n = lru_next[i];
+    lru_next[p] = n;
+    lru_prev[n] = p;
+    if (lru_head == i) lru_head = n;
+  }
+  --lru_nr;
+  ptes[idx].fetch_and(~PG_lru, std::memory_order_relaxed);
+}
+
+void pager::impl::lru_add(const uint64_t* idx, unsigned n) noexcept {
+  std::lock_guard g(lru_lock);
+  for (unsigned i = 0; i < n; ++i) {
+    const uint64_t st = ptes[idx[i]].load(std::memory_order_relaxed);
+    if (!(st & (PG_lru | PG_isolated))) lru_add_locked(idx[i]);
+  }
+}
+
+uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
+  c.reclaim_passes.fetch_add(1, std::memory_order_relaxed);
+  uint64_t total = 0;
+  // Each pass scans at most one lap of the clock and evicts up to a batch. A pass that stops
+  // short (it met the first page it spared) is accepted once the minimum is reached: starting
+  // another lap at once would evict the pages just spared before they could be used again.
+  uint64_t fruitless_budget = 2;
+  while (total < nr_min) {
+    const auto want = static_cast<unsigned>(std::min<uint64_t>(opts.reclaim_batch,
+                                                               nr_max - total));
+    const unsigned got = shrink_batch(want);
+    total += got;
+    if (got == 0 && fruitless_budget-- == 0) break;
+  }
+  return total;
+}
+
+unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
+  uint32_t victims[max_reclaim_batch];
+  unsigned nv = 0;
+  uint32_t spared[4 * max_reclaim_batch];
+  unsigned ns = 0;
+  {
+    std::lock_guard g(lru_lock);
+    // At most one lap: a page spared in this scan must not come round again in it, so the scan
+    // stops when the hand returns to the first page it spared.
+    const uint64_t max_scan = std::min<uint64_t>(4 * batch, lru_nr);
+    uint64_t scanned = 0;
+    uint32_t first_spared = lru_nil;
+    while (nv < batch && scanned < max_scan && lru_head != lru_nil && lru_head != first_spared) {
+      const uint32_t idx = lru_head;
+      ++scanned;
+      const uint64_t st = ptes[idx].load(std::memory_order_relaxed);
+      if ((st & (PG_referenced | PG_active)) || ps_pins(st) || page_lock::is_locked(ptes[idx])) {
+        // A second chance: the hand takes one step of credit (active -> referenced ->
+        // nothing) and moves on; the page becomes the newest. With write tracking, a page
+        // spared for its credit is write-protected so that its next write is seen (reads
+        // cannot be: this kernel has no accessed bit for userspace).
+        if (st & (PG_referenced | PG_active)) {
+          ptes[idx].fetch_and(~((st & PG_active) ? PG_active : PG_referenced),
+                              std::memory_order_relaxed);
+          if (opts.track_writes && !(st & PG_uffd_wp) && !ps_pins(st)) spared[ns++] = idx;
+        }
+        if (first_spared == lru_nil) first_spared = idx;
+        lru_head = lru_next[idx];
+        c.rotated.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      lru_del_locked(idx);
+      ptes[idx].fetch_or(PG_isolated, std::memory_order_relaxed);
+      victims[nv++] = idx;
+    }
+    c.scanned.fetch_add(scanned, std::memory_order_relaxed);
+  }
+  if (ns) protect_spared(spared, ns);
+  if (nv == 0) return 0;
+
+  // Lock the victims without waiting: a page whose lock is taken is being faulted or unmapped,
+  // and is not a good victim anyway.
+  uint32_t busy[max_reclaim_batch];
+  unsigned nb = 0, nl = 0;
+  for (unsigned i = 0; i < nv; ++i) {
+    const uint32_t idx = victims[i];
+    if (!page_lock::try_lock(ptes[idx], &page_class)) {
+      busy[nb++] = idx;
+      continue;
+    }
+    const uint64_t st = page_lock::load_data(ptes[idx]);
+    if (!(st & PG_isolated)) {
+      // Unmapped or discarded since it was isolated: no longer this reclaimer's.
+      page_lock::unlock(ptes[idx]);
+      continue;
+    }
+    if (ps_state(st) != PS_MAPPED || ps_pins(st)) {
+      putback(&idx, 1);
+      page_lock::unlock(ptes[idx]);
+      continue;
+    }
+    victims[nl++] = idx;
+  }
+  if (nb) putback(busy, nb);
+  if (nl == 0) return 0;
+  std::sort(victims, victims + nl);
+  return evict(victims, nl);
+}
+
+void pager::impl::putback(const uint32_t* v, unsigned n) noexcept {
+  std::lock_guard g(lru_lock);
+  for (unsigned i = 0; i < n; ++i) {
+    const uint64_t st = ptes[v[i]].load(std::memory_order_relaxed);
+    if (!(st & PG_isolated)) continue;  // unmapped meanwhile
+    ptes[v[i]].fetch_and(~PG_isolated, std::memory_order_relaxed);
+    if (ps_state(st) == PS_MAPPED) lru_add_locked(v[i]);
+  }
+}
+
+void pager::impl::protect_spared(uint32_t* spared, unsigned n) noexcept {
+  std::sort(spared, spared + n);
+  bool locked[4 * max_reclaim_batch];
+  for (unsigned i = 0; i < n; ++i) {
+    locked[i] = false;
+    if (i > 0 && spared[i] == spared[i - 1]) continue;  // a short list can be lapped twice
+    std::atomic<uint64_t>& w = ptes[spared[i]];
+    if (!page_lock::try_lock(w, &page_class)) continue;
+    const uint64_t st = page_lock::load_data(w);
+    if (ps_state(st) != PS_MAPPED || (st & PG_uffd_wp) || ps_pins(st)) {
+      page_lock::unlock(w);
+      continue;
+    }
+    locked[i] = true;
+  }
+  for_each_run(
+      spared, n, [&](unsigned i) { return locked[i]; },
+      [&](unsigned i, unsigned len) {
+        if (uffd->writeprotect(page_addr(spared[i]), uint64_t{len} << page_shift, true) != 0)
+          return;
+        for (unsigned j = i; j < i + len; ++j) page_lock::set_bits(ptes[spared[j]], PG_uffd_wp);
+      });
+  for (unsigned i = 0; i < n; ++i)
+    if (locked[i]) page_lock::unlock(ptes[spared[i]]);
+}
+
+unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
+  enum : uint8_t { failed, stored, zero, clean };
+  uint8_t kind[max_reclaim_batch];
+  uint64_t newh[max_reclaim_batch];
+
+  // 1. Write-protect first, so that from here on a write to a victim faults and waits for its
+  //    page lock instead of landing in a page that is being copied out.
+  for (unsigned i = 0; i < n; ++i) kind[i] = stored;
+  for_each_run(
+      v, n, [&](unsigned i) { return !(page_lock::load_data(ptes[v[i]]) & PG_uffd_wp); },
+      [&](unsigned i, unsigned len) {
+        const int r = uffd->writeprotect(page_addr(v[i]), uint64_t{len} << page_shift, true);
+        for (unsigned j = i; j < i + len; ++j) {
+          if (r == 0)
+            page_lock::set_bits(ptes[v[j]], PG_uffd_wp);
+          else
+            kind[j] = failed;
+        }
+      });
+
+  // 2. Copy out, compress, store. A clean swap-cache page already has its copy.
+  staging_buffer buf;
+  for (unsigned i = 0; i < n; ++i) {
+    if (kind[i] == failed) continue;
+    const uint64_t st = page_lock::load_data(ptes[v[i]]);
+    if (st & PG_swapcache) {
+      kind[i] = clean;
+      continue;
+    }
+    if (!buf) {
+      kind[i] = failed;
+      continue;
+    }
+    set_copying_page(page_addr(v[i]));
+    copy_page_out(buf.data, reinterpret_cast<const void*>(page_addr(v[i])));
+    set_copying_page(0);
+    if (page_is_zero(buf.data)) {
+      kind[i] = zero;
+      continue;
+    }
+    uint32_t csize = 0;
+    if (store->store(buf.data, &newh[i], &csize) != 0) {
+      kind[i] = failed;
+      c.swap_out_failures.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    c.compressed_bytes.fetch_add(csize, std::memory_order_relaxed);
+  }
+
+  // 3. Drop the pages: their PTEs go, the next access is a missing-page fault.
+  for_each_run(
+      v, n, [&](unsigned i) { return kind[i] != failed; },
+      [&](unsigned i, unsigned len) {
+        if (::madvise(reinterpret_cast<void*>(page_addr(v[i])), uint64_t{len} << page_shift,
+                      MADV_DONTNEED) == 0)
+          return;
+        for (unsigned j = i; j < i + len; ++j) {
+          if (kind[j] == stored) store->release(newh[j]);
+          kind[j] = failed;
+        }
+      });
+
+  // 4. New states. A failed victim stays mapped (and write-protected if it got that far: its
+  //    next write faults and unprotects it) and goes back on the clock.
+  unsigned evicted = 0, nstored = 0, nzero = 0, nclean = 0, ngone = 0;
+  for (unsigned i = 0; i < n; ++i) ngone += kind[i] != failed;
+  // The eviction's age goes into the page's word (the shadow entry) for refault detection.
+  const uint64_t age = nonresident_age.fetch_add(ngone, std::memory_order_relaxed) & SHADOW_MAX;
+  for (unsigned i = 0; i < n; ++i) {
+    std::atomic<uint64_t>& w = ptes[v[i]];
+    if (kind[i] == failed) {
+      putback(&v[i], 1);
+      page_lock::unlock(w);
+      continue;
+    }
+    uint64_t next;
+    if (kind[i] == zero) {
+      next = PS_NONE;
+      ++nzero;
+    } else {
+      if (kind[i] == stored) {
+        handles[v[i]] = newh[i];
+        ++nstored;
+      } else {
+        ++nclean;
+      }
+      next = PS_SWAPPED;
+    }
+    page_lock::update(w,
+                      PS_MASK | PG_referenced | PG_active | PG_uffd_wp | PG_swapcache |
+                          PG_isolated | SHADOW_MASK,
+                      next | (age << SHADOW_SHIFT));
+    page_lock::unlock(w);
+    ++evicted;
+  }
+  uncharge(evicted);
+  c.swap_outs.fetch_add(nstored, std::memory_order_relaxed);
+  c.zero_evictions.fetch_add(nzero, std::memory_order_relaxed);
+  c.clean_evictions.fetch_add(nclean, std::memory_order_relaxed);
+  return evicted;
+}
+
+}  // namespace uswap

@@ -1,0 +1,446 @@
+// Single-threaded behaviour of pagers and regions, in both fault modes: contents survive
+// eviction, the limit holds, zero pages cost nothing, clean pages are not compressed twice, the
+// clock keeps written pages, system calls reach evicted pages (or fail as documented), memory
+// is returned, bad input is refused without damage.
+#include "uswap/uffd/region.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "uffd_test_util.h"
+
+namespace uswap {
+namespace {
+
+using namespace uffd_test;
+
+constexpr uint64_t MiB = 1 << 20;
+
+class RegionTest : public ::testing::TestWithParam<fault_mode> {
+ protected:
+  std::unique_ptr<region> make(uint64_t size, uint64_t limit, pager_options o = {}) {
+    o.mode = GetParam();
+    o.limit = limit;
+    auto r = region::create(size, o);
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    return r.ok() ? std::move(r).value() : nullptr;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, RegionTest,
+                         ::testing::Values(fault_mode::sigbus, fault_mode::handler_thread),
+                         mode_name());
+
+TEST_P(RegionTest, SequentialWriteOfFourTimesTheLimitReadsBack) {
+  auto r = make(16 * MiB, 4 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  for (uint64_t i = 0; i < pages; ++i)
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+  const pager_stats s = r->owner().stats();
+  EXPECT_LE(s.peak_resident_pages, s.limit_pages) << describe(s);
+  EXPECT_EQ(s.overcharges, 0u) << describe(s);
+  EXPECT_GE(s.swap_outs, pages - s.limit_pages) << describe(s);
+  EXPECT_GE(s.swap_ins, pages - s.limit_pages) << describe(s);
+  EXPECT_GT(s.compressed_bytes, 0u);
+  EXPECT_LT(s.compressed_bytes, s.swap_out_bytes) << "50%-compressible pages must shrink";
+  EXPECT_LE(resident_pages(base, r->size()), s.limit_pages);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+TEST_P(RegionTest, RandomReadsAndWritesMatchAShadowCopy) {
+  auto r = make(8 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  std::vector<uint64_t> version(pages, UINT64_MAX);  // UINT64_MAX: never written (zeros)
+  std::mt19937_64 rng(42);
+  const int ops = 6000;
+  for (int k = 0; k < ops; ++k) {
+    const uint64_t p = rng() % pages;
+    uint8_t* addr = base + p * page_size;
+    if (rng() % 3 == 0) {
+      version[p] = version[p] == UINT64_MAX ? 0 : version[p] + 1;
+      fill_page(addr, p, version[p]);
+    } else if (version[p] == UINT64_MAX) {
+      for (size_t w = 0; w < page_size; w += 512) ASSERT_EQ(addr[w], 0) << "page " << p;
+    } else {
+      ASSERT_TRUE(page_matches(addr, p, version[p])) << "page " << p << " op " << k;
+    }
+  }
+  const pager_stats s = r->owner().stats();
+  EXPECT_LE(s.peak_resident_pages, s.limit_pages) << describe(s);
+  EXPECT_GT(s.swap_ins, 0u) << describe(s);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+TEST_P(RegionTest, NeverWrittenPagesReadAsZerosAndTakeNoSwap) {
+  auto r = make(8 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  const auto* base = static_cast<const volatile uint64_t*>(r->data());
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < r->size() / 8; i += 64) sum |= base[i];
+  EXPECT_EQ(sum, 0u);
+  const pager_stats s = r->owner().stats();
+  EXPECT_EQ(s.zero_fills, r->size() / page_size) << describe(s);
+  EXPECT_EQ(s.swap_outs, 0u) << describe(s);
+  EXPECT_GT(s.zero_evictions, 0u) << describe(s);
+  EXPECT_EQ(s.swap_pages_used, 0u);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+TEST_P(RegionTest, CleanRefaultedPagesAreDroppedWithoutCompression) {
+  auto r = make(4 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  // Read-only passes: pages come back write-protected with their zram copy kept. After the
+  // first pass (which still compresses the dirty pages left from the fill), evicting them again
+  // compresses nothing.
+  for (uint64_t i = 0; i < pages; ++i) ASSERT_TRUE(page_matches(base + i * page_size, i, 0));
+  const uint64_t outs_after_first = r->owner().stats().swap_outs;
+  for (uint64_t i = 0; i < pages; ++i) ASSERT_TRUE(page_matches(base + i * page_size, i, 0));
+  pager_stats s = r->owner().stats();
+  EXPECT_GT(s.clean_evictions, 0u) << describe(s);
+  EXPECT_EQ(s.swap_outs, outs_after_first) << "a read-only pass must not compress: " << describe(s);
+  // The last page read is still mapped, clean and write-protected: a write to it faults once on
+  // the write-protection, frees its zram copy, and sticks.
+  const uint64_t last = pages - 1;
+  ASSERT_EQ(resident_pages(base + last * page_size, page_size), 1u);
+  const uint64_t wp_before = s.wp_faults, used_before = s.swap_pages_used;
+  fill_page(base + last * page_size, last, 1);
+  s = r->owner().stats();
+  EXPECT_EQ(s.wp_faults, wp_before + 1) << describe(s);
+  EXPECT_EQ(s.swap_pages_used, used_before - 1);
+  EXPECT_TRUE(page_matches(base + last * page_size, last, 1));
+  for (uint64_t i = 0; i < last; ++i) ASSERT_TRUE(page_matches(base + i * page_size, i, 0));
+  EXPECT_TRUE(page_matches(base + last * page_size, last, 1));
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+// The clock with write tracking keeps a page that is written all the time, while a stream of
+// other pages passes through; without tracking the hot page is evicted whenever the hand finds
+// it unreferenced (its refault then activates it, which buys it one more lap).
+TEST_P(RegionTest, WriteTrackingKeepsAHotPageResident) {
+  auto run = [&](bool track) {
+    pager_options o;
+    o.track_writes = track;
+    o.readahead_max = 1;
+    auto r = make(8 * MiB, 1 * MiB, o);
+    auto* base = static_cast<volatile uint64_t*>(r->data());
+    const uint64_t pages = r->size() / page_size;
+    for (int lap = 0; lap < 3; ++lap) {
+      for (uint64_t i = 1; i < pages; ++i) {
+        base[i * (page_size / 8)] = i;
+        base[0] = base[0] + 1;  // the hot page
+      }
+    }
+    EXPECT_EQ(base[0], 3 * (pages - 1));
+    // Every stream page is written once per lap: laps 2 and 3 swap each of them in once.
+    // What remains are the hot page's own swap-ins.
+    return r->owner().stats().swap_ins - 2 * (pages - 1);
+  };
+  const uint64_t with = run(true), without = run(false);
+  EXPECT_LT(with, without) << "hot page swap-ins: tracked " << with << " untracked " << without;
+  EXPECT_LE(with, 2u) << "the hot page should stay resident";
+}
+
+TEST_P(RegionTest, DiscardReadsZerosAndFreesSlots) {
+  auto r = make(4 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  const uint64_t used = r->owner().stats().swap_pages_used;
+  ASSERT_GT(used, 0u);
+  // Discard the first half: evicted and resident pages alike.
+  ASSERT_TRUE(r->discard(base, r->size() / 2).ok());
+  EXPECT_LT(r->owner().stats().swap_pages_used, used);
+  for (uint64_t i = 0; i < pages / 2; ++i)
+    for (size_t w = 0; w < page_size; w += 256) ASSERT_EQ(base[i * page_size + w], 0) << i;
+  for (uint64_t i = pages / 2; i < pages; ++i) ASSERT_TRUE(page_matches(base + i * page_size, i, 0));
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+  // Bad ranges change nothing.
+  EXPECT_EQ(r->discard(base + 100, page_size).code(), EINVAL);
+  EXPECT_EQ(r->discard(base, r->size() + page_size).code(), EINVAL);
+  EXPECT_TRUE(page_matches(base + (pages - 1) * page_size, pages - 1, 0));
+}
+
+TEST_P(RegionTest, UnmapAndDestructionReturnAllZramAndSwapMemory) {
+  pager_options o;
+  o.mode = GetParam();
+  o.limit = 1 * MiB;
+  o.max_size = 64 * MiB;
+  auto p = pager::create(o);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto pg = std::move(p).value();
+  {
+    auto a = region::create(pg, 4 * MiB);
+    auto b = region::create(pg, 4 * MiB);
+    ASSERT_TRUE(a.ok() && b.ok());
+    auto* pa = static_cast<uint8_t*>((*a)->data());
+    auto* pb = static_cast<uint8_t*>((*b)->data());
+    for (uint64_t i = 0; i < 1024; ++i) {
+      fill_page(pa + i * page_size, i, 0);
+      fill_page(pb + i * page_size, i + 1024, 0);
+    }
+    pager_stats s = pg->stats();
+    ASSERT_GT(s.swap_pages_used, 0u);
+    ASSERT_GT(s.zram_mem_used_total, 0u);
+    EXPECT_LE(s.peak_resident_pages, s.limit_pages) << describe(s);
+    // Unmap the middle of b: its pages go, the rest of b keeps its contents.
+    ASSERT_TRUE(pg->unmap(pb + 256 * page_size, 512 * page_size).ok());
+    EXPECT_EQ(pg->mapping_of(pb + 300 * page_size).error().code(), ENOENT);
+    ASSERT_TRUE(pg->mapping_of(pb).ok());
+    EXPECT_EQ(pg->mapping_of(pb)->second, 256 * page_size);
+    for (uint64_t i = 0; i < 256; ++i) ASSERT_TRUE(page_matches(pb + i * page_size, i + 1024, 0));
+    for (uint64_t i = 768; i < 1024; ++i)
+      ASSERT_TRUE(page_matches(pb + i * page_size, i + 1024, 0));
+    for (uint64_t i = 0; i < 1024; ++i) ASSERT_TRUE(page_matches(pa + i * page_size, i, 0));
+    EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+    // Region b's destructor unmaps its whole range, including the hole: allowed, as munmap.
+  }
+  const pager_stats s = pg->stats();
+  EXPECT_EQ(s.resident_pages, 0u);
+  EXPECT_EQ(s.mapped_bytes, 0u);
+  EXPECT_EQ(s.swap_pages_used, 0u);
+  EXPECT_EQ(s.zram_orig_data_size, 0u);
+  EXPECT_EQ(s.zram_compr_data_size, 0u);
+  EXPECT_EQ(s.zram_mem_used_total, 0u);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+// read(2) from a file into evicted pages, and write(2) from them. A kernel-mode fault reaches
+// the pager only in handler_thread mode with a descriptor that takes kernel faults; otherwise the
+// system call fails with EFAULT, and pinning the buffer first is what makes it work.
+TEST_P(RegionTest, ReadSyscallIntoEvictedPages) {
+  char path[] = "/tmp/uswap_uffd_readXXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  std::vector<uint8_t> file(64 * page_size);
+  for (uint64_t i = 0; i < 64; ++i) fill_page(file.data() + i * page_size, 5000 + i, 7);
+  ASSERT_EQ(::pwrite(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+
+  auto r = make(4 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  // The first 64 pages were evicted long ago.
+  ASSERT_EQ(resident_pages(base, 64 * page_size), 0u);
+
+  if (r->owner().kernel_faults()) {
+    ASSERT_EQ(::pread(fd, base, file.size(), 0), static_cast<ssize_t>(file.size()));
+  } else {
+    errno = 0;
+    EXPECT_EQ(::pread(fd, base, file.size(), 0), -1);
+    EXPECT_EQ(errno, EFAULT);
+    ASSERT_TRUE(r->pin(base, file.size(), true).ok());
+    ASSERT_EQ(::pread(fd, base, file.size(), 0), static_cast<ssize_t>(file.size()));
+    ASSERT_TRUE(r->unpin(base, file.size()).ok());
+  }
+  EXPECT_EQ(std::memcmp(base, file.data(), file.size()), 0);
+
+  // Now push the file's copy out again and write(2) it back from the evicted pages.
+  for (uint64_t i = 64; i < pages; ++i) fill_page(base + i * page_size, i, 1);
+  ASSERT_EQ(resident_pages(base, 64 * page_size), 0u);
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  if (r->owner().kernel_faults()) {
+    ASSERT_EQ(::pwrite(fd, base, file.size(), 0), static_cast<ssize_t>(file.size()));
+  } else {
+    ASSERT_TRUE(r->pin(base, file.size(), false).ok());
+    ASSERT_EQ(::pwrite(fd, base, file.size(), 0), static_cast<ssize_t>(file.size()));
+    ASSERT_TRUE(r->unpin(base, file.size()).ok());
+  }
+  std::vector<uint8_t> back(file.size());
+  ASSERT_EQ(::pread(fd, back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  EXPECT_EQ(back, file);
+  ::close(fd);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+TEST_P(RegionTest, PinnedPagesStayResidentAndErrorsLeaveDataIntact) {
+  auto r = make(4 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  fill_page(base, 0, 3);
+  ASSERT_TRUE(r->pin(base, page_size, true).ok());
+  for (uint64_t i = 1; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  EXPECT_EQ(resident_pages(base, page_size), 1u);
+  EXPECT_TRUE(page_matches(base, 0, 3));
+
+  EXPECT_EQ(r->pin(base - page_size, page_size, false).code(), EINVAL);
+  EXPECT_EQ(r->unpin(base + page_size, page_size).code(), EINVAL);
+  EXPECT_EQ(r->pin(base, r->size(), false).code(), ENOMEM);  // more than half the limit
+  EXPECT_EQ(r->owner().pin(nullptr, page_size, false).code(), EINVAL);
+  ASSERT_TRUE(r->unpin(base, page_size).ok());
+  EXPECT_EQ(r->unpin(base, page_size).code(), EINVAL);
+  for (uint64_t i = 1; i < pages; ++i) ASSERT_TRUE(page_matches(base + i * page_size, i, 0));
+  EXPECT_TRUE(page_matches(base, 0, 3));
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+TEST_P(RegionTest, MapRefusesBadInputAndResizeGrowsInPlace) {
+  pager_options o;
+  o.mode = GetParam();
+  o.limit = 1 * MiB;
+  o.max_size = 16 * MiB;
+  auto p = pager::create(o);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto pg = std::move(p).value();
+  EXPECT_EQ(pg->map(0).error().code(), EINVAL);
+  EXPECT_EQ(pg->map(page_size, 3000).error().code(), EINVAL);
+  EXPECT_EQ(pg->map(32 * MiB).error().code(), ENOMEM);
+  auto a = pg->map(2 * MiB, 2 * MiB);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*a) % (2 * MiB), 0u);
+  auto* pa = static_cast<uint8_t*>(*a);
+  fill_page(pa, 1, 1);
+  ASSERT_TRUE(pg->resize(pa, 2 * MiB, 4 * MiB).ok());
+  fill_page(pa + 3 * MiB, 2, 2);
+  EXPECT_TRUE(page_matches(pa, 1, 1));
+  EXPECT_TRUE(page_matches(pa + 3 * MiB, 2, 2));
+  auto b = pg->map(1 * MiB);
+  ASSERT_TRUE(b.ok());
+  if (static_cast<uint8_t*>(*b) == pa + 4 * MiB) {
+    EXPECT_EQ(pg->resize(pa, 4 * MiB, 5 * MiB).code(), ENOMEM);
+  }
+  EXPECT_EQ(pg->resize(pa + page_size, 2 * MiB, 3 * MiB).code(), EINVAL);
+  ASSERT_TRUE(pg->resize(pa, 4 * MiB, 1 * MiB).ok());
+  EXPECT_TRUE(page_matches(pa, 1, 1));
+  EXPECT_EQ(pg->mapping_of(pa)->second, 1 * MiB);
+  EXPECT_EQ(pg->unmap(pa + 1, page_size).code(), EINVAL);
+  ASSERT_TRUE(pg->unmap(pa, 1 * MiB).ok());
+  ASSERT_TRUE(pg->unmap(*b, 1 * MiB).ok());
+  EXPECT_EQ(pg->stats().mapped_bytes, 0u);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+TEST(PagerOptions, BadOptionsAreRefused) {
+  pager_options o;
+  o.limit = 63 * page_size;
+  EXPECT_EQ(pager::create(o).error().code(), EINVAL);
+  o.limit = 1 * MiB;
+  o.handler_threads = 0;
+  EXPECT_EQ(pager::create(o).error().code(), EINVAL);
+  o.handler_threads = 1;
+  o.reclaim_batch = 33;
+  EXPECT_EQ(pager::create(o).error().code(), EINVAL);
+  o.reclaim_batch = 32;
+  o.readahead_max = 0;
+  EXPECT_EQ(pager::create(o).error().code(), EINVAL);
+  o.readahead_max = 8;
+  o.comp_algorithm = "gzip";
+  EXPECT_EQ(pager::create(o).error().code(), EINVAL);
+  o.comp_algorithm = "lz4";
+  o.max_size = 0;
+  EXPECT_EQ(pager::create(o).error().code(), EINVAL);
+  EXPECT_EQ(region::create(0, pager_options{.limit = MiB}).error().code(), EINVAL);
+
+  EXPECT_EQ(*parse_fault_mode("sigbus"), fault_mode::sigbus);
+  EXPECT_EQ(*parse_fault_mode("handler-thread"), fault_mode::handler_thread);
+  EXPECT_EQ(parse_fault_mode("signal").error().code(), EINVAL);
+  EXPECT_EQ(*parse_uffd_access("user-mode-only"), uffd_access::user_mode_only);
+  EXPECT_EQ(parse_uffd_access("root").error().code(), EINVAL);
+}
+
+// UFFD_USER_MODE_ONLY, as an unprivileged process gets it: paging works in both modes, but a
+// kernel-mode access to an evicted page fails with EFAULT even with handler threads.
+TEST(Unprivileged, UserModeOnlyPagesButKernelAccessNeedsPinning) {
+  for (fault_mode mode : {fault_mode::sigbus, fault_mode::handler_thread}) {
+    pager_options o;
+    o.mode = mode;
+    o.limit = 1 * MiB;
+    o.access = uffd_access::user_mode_only;
+    auto rr = region::create(4 * MiB, o);
+    ASSERT_TRUE(rr.ok()) << rr.error().to_string();
+    auto& r = *rr;
+    EXPECT_FALSE(r->owner().kernel_faults());
+    EXPECT_STREQ(r->owner().uffd_origin(), "userfaultfd(2) UFFD_USER_MODE_ONLY");
+    auto* base = static_cast<uint8_t*>(r->data());
+    for (uint64_t i = 0; i < 1024; ++i) fill_page(base + i * page_size, i, 0);
+    for (uint64_t i = 0; i < 1024; ++i) ASSERT_TRUE(page_matches(base + i * page_size, i, 0));
+    const int fd = ::open("/dev/zero", O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(resident_pages(base + 2 * MiB, page_size), 0u);
+    errno = 0;
+    EXPECT_EQ(::read(fd, base + 2 * MiB, page_size), -1);
+    EXPECT_EQ(errno, EFAULT);
+    ASSERT_TRUE(r->pin(base + 2 * MiB, page_size, true).ok());
+    EXPECT_EQ(::read(fd, base + 2 * MiB, page_size), static_cast<ssize_t>(page_size));
+    ASSERT_TRUE(r->unpin(base + 2 * MiB, page_size).ok());
+    EXPECT_EQ(base[2 * MiB + 17], 0);
+    ::close(fd);
+  }
+}
+
+// A real unprivileged process (uid nobody): the pager falls back to UFFD_USER_MODE_ONLY by
+// itself and pages as above; asking for kernel-mode faults is EPERM.
+TEST(Unprivileged, NobodyGetsUserModeOnlyAutomatically) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become nobody";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(10);
+    pager_options o;
+    o.limit = 1 * MiB;
+    o.access = uffd_access::full;
+    if (pager::create(o).error().code() != EPERM) ::_exit(11);
+    o.access = uffd_access::automatic;
+    auto r = region::create(4 * MiB, o);
+    if (!r.ok()) ::_exit(12);
+    if (std::strcmp((*r)->owner().uffd_origin(), "userfaultfd(2) UFFD_USER_MODE_ONLY") != 0)
+      ::_exit(13);
+    auto* base = static_cast<uint8_t*>((*r)->data());
+    for (uint64_t i = 0; i < 1024; ++i) fill_page(base + i * page_size, i, 0);
+    for (uint64_t i = 0; i < 1024; ++i)
+      if (!page_matches(base + i * page_size, i, 0)) ::_exit(14);
+    if ((*r)->owner().stats().swap_outs == 0) ::_exit(15);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the _exit codes in the child";
+}
+
+// A forked child does not inherit the arena (an access is SIGSEGV, never zeros) and its copy
+// of the pager refuses to work.
+TEST(Fork, ChildDoesNotInheritTheArena) {
+  pager_options o;
+  o.limit = 1 * MiB;
+  auto r = region::create(4 * MiB, o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  auto* base = static_cast<volatile uint8_t*>((*r)->data());
+  base[0] = 42;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if ((*r)->owner().map(page_size).error().code() != EPERM) ::_exit(1);
+    if ((*r)->owner().reclaim(10) != 0) ::_exit(2);
+    (void)base[0];  // SIGSEGV
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "exit code " << WEXITSTATUS(status);
+  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  EXPECT_EQ(base[0], 42);
+}
+
+}  // namespace
+}  // namespace uswap

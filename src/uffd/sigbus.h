@@ -1,0 +1,35 @@
+// The process-wide SIGBUS handler of the pagers in sigbus mode (sigbus.cc), and the hooks the
+// preload shim needs to keep it in place while the program installs its own.
+//
+// Thread-safety: every function may be called from any thread; sigbus_chain and the
+// registration functions serialise on one mutex and must not be called from a signal handler.
+#pragma once
+
+#include <signal.h>
+
+#include <cstdint>
+
+#include "uswap/uffd/pager.h"
+
+namespace uswap {
+
+// Adds a pager to the registry (installing the handler on first use); the slot index, or -1
+// when all 64 slots are taken.
+int sigbus_register(pager::impl* p);
+// Removes it and waits until no handler uses it any more.
+void sigbus_unregister(int slot) noexcept;
+bool sigbus_installed() noexcept;
+
+// The handler SIGBUS goes to when the fault is not a pager's: *old receives the current one,
+// `act` (if not null) replaces it. The shim routes the program's sigaction(SIGBUS) here.
+void sigbus_chain(const struct sigaction* act, struct sigaction* old);
+
+// Marks the page this thread is copying out for an eviction (0: none).
+void set_copying_page(uintptr_t page) noexcept;
+
+// Counts fork()s in this process's ancestry: a pager made in another generation belongs to the
+// parent and refuses to work (its userfaultfd still names the parent's address space).
+unsigned current_fork_generation() noexcept;
+void note_fork_handlers();
+
+}  // namespace uswap
