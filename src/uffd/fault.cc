@@ -176,10 +176,21 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
   const uintptr_t addr = page_addr(idx);
   int err = 0;
   uint64_t done = 0;
+  // UFFDIO_COPY and UFFDIO_ZEROPAGE work within one VMA. Adjacent mappings are often separate
+  // VMAs (the kernel cannot merge VMAs with different anon_vmas), and the kernel then refuses
+  // the whole run with ENOENT: the run shrinks to the faulting page and is tried again.
+  auto shrink_run_on_enoent = [&](int e) {
+    if (e != ENOENT || done != 0 || k == 1) return false;
+    for (unsigned i = 1; i < k; ++i) page_lock::unlock(ptes[run[i]]);
+    k = 1;
+    return true;
+  };
   if (kind == PS_NONE) {
     // First touch: a read maps the shared zero page, a write a private zeroed page.
-    err = write ? uffd->copy(addr, zero_pages, k * page_size, false, &done)
-                : uffd->zeropage(addr, k * page_size, &done);
+    do {
+      err = write ? uffd->copy(addr, zero_pages, k * page_size, false, &done)
+                  : uffd->zeropage(addr, k * page_size, &done);
+    } while (shrink_run_on_enoent(err));
   } else {
     staging_buffer buf;
     unsigned loaded = 0;
@@ -197,7 +208,9 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
       // A read fault maps the pages write-protected and keeps their slots: while nobody
       // writes them, evicting them again costs nothing (the swap cache). A write fault maps
       // them writable: the write makes the copies stale.
-      err = uffd->copy(addr, buf.data, k * page_size, !write, &done);
+      do {
+        err = uffd->copy(addr, buf.data, k * page_size, !write, &done);
+      } while (shrink_run_on_enoent(err));
     }
   }
   unsigned mapped = static_cast<unsigned>(done >> page_shift);

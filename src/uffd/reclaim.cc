@@ -76,7 +76,13 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   // Each pass scans at most one lap of the clock and evicts up to a batch. A pass that stops
   // short (it met the first page it spared) is accepted once the minimum is reached: starting
   // another lap at once would evict the pages just spared before they could be used again.
-  uint64_t fruitless_budget = 2;
+  // Passes that evict nothing are allowed for a little more than a lap (which clears every
+  // reference), then reclaim gives up: what is left is pinned, locked or isolated by others.
+  uint64_t fruitless_budget;
+  {
+    std::lock_guard g(lru_lock);
+    fruitless_budget = lru_nr / (4 * opts.reclaim_batch) + 2;
+  }
   while (total < nr_min) {
     const auto want = static_cast<unsigned>(std::min<uint64_t>(opts.reclaim_batch,
                                                                nr_max - total));
@@ -168,28 +174,33 @@ void pager::impl::putback(const uint32_t* v, unsigned n) noexcept {
 
 void pager::impl::protect_spared(uint32_t* spared, unsigned n) noexcept {
   std::sort(spared, spared + n);
-  bool locked[4 * max_reclaim_batch];
-  for (unsigned i = 0; i < n; ++i) {
-    locked[i] = false;
-    if (i > 0 && spared[i] == spared[i - 1]) continue;  // a short list can be lapped twice
-    std::atomic<uint64_t>& w = ptes[spared[i]];
-    if (!page_lock::try_lock(w, &page_class)) continue;
-    const uint64_t st = page_lock::load_data(w);
-    if (ps_state(st) != PS_MAPPED || (st & PG_uffd_wp) || ps_pins(st)) {
-      page_lock::unlock(w);
-      continue;
+  n = static_cast<unsigned>(std::unique(spared, spared + n) - spared);  // a short list can lap
+  // In chunks of at most a batch, so that no thread ever holds more than a batch of page locks
+  // (ThreadSanitizer's deadlock detector tracks at most 64 held locks per thread).
+  for (unsigned at = 0; at < n; at += max_reclaim_batch) {
+    uint32_t* v = spared + at;
+    const unsigned m = std::min(n - at, max_reclaim_batch);
+    bool locked[max_reclaim_batch];
+    for (unsigned i = 0; i < m; ++i) {
+      locked[i] = false;
+      std::atomic<uint64_t>& w = ptes[v[i]];
+      if (!page_lock::try_lock(w, &page_class)) continue;
+      const uint64_t st = page_lock::load_data(w);
+      if (ps_state(st) != PS_MAPPED || (st & PG_uffd_wp) || ps_pins(st)) {
+        page_lock::unlock(w);
+        continue;
+      }
+      locked[i] = true;
     }
-    locked[i] = true;
+    for_each_run(
+        v, m, [&](unsigned i) { return locked[i]; },
+        [&](unsigned i, unsigned len) {
+          if (uffd->writeprotect(page_addr(v[i]), uint64_t{len} << page_shift, true) != 0) return;
+          for (unsigned j = i; j < i + len; ++j) page_lock::set_bits(ptes[v[j]], PG_uffd_wp);
+        });
+    for (unsigned i = 0; i < m; ++i)
+      if (locked[i]) page_lock::unlock(ptes[v[i]]);
   }
-  for_each_run(
-      spared, n, [&](unsigned i) { return locked[i]; },
-      [&](unsigned i, unsigned len) {
-        if (uffd->writeprotect(page_addr(spared[i]), uint64_t{len} << page_shift, true) != 0)
-          return;
-        for (unsigned j = i; j < i + len; ++j) page_lock::set_bits(ptes[spared[j]], PG_uffd_wp);
-      });
-  for (unsigned i = 0; i < n; ++i)
-    if (locked[i]) page_lock::unlock(ptes[spared[i]]);
 }
 
 unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
@@ -240,6 +251,11 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
     }
     c.compressed_bytes.fetch_add(csize, std::memory_order_relaxed);
   }
+
+  if (opts.evict_hook)
+    for (unsigned i = 0; i < n; ++i)
+      if (kind[i] != failed)
+        opts.evict_hook(opts.evict_hook_arg, reinterpret_cast<void*>(page_addr(v[i])));
 
   // 3. Drop the pages: their PTEs go, the next access is a missing-page fault.
   for_each_run(

@@ -106,6 +106,11 @@ struct pager_options {
   unsigned readahead_max = 8;
   // Write-protect pages the clock spares, to see their next write (see above). Default true.
   bool track_writes = true;
+  // Testing only: called by eviction for each victim after its contents were copied out and
+  // stored and before its page is dropped, with the victim's address; a test uses it to force
+  // a write into that window. Default nullptr.
+  void (*evict_hook)(void* arg, void* page) = nullptr;
+  void* evict_hook_arg = nullptr;
 };
 
 struct pager_stats {
