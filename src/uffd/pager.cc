@@ -624,10 +624,10 @@ pager_stats pager::stats() const {
   s.compressed_bytes = ld(m.c.compressed_bytes);
   const page_store_stats ps = m.store->stats();
   s.swap_pages_used = ps.pages;
-  s.zram_orig_data_size = ps.orig_data_size;
-  s.zram_compr_data_size = ps.compr_data_size;
-  s.zram_mem_used_total = ps.mem_used_total;
-  s.zram_mem_used_max = ps.mem_used_max;
+  s.zram_orig_data_size = ps.mm.orig_data_size;
+  s.zram_compr_data_size = ps.mm.compr_data_size;
+  s.zram_mem_used_total = ps.mm.mem_used_total;
+  s.zram_mem_used_max = ps.mm.mem_used_max;
   return s;
 }
 

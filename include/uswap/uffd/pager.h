@@ -86,10 +86,10 @@ result<uffd_access> parse_uffd_access(std::string_view text);
 struct pager_options {
   // Most bytes mapped at once, rounded down to pages. Required: below 64 pages is EINVAL.
   uint64_t limit = 0;
-  // Virtual size of the arena, rounded up to pages. Default 16 GiB.
-  uint64_t max_size = uint64_t{16} << 30;
+  // Virtual size of the arena, rounded up to pages. Default 4 GiB.
+  uint64_t max_size = uint64_t{4} << 30;
   // Swap space (the zram device's disksize) in bytes. Default 0: max_size, so every page of the
-  // arena can be swapped out.
+  // arena can be swapped out. zram's slot table costs 16 bytes per page of it, swap_map one.
   uint64_t swap_size = 0;
   // zram's compression algorithm: lz4, lz4hc, zstd or lzo. Default "lz4".
   std::string comp_algorithm = "lz4";
