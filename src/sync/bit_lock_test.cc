@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -113,6 +114,48 @@ TEST(bit_lock, waiter_sets_its_bit_and_is_woken) {
   t.join();
   EXPECT_TRUE(got.load());
   EXPECT_EQ(word.load(), 0u) << "a woken waiter must leave both lock bits clear";
+}
+
+// Parked threads are always woken, even while threads that never park keep taking the lock
+// (barging). models/bit_lock.pml proves it for the protocol; this runs it. The earlier parking loop
+// (separate CASes for "take" and "set waiters") could in principle leave sleepers unwoken while a
+// woken waiter's CAS kept losing to bargers (the model's MUTANT_CAS_PARK_LOOP).
+TEST(bit_lock, sleepers_are_woken_while_bargers_keep_taking_the_lock) {
+  using parking = bit_lock<20, 21, no_spin_policy>;
+  std::atomic<uint64_t> word{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> sleepers_done{0};
+  uint64_t counter = 0;  // plain: protected by the lock
+  const int sleepers = 8;
+  const int rounds = 200 / work_scale;
+  std::vector<std::thread> bargers;
+  for (int b = 0; b < 2; ++b)
+    bargers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (parking::try_lock(word)) {  // never parks, never sets the waiters bit
+          ++counter;
+          parking::unlock(word);
+        }
+      }
+    });
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < sleepers; ++i)
+    waiters.emplace_back([&] {
+      for (int r = 0; r < rounds; ++r) {
+        parking::lock(word);
+        ++counter;
+        parking::unlock(word);
+      }
+      sleepers_done.fetch_add(1);
+    });
+  const bool all_done =
+      testing::eventually([&] { return sleepers_done.load() == sleepers; }, std::chrono::seconds(120));
+  stop = true;
+  for (auto& t : bargers) t.join();
+  for (auto& t : waiters) t.join();
+  EXPECT_TRUE(all_done) << "a parked thread was never woken";
+  EXPECT_EQ(word.load() & parking::lock_mask, 0u);
+  EXPECT_GE(counter, static_cast<uint64_t>(sleepers) * rounds);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace uswap {
 struct rw_semaphore::waiter {
   bool writer;
   waiter* next = nullptr;
+  uint64_t queued_at = 0;  // lockstat::now_ns() when enqueued: the hand-off clock
   std::atomic<uint32_t> signal{0};
 };
 
@@ -89,6 +90,7 @@ void rw_semaphore::down_write_slow() noexcept {
 
 // Appends w; caller holds wait_lock_ and has set waiters_flag.
 void rw_semaphore::enqueue(waiter* w) noexcept {
+  w->queued_at = lockstat::now_ns();
   if (tail_)
     tail_->next = w;
   else
@@ -124,7 +126,6 @@ void rw_semaphore::read_queued() noexcept {
 
 void rw_semaphore::write_queued() noexcept {
   waiter w{true};
-  uint64_t queued_at = 0;
   std::unique_lock g(wait_lock_);
   uint64_t c = count_.load(std::memory_order_relaxed);
   for (;;) {
@@ -161,9 +162,7 @@ void rw_semaphore::write_queued() noexcept {
       break;
     }
     // Lost to a stealer. After waiting long enough, forbid stealing so the next release is ours.
-    const uint64_t now = lockstat::now_ns();
-    if (!queued_at) queued_at = now;
-    if (now - queued_at > handoff_ns && !(c & handoff_flag))
+    if (!(c & handoff_flag) && lockstat::now_ns() - w.queued_at > handoff_ns)
       count_.fetch_or(handoff_flag, std::memory_order_relaxed);
     w.signal.store(0, std::memory_order_relaxed);
   }
@@ -186,7 +185,16 @@ void rw_semaphore::wake() noexcept {
           break;
         continue;
       }
-      if (c & writer_locked) break;  // the owner's up_write will call us again
+      if (c & writer_locked) {
+        // The owner's up_write will call us again. If it stole the lock from a head that has
+        // waited too long, forbid stealing now: only the head is woken, and when two writers
+        // alternate stealing, every release finds the lock already stolen again, so the head
+        // itself (never woken) could not raise the flag. models/rw_semaphore.pml found this
+        // (mutant MUTANT_WRITER_ONLY_HANDOFF): a queued writer starved behind three writers.
+        if (!(c & handoff_flag) && lockstat::now_ns() - head_->queued_at > handoff_ns)
+          count_.fetch_or(handoff_flag, std::memory_order_relaxed);
+        break;
+      }
       if (head_->writer) {
         if (c >> reader_shift) break;  // the last reader's up_read will call us again
         wake_list = head_;             // woken, not granted: it takes the lock itself
@@ -200,7 +208,9 @@ void rw_semaphore::wake() noexcept {
         last_reader = w;
       }
       const bool empties = (last_reader->next == nullptr);
-      const uint64_t n = (c + n_readers * reader_bias) & ~(empties ? waiters_flag : 0);
+      // A hand-off flag was set for these readers (the head): they have the lock now.
+      const uint64_t n =
+          (c + n_readers * reader_bias) & ~(handoff_flag | (empties ? waiters_flag : 0));
       if (!count_.compare_exchange_weak(c, n, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
         continue;

@@ -97,6 +97,53 @@ TEST(rw_semaphore, writer_gets_in_under_a_flood_of_readers) {
   EXPECT_TRUE(ok) << "writer starved by readers";
 }
 
+// Writers that keep stealing the lock must not starve a queued writer or a queued reader: once
+// the head of the wait list has waited handoff_ns, stealing stops. models/rw_semaphore.pml found
+// that with the hand-off bit raised only by a woken head writer, a writer queued behind a reader
+// could starve while two other writers alternated stealing (every release found the lock stolen
+// again, so the head was never woken to raise the bit); releasers now raise it too.
+TEST(rw_semaphore, queued_reader_and_writer_get_in_while_writers_keep_stealing) {
+  rw_semaphore sem;
+  std::atomic<bool> stop{false};
+  uint64_t value = 0;  // plain: written under the write lock
+  std::vector<std::thread> stealers;
+  for (int i = 0; i < 3; ++i)
+    stealers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        sem.down_write();
+        ++value;
+        sem.up_write();
+      }
+    });
+  std::atomic<int> reads{0}, writes{0};
+  const int rounds = 200 / work_scale;
+  std::thread reader([&] {
+    for (int i = 0; i < rounds; ++i) {
+      sem.down_read();
+      (void)value;
+      sem.up_read();
+      reads.fetch_add(1);
+    }
+  });
+  std::thread writer([&] {
+    for (int i = 0; i < rounds; ++i) {
+      sem.down_write();
+      ++value;
+      sem.up_write();
+      writes.fetch_add(1);
+    }
+  });
+  const bool ok = eventually([&] { return reads.load() == rounds && writes.load() == rounds; },
+                             std::chrono::seconds(120));
+  stop = true;
+  for (auto& t : stealers) t.join();
+  reader.join();
+  writer.join();
+  EXPECT_TRUE(ok) << "reads " << reads.load() << " writes " << writes.load() << " of " << rounds;
+  EXPECT_FALSE(sem.is_locked());
+  EXPECT_FALSE(sem.is_contended());
+}
+
 TEST(rw_semaphore, is_contended_while_a_waiter_exists) {
   rw_semaphore sem;
   EXPECT_FALSE(sem.is_contended());

@@ -3,12 +3,14 @@
 // kernel's bit_spin_lock does on a flags word.
 //
 // Unlike bit_spin_lock it is built for userspace, where the holder may be preempted: lock() does
-// test-and-test-and-set with a pause for at most Spin::spins rounds, then sets the waiters bit and
-// parks on a futex on the 32-bit half of the word that holds the two bits. unlock() clears both
-// bits with one atomic and wakes one parked thread if the waiters bit was set. A woken thread
-// takes the lock with the waiters bit set again (it cannot know whether others still sleep), so
-// the next unlock wakes the next sleeper: no lost wake-up, at the price of at most one spurious
-// futex_wake when the last sleeper leaves. This protocol is modelled in models/bit_lock.pml.
+// test-and-test-and-set with a pause for at most Spin::spins rounds, then sets the held and waiters
+// bits in one fetch_or and, if the lock was held, parks on a futex on the 32-bit half of the word
+// that holds the two bits. unlock() clears both bits with one atomic and wakes one parked thread
+// if the waiters bit was set. A woken thread takes the lock with the waiters bit set again (it
+// cannot know whether others still sleep), so the next unlock wakes the next sleeper: no lost
+// wake-up, at the price of at most one spurious futex_wake when the last sleeper leaves. A thread
+// that has not parked may take a free lock before a woken one (barging): throughput over
+// fairness, as bit_spin_lock. This protocol is modelled and checked in models/bit_lock.pml.
 //
 // The other 62 bits belong to the caller. While the lock is held, the holder may change them
 // with update() / set_bits() / clear_bits(), which use atomic read-modify-write so that a
@@ -16,8 +18,10 @@
 // lock may read the data bits (load_data) but must not write them.
 //
 // Thread-safety: any thread may lock; unlock only by the holder. Not recursive.
-// Invariants: waiters bit set => held bit set, except transiently between unlock's clear and a
-// woken waiter's re-acquisition; a thread sleeps only while the word's half still shows held.
+// Invariants (checked in every reachable state by models/bit_lock.pml): waiters bit set => held
+// bit set; a thread sleeps only while the word's half still shows held and waiters; while a thread
+// sleeps, the waiters bit is set, or a woken or newly parking thread is about to set it, or an
+// unlock that cleared it is about to call futex_wake.
 #pragma once
 
 #include <atomic>
@@ -129,27 +133,21 @@ struct bit_lock {
         return;
       }
     }
-    // Phase 2: announce ourselves in the waiters bit and park while the lock stays held.
-    // Once we have slept we take the lock with the waiters bit set: others may still sleep.
+    // Phase 2: set both bits in one fetch_or, the bit-lock form of Drepper's mutex3 exchange(2).
+    // Finding the held bit clear takes the lock, with the waiters bit set because others may
+    // still sleep; finding it set has announced us, and we sleep while the half is unchanged.
+    // One atomic read-modify-write per round and no compare-exchange retry: the model
+    // (models/bit_lock.pml, mutant MUTANT_CAS_PARK_LOOP) shows that the earlier form, separate
+    // CASes to take the lock and to set the waiters bit, can leave sleepers with nobody to wake
+    // them while a barger keeps making a woken waiter's CAS fail.
     const std::atomic<uint32_t>* futex = futex_word_of(word, HeldBit);
-    uint64_t v = word.load(std::memory_order_relaxed);
     for (;;) {
-      if (!(v & held_mask)) {
-        if (word.compare_exchange_weak(v, v | lock_mask, std::memory_order_acquire,
-                                       std::memory_order_relaxed)) {
-          timer.acquired();
-          return;
-        }
-        continue;
+      const uint64_t old = word.fetch_or(lock_mask, std::memory_order_acquire);
+      if (!(old & held_mask)) {
+        timer.acquired();
+        return;
       }
-      if (!(v & waiters_mask)) {
-        if (!word.compare_exchange_weak(v, v | waiters_mask, std::memory_order_relaxed,
-                                        std::memory_order_relaxed))
-          continue;
-        v |= waiters_mask;
-      }
-      futex_wait(futex, futex_half_of(v, HeldBit));
-      v = word.load(std::memory_order_relaxed);
+      futex_wait(futex, futex_half_of(old | lock_mask, HeldBit));
     }
   }
 };

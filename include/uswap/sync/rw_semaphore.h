@@ -7,7 +7,7 @@
 // down_write for tree changes, is_contended() for the drop-and-retake check.
 //
 // Protocol. `count_` holds: bit 0 a writer owns the lock; bit 1 the wait list is non-empty;
-// bit 2 hand-off (the queued head writer has waited too long: nobody may steal); bits 8.. the
+// bit 2 hand-off (the head of the wait list has waited too long: nobody may steal); bits 8.. the
 // number of readers that own it. Fast paths are one CAS. When the lock is not available a thread
 // spins a bounded number of rounds (Spin::spins), then queues itself on a FIFO wait list
 // protected by `wait_lock_` and sleeps on a futex in its own stack-allocated waiter.
@@ -16,17 +16,24 @@
 // A writer at the head is only woken, and takes the lock itself if it is free: a writer that is
 // already running may take a free lock before it ("lock stealing"), which avoids the convoy of
 // strict hand-over, where every acquisition waits for a sleeping thread to be scheduled (the
-// brief records fork_test -50% in the kernel until writer lock stealing fixed it). A head writer
-// that has waited longer than handoff_ns sets the hand-off bit, which stops stealing, so it gets
-// the lock at the next release. A set waiters bit stops new readers, so a writer waiting behind a
-// flood of readers gets in once the current readers leave (no writer starvation).
-// The protocol is modelled in models/rw_semaphore.pml.
+// brief records fork_test -50% in the kernel until writer lock stealing fixed it). When the head
+// of the queue, reader or writer, has waited longer than handoff_ns and finds (or a releasing
+// thread finds) the lock stolen, the hand-off bit is set: nobody may steal any more, so the head
+// gets the lock at the next release (a writer takes it, readers are granted it and the bit is
+// cleared). As in the kernel, the bit is raised by the releasing thread as well as by a woken
+// writer: two writers that alternate stealing would otherwise never let the head be woken to
+// raise it. A set waiters bit stops new readers, so a writer waiting behind a flood of readers
+// gets in once the current readers leave (no writer starvation).
+// The protocol is modelled in models/rw_semaphore.pml; `make models` checks mutual exclusion, no
+// lost wake-up, and that neither a writer nor a reader can starve (under the assumptions stated
+// there: CAS retry loops terminate, wait_lock_ starves nobody).
 //
 // Thread-safety: the usual rwlock contract. up_read/up_write by an owner; downgrade_write by the
 // writer. Not recursive: a reader taking it again can deadlock behind a queued writer.
 // Invariants: writer bit set => reader count 0; waiters bit set <=> wait list non-empty, and
-// hand-off bit set => the head of the list is a writer (both changed only under wait_lock_); a
-// queued reader sleeps until it has been granted ownership, a queued writer until it is woken.
+// hand-off bit set => the list is non-empty and its head has waited handoff_ns (both changed only
+// under wait_lock_); a queued reader sleeps until it has been granted ownership, a queued writer
+// until it is woken.
 #pragma once
 
 #include <atomic>
@@ -102,7 +109,7 @@ class rw_semaphore {
   static constexpr uint64_t writer_locked = 1;
   static constexpr uint64_t waiters_flag = 2;
   static constexpr uint64_t handoff_flag = 4;
-  // How long a queued head writer lets others steal before it demands the lock (the kernel's
+  // How long the queued head lets others steal before it demands the lock (the kernel's
   // RWSEM_WAIT_TIMEOUT is 4 ms; 1 ms suits threads that are preempted rather than CPUs).
   static constexpr uint64_t handoff_ns = 1'000'000;
   static constexpr unsigned reader_shift = 8;
