@@ -1,0 +1,229 @@
+// The sync layer's locks side by side, in the shape of folly's SmallLocksBenchmark:
+//
+//   bm_uncontended/<lock>                one thread, lock + unlock (the fast paths' cost);
+//   bm_contended/<lock>/<in>/<out>       T threads (1, 2, 4, 16 on a 2-core machine) each looping
+//                                        lock; `in` units of work on shared data; unlock; `out`
+//                                        units of private work. Reports throughput
+//                                        (items_per_second = acquisitions per second, all
+//                                        threads) and the wait of every acquisition, from just
+//                                        before lock() to just after it returns: maximum
+//                                        (max_wait_us) and 99th percentile (p99_wait_us) over all
+//                                        threads.
+//   bm_rw/<lock>/<mode>                  the same for rw_semaphore and std::shared_mutex, with
+//                                        every thread reading (mode read) or writing (write).
+//
+// One unit of work is a dependent multiply-add chain of a few ns. The wait clock is
+// CLOCK_MONOTONIC (lockstat::now_ns), read twice per acquisition in every lock's run alike.
+// Compare locks only within one run and as ratios (docs/BENCHMARKS.md says how figures are made):
+//   build/bench/sync_bench --benchmark_enable_random_interleaving=true
+//       --benchmark_repetitions=5 --benchmark_min_time=0.2
+//
+// Thread-safety: each benchmark's shared state is reset by thread 0 before the start barrier
+// and summarised by the last thread to report after the stop barrier.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
+#include <mutex>
+#include <shared_mutex>
+
+#include "uswap/sync/bit_lock.h"
+#include "uswap/sync/lockstat.h"
+#include "uswap/sync/mutex.h"
+#include "uswap/sync/rw_semaphore.h"
+#include "uswap/sync/spin_lock.h"
+
+namespace {
+
+using namespace uswap;
+
+// Every lock with the same lock()/unlock() shape.
+struct bit_lock_form {
+  using bl = bit_lock<62, 63>;
+  alignas(64) std::atomic<uint64_t> word{0};
+  void lock() { bl::lock(word); }
+  void unlock() { bl::unlock(word); }
+};
+struct cas_form {
+  cas_spin_lock l;
+  void lock() { l.lock(); }
+  void unlock() { l.unlock(); }
+};
+struct rwsem_write_form {
+  rw_semaphore s;
+  void lock() { s.down_write(); }
+  void unlock() { s.up_write(); }
+};
+struct rwsem_read_form {
+  rw_semaphore s;
+  void lock() { s.down_read(); }
+  void unlock() { s.up_read(); }
+};
+struct shared_mutex_write_form {
+  std::shared_mutex s;
+  void lock() { s.lock(); }
+  void unlock() { s.unlock(); }
+};
+struct shared_mutex_read_form {
+  std::shared_mutex s;
+  void lock() { s.lock_shared(); }
+  void unlock() { s.unlock_shared(); }
+};
+
+// A unit of work: a short dependent chain the compiler cannot remove.
+inline uint64_t work(uint64_t x, int64_t units) {
+  for (int64_t i = 0; i < units; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    benchmark::DoNotOptimize(x);
+  }
+  return x;
+}
+
+// Log-linear histogram of waits in ns: 8 sub-buckets per power of two.
+struct wait_histogram {
+  static constexpr int sub = 8;
+  static constexpr int buckets = 64 * sub;
+  std::array<uint64_t, buckets> n{};
+  uint64_t max = 0;
+  static int index(uint64_t ns) {
+    if (ns < sub) return static_cast<int>(ns);
+    const int log = 63 - std::countl_zero(ns);
+    return log * sub + static_cast<int>((ns >> (log - 3)) & (sub - 1));
+  }
+  static uint64_t lower_bound(int i) {
+    if (i < sub) return static_cast<uint64_t>(i);
+    const int log = i / sub;
+    return (uint64_t{1} << log) + (static_cast<uint64_t>(i % sub) << (log - 3));
+  }
+  void add(uint64_t ns) {
+    ++n[static_cast<size_t>(index(ns))];
+    max = std::max(max, ns);
+  }
+};
+
+// Shared by the threads of one benchmark run.
+struct run_summary {
+  std::mutex m;
+  wait_histogram total;
+  int reported = 0;
+
+  void reset() {
+    total = {};
+    reported = 0;
+  }
+  // Merges one thread's waits; the last thread of the run gets true and fills the result.
+  bool merge(const wait_histogram& h, int threads, uint64_t& max_ns, uint64_t& p99_ns) {
+    std::lock_guard g(m);
+    for (int i = 0; i < wait_histogram::buckets; ++i) total.n[static_cast<size_t>(i)] += h.n[static_cast<size_t>(i)];
+    total.max = std::max(total.max, h.max);
+    if (++reported < threads) return false;
+    uint64_t count = 0;
+    for (auto c : total.n) count += c;
+    const uint64_t rank = count - count / 100;  // the 99th percentile's rank
+    uint64_t seen = 0;
+    p99_ns = 0;
+    for (int i = 0; i < wait_histogram::buckets; ++i) {
+      seen += total.n[static_cast<size_t>(i)];
+      if (seen >= rank && count) {
+        p99_ns = wait_histogram::lower_bound(i);
+        break;
+      }
+    }
+    max_ns = total.max;
+    return true;
+  }
+};
+
+template <class Lock>
+struct shared_state {
+  Lock lock;
+  alignas(64) uint64_t data = 0;  // written only under the lock (rw read mode: read only)
+  run_summary summary;
+};
+
+template <class Lock>
+shared_state<Lock>& state_of() {
+  static shared_state<Lock> s;
+  return s;
+}
+
+template <class Lock>
+void bm_uncontended(benchmark::State& state) {
+  auto& s = state_of<Lock>();
+  for (auto _ : state) {
+    s.lock.lock();
+    benchmark::DoNotOptimize(s.data);
+    s.lock.unlock();
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+template <class Lock, bool Writes = true>
+void bm_contended(benchmark::State& state) {
+  auto& s = state_of<Lock>();
+  const int64_t inside = state.range(0);
+  const int64_t outside = state.range(1);
+  if (state.thread_index() == 0) s.summary.reset();
+  wait_histogram h;
+  uint64_t x = static_cast<uint64_t>(state.thread_index()) + 1;
+  for (auto _ : state) {
+    const uint64_t t0 = lockstat::now_ns();
+    s.lock.lock();
+    const uint64_t t1 = lockstat::now_ns();
+    if constexpr (Writes) {
+      s.data = work(s.data, inside);
+    } else {
+      x = work(x ^ s.data, inside);
+    }
+    s.lock.unlock();
+    h.add(t1 - t0);
+    x = work(x, outside);
+  }
+  benchmark::DoNotOptimize(x);
+  state.SetItemsProcessed(state.iterations());
+  uint64_t max_ns = 0, p99_ns = 0;
+  const bool last = s.summary.merge(h, state.threads(), max_ns, p99_ns);
+  // Counters are summed over threads: only the last thread reports the run's figures.
+  state.counters["max_wait_us"] = last ? static_cast<double>(max_ns) / 1000.0 : 0.0;
+  state.counters["p99_wait_us"] = last ? static_cast<double>(p99_ns) / 1000.0 : 0.0;
+}
+
+// Work shapes: {inside, outside} units. {1, 0}: back-to-back acquisitions of a tiny section, the
+// worst case for a lock; {10, 100}: a short section and some private work, closer to zram's
+// slot lock around a table update.
+void contended_args(benchmark::internal::Benchmark* b) {
+  b->Args({1, 0})->Args({10, 100})->ArgNames({"in", "out"});
+  for (int threads : {1, 2, 4, 16}) b->Threads(threads);
+  b->UseRealTime();
+}
+
+#define USWAP_LOCK_BENCH(name, type)                                                  \
+  BENCHMARK_TEMPLATE(bm_uncontended, type)->Name("bm_uncontended/" name);             \
+  BENCHMARK_TEMPLATE(bm_contended, type)->Name("bm_contended/" name)->Apply(contended_args)
+
+USWAP_LOCK_BENCH("bit_lock", bit_lock_form);
+USWAP_LOCK_BENCH("mutex", uswap::mutex);
+USWAP_LOCK_BENCH("std_mutex", std::mutex);
+USWAP_LOCK_BENCH("tas_spin", tas_spin_lock);
+USWAP_LOCK_BENCH("ttas_spin", ttas_spin_lock);
+USWAP_LOCK_BENCH("ticket_spin", ticket_spin_lock);
+USWAP_LOCK_BENCH("cas_spin", cas_form);
+USWAP_LOCK_BENCH("rwsem_write", rwsem_write_form);
+USWAP_LOCK_BENCH("shared_mutex_write", shared_mutex_write_form);
+
+// Readers only: how well each reader-writer lock lets readers share.
+BENCHMARK_TEMPLATE(bm_uncontended, rwsem_read_form)->Name("bm_uncontended/rwsem_read");
+BENCHMARK_TEMPLATE(bm_uncontended, shared_mutex_read_form)->Name("bm_uncontended/shared_mutex_read");
+BENCHMARK_TEMPLATE(bm_contended, rwsem_read_form, false)
+    ->Name("bm_contended/rwsem_read")
+    ->Apply(contended_args);
+BENCHMARK_TEMPLATE(bm_contended, shared_mutex_read_form, false)
+    ->Name("bm_contended/shared_mutex_read")
+    ->Apply(contended_args);
+
+}  // namespace
+
+BENCHMARK_MAIN();
