@@ -1,0 +1,531 @@
+// `uswap swapbench`: seed 000's slot allocator measured in its three lock forms side by side.
+//
+// N threads do to swap slots what swap-out and swap-in do, with the page work left out or
+// simulated: each thread swaps out a batch of pages (get_swap_page, swap_duplicate for each page
+// table mapping, put_swap_page once the write finished), keeps up to --resident pages swapped
+// out, and swaps the oldest back in (swapcache_prepare, swap_free for each mapping,
+// swapcache_clear as the page leaves the swap cache). Every call counts as one slot operation;
+// --work bytes of a private page are written between page steps, standing in for the copy to
+// the swap device.
+//
+// The lock modes run in alternating rounds (global cluster percpu global cluster percpu ...), a
+// fresh swap_system per round; the figure per mode is the median over rounds with the min-max
+// spread, and the ratio to global is the ratio of medians. After the timed rounds, one more round
+// per mode runs with lockstat on (the timed rounds run without its counting) and gives the lock
+// statistics that explain the ratios. Each round ends by releasing every slot and checking the
+// areas' invariants, so a broken allocator cannot produce a figure.
+//
+// Thread-safety: the command runs on the main thread and starts the workers itself.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "cli.h"
+#include "uswap/base/units.h"
+#include "uswap/swap/swap_system.h"
+#include "uswap/sync/lockstat.h"
+
+namespace uswap::tools {
+namespace {
+
+// Seed 000's published figure (/work/shared/reference/seed_results.csv, row
+// "000,vm-scalability swap-w-seq,swap-out throughput,1.61,2.11,30.7,GB/s"): 16 processes
+// sequentially write anonymous pages until RAM and part of swap are used; Xeon E5 v3; swap on
+// RAM-simulated PMEM; baseline si->lock, patched the cluster lock.
+constexpr double seed000_baseline_gbs = 1.61;
+constexpr double seed000_patched_gbs = 2.11;
+constexpr double seed000_change_pct = 30.7;
+constexpr const char* seed000_source = "/work/shared/reference/seed_results.csv (seed 000)";
+
+struct config {
+  std::vector<unsigned> threads{2, 16};
+  std::vector<std::string> mode_names{"global", "cluster", "percpu"};
+  std::vector<swap_lock_mode> modes;
+  std::string slot_cache_text = "by-mode";
+  slot_cache_policy slot_cache = slot_cache_policy::by_mode;
+  unsigned rounds = 7;
+  double duration_s = 0.5;
+  uint64_t size = uint64_t{1} << 30;
+  uint64_t work = 0;
+  unsigned batch = 32;
+  unsigned resident = 2048;
+  unsigned mappings = 1;
+  unsigned areas = 1;
+  bool lockstat_round = true;
+  bool json = false;
+};
+
+struct round_result {
+  double seconds = 0;
+  uint64_t ops = 0;
+  uint64_t pages = 0;  // swap-outs
+  double ops_per_sec() const { return seconds > 0 ? static_cast<double>(ops) / seconds : 0; }
+  double pages_per_sec() const { return seconds > 0 ? static_cast<double>(pages) / seconds : 0; }
+};
+
+// The lock classes of one mode, shared by all of its rounds.
+struct mode_classes {
+  explicit mode_classes(swap_lock_mode m)
+      : device(std::string(to_string(m)) + ": si->lock"),
+        cluster(std::string(to_string(m)) + ": cluster_lock"),
+        cache(std::string(to_string(m)) + ": slots_cache") {}
+  lock_class device, cluster, cache;
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string m = line.substr(colon + 1);
+        m.erase(0, m.find_first_not_of(" \t"));
+        return m;
+      }
+    }
+  }
+  return "unknown CPU";
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Simulated page work: write `bytes` of the thread's private page, then make sure the compiler
+// keeps the stores.
+void page_work(unsigned char* buf, uint64_t bytes, unsigned char v) {
+  if (!bytes) return;
+  std::memset(buf, v, bytes);
+  asm volatile("" : : "r"(buf) : "memory");
+}
+
+// One round of one mode: a fresh system, `nthreads` workers for cfg.duration_s.
+result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned nthreads,
+                               mode_classes& cls) {
+  swap_options so;
+  so.lock_mode = mode;
+  so.slot_cache = cfg.slot_cache;
+  so.nr_cpu_slots = std::max(64u, nthreads);
+  so.device_lock_class = &cls.device;
+  so.cluster_lock_class = &cls.cluster;
+  so.slot_cache_lock_class = &cls.cache;
+  swap_system sys(so);
+  for (unsigned a = 0; a < cfg.areas; ++a) {
+    swap_area_options ao;
+    ao.size_pages = bytes_to_pages(cfg.size) / cfg.areas;
+    ao.priority = 0;  // equal priorities: used in turn
+    auto t = sys.swapon(ao);
+    if (!t.ok()) return t.error();
+  }
+
+  std::atomic<bool> go{false}, stop{false};
+  std::atomic<unsigned> ready{0};
+  std::vector<round_result> per(nthreads);
+  std::vector<std::string> failures(nthreads);
+  std::vector<std::chrono::steady_clock::time_point> ends(nthreads);
+  std::vector<std::thread> workers;
+  workers.reserve(nthreads);
+  for (unsigned t = 0; t < nthreads; ++t) {
+    workers.emplace_back([&, t] {
+      std::vector<unsigned char> page(std::max<uint64_t>(cfg.work, 1));
+      const size_t cap = cfg.resident + cfg.batch;
+      std::vector<swap_entry> ring(cap);
+      size_t head = 0, n = 0;  // ring[head .. head + n) are swapped out, oldest first
+      uint64_t ops = 0, pages = 0;
+      std::string& fail = failures[t];
+      auto check = [&](const status& st, const char* what) {
+        if (!st.ok() && fail.empty()) fail = std::string(what) + ": " + st.to_string();
+        return st.ok();
+      };
+      // swap-in of the oldest page: fault, map it for every page table, drop it from the cache.
+      auto swap_in_oldest = [&]() {
+        const swap_entry e = ring[head];
+        head = (head + 1) % cap;
+        --n;
+        page_work(page.data(), cfg.work, static_cast<unsigned char>(e.val));
+        check(sys.swapcache_prepare(e), "swapcache_prepare");
+        for (unsigned m = 0; m < cfg.mappings; ++m) {
+          auto r = sys.swap_free(e);
+          check(r.ok() ? status{} : r.error(), "swap_free");
+        }
+        check(sys.swapcache_clear(e), "swapcache_clear");
+        ops += 2 + cfg.mappings;
+      };
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      while (!stop.load(std::memory_order_relaxed) && fail.empty()) {
+        // Swap-out of one reclaim batch.
+        for (unsigned i = 0; i < cfg.batch; ++i) {
+          const swap_entry e = sys.get_swap_page();
+          ++ops;
+          if (e.empty()) {
+            fail = "get_swap_page: the swap area is full (--size too small for --resident)";
+            break;
+          }
+          page_work(page.data(), cfg.work, static_cast<unsigned char>(e.val));
+          for (unsigned m = 0; m < cfg.mappings; ++m) check(sys.swap_duplicate(e), "swap_duplicate");
+          check(sys.put_swap_page(e), "put_swap_page");
+          ops += 1 + cfg.mappings;
+          ++pages;
+          ring[(head + n) % cap] = e;
+          ++n;
+        }
+        // Swap-in of what exceeds the resident set.
+        while (n > cfg.resident) swap_in_oldest();
+      }
+      ends[t] = std::chrono::steady_clock::now();
+      per[t].ops = ops;
+      per[t].pages = pages;
+      // Untimed: give every slot back (munmap of the swapped-out pages).
+      while (n) {
+        const swap_entry e = ring[head];
+        head = (head + 1) % cap;
+        --n;
+        for (unsigned m = 0; m < cfg.mappings; ++m) {
+          auto r = sys.swap_free(e);
+          check(r.ok() ? status{} : r.error(), "swap_free at exit");
+        }
+      }
+    });
+  }
+  while (ready.load() < nthreads) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  std::this_thread::sleep_for(std::chrono::duration<double>(cfg.duration_s));
+  stop.store(true, std::memory_order_relaxed);
+  for (auto& w : workers) w.join();
+
+  for (unsigned t = 0; t < nthreads; ++t)
+    if (!failures[t].empty())
+      return error(EIO, std::string(to_string(mode)) + " thread " + std::to_string(t) + ": " +
+                            failures[t]);
+  round_result r;
+  const auto end = *std::max_element(ends.begin(), ends.end());
+  r.seconds = std::chrono::duration<double>(end - start).count();
+  for (const auto& p : per) {
+    r.ops += p.ops;
+    r.pages += p.pages;
+  }
+  // Every slot was released: the areas must be empty and consistent.
+  sys.drain_swap_slots_cache();
+  if (status st = sys.check_invariants(); !st.ok()) return st;
+  if (sys.nr_swap_pages() != sys.total_swap_pages())
+    return error(EIO, std::string(to_string(mode)) + ": " +
+                          std::to_string(sys.total_swap_pages() - sys.nr_swap_pages()) +
+                          " slots still in use after every thread released its slots");
+  return r;
+}
+
+struct mode_result {
+  swap_lock_mode mode;
+  std::vector<double> ops_per_sec;
+  std::vector<double> pages_per_sec;
+  std::vector<lock_stats> locks;
+  uint64_t lockstat_ops = 0;
+  double med() const { return median(ops_per_sec); }
+  double lo() const { return *std::min_element(ops_per_sec.begin(), ops_per_sec.end()); }
+  double hi() const { return *std::max_element(ops_per_sec.begin(), ops_per_sec.end()); }
+};
+
+std::string fixed(double v, int prec) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+std::string ns_text(double ns) {
+  if (ns < 10'000) return fixed(ns, 0) + " ns";
+  if (ns < 10'000'000) return fixed(ns / 1e3, 1) + " us";
+  return fixed(ns / 1e6, 1) + " ms";
+}
+
+void progress(const std::string& text) {
+  static const bool tty = isatty(STDERR_FILENO);
+  if (tty)
+    std::cerr << "\r\033[K" << text << std::flush;
+  else
+    std::cerr << text << "\n";
+}
+void progress_done() {
+  if (isatty(STDERR_FILENO)) std::cerr << "\r\033[K" << std::flush;
+}
+
+status validate(config& cfg) {
+  if (cfg.threads.empty()) return error(EINVAL, "--threads: give at least one thread count");
+  for (unsigned t : cfg.threads)
+    if (t == 0 || t > 1024)
+      return error(EINVAL, "--threads: " + std::to_string(t) + " is outside 1..1024");
+  if (cfg.rounds == 0 || cfg.rounds > 1000)
+    return error(EINVAL, "--rounds: " + std::to_string(cfg.rounds) + " is outside 1..1000");
+  if (!(cfg.duration_s > 0) || cfg.duration_s > 3600)
+    return error(EINVAL, "--duration: " + fixed(cfg.duration_s, 3) +
+                             " s is outside (0, 3600] seconds");
+  if (cfg.batch == 0 || cfg.batch > 4096)
+    return error(EINVAL, "--batch: " + std::to_string(cfg.batch) + " is outside 1..4096");
+  if (cfg.mappings == 0 || cfg.mappings > 1000)
+    return error(EINVAL, "--mappings: " + std::to_string(cfg.mappings) + " is outside 1..1000");
+  if (cfg.areas == 0 || cfg.areas > MAX_SWAPFILES)
+    return error(EINVAL, "--areas: " + std::to_string(cfg.areas) + " is outside 1.." +
+                             std::to_string(MAX_SWAPFILES));
+  if (cfg.work > (uint64_t{1} << 20))
+    return error(EINVAL, "--work: " + format_size(cfg.work) + " is more than 1 MiB per page");
+  cfg.modes.clear();
+  for (const auto& name : cfg.mode_names) {
+    auto m = parse_swap_lock_mode(name);
+    if (!m.ok()) return error(EINVAL, "--modes: " + std::string(m.error().message()));
+    cfg.modes.push_back(*m);
+  }
+  if (cfg.modes.empty()) return error(EINVAL, "--modes: give at least one mode");
+  auto sc = parse_slot_cache_policy(cfg.slot_cache_text);
+  if (!sc.ok()) return error(EINVAL, "--slot-cache: " + std::string(sc.error().message()));
+  cfg.slot_cache = *sc;
+  // Each thread holds resident + batch slots, and its slot cache up to 64 more; the caches
+  // switch off below 2 x 64 free slots per thread. Ask for that with a margin per area.
+  const unsigned most = *std::max_element(cfg.threads.begin(), cfg.threads.end());
+  const uint64_t need = uint64_t{most} * (cfg.resident + cfg.batch + 4 * SWAP_SLOTS_CACHE_SIZE) +
+                        cfg.areas * 2 * SWAPFILE_CLUSTER;
+  const uint64_t have = bytes_to_pages(cfg.size);
+  if (have < need)
+    return error(EINVAL, "--size: " + format_size(cfg.size) + " is too small for " +
+                             std::to_string(most) + " threads x (" + std::to_string(cfg.resident) +
+                             " resident + " + std::to_string(cfg.batch) +
+                             " batch) pages: use at least " + format_size(pages_to_bytes(need)));
+  return {};
+}
+
+int run_swapbench(config& cfg) {
+  if (status st = validate(cfg); !st.ok()) {
+    std::cerr << "uswap swapbench: " << st.message() << "\n";
+    return 2;
+  }
+  std::vector<std::unique_ptr<mode_classes>> classes;
+  for (swap_lock_mode m : cfg.modes) classes.push_back(std::make_unique<mode_classes>(m));
+  const std::string model = cpu_model();
+  const unsigned cpus = std::thread::hardware_concurrency();
+
+  std::vector<std::vector<mode_result>> all;  // per thread count, per mode
+  for (unsigned nthreads : cfg.threads) {
+    std::vector<mode_result> res;
+    for (swap_lock_mode m : cfg.modes) res.push_back({m, {}, {}, {}, 0});
+    lockstat::enable(false);
+    for (unsigned r = 0; r < cfg.rounds; ++r) {
+      for (size_t i = 0; i < cfg.modes.size(); ++i) {
+        auto rr = run_round(cfg, cfg.modes[i], nthreads, *classes[i]);
+        if (!rr.ok()) {
+          progress_done();
+          std::cerr << "uswap swapbench: " << rr.error().to_string() << "\n";
+          return 1;
+        }
+        res[i].ops_per_sec.push_back(rr->ops_per_sec());
+        res[i].pages_per_sec.push_back(rr->pages_per_sec());
+        progress("swapbench: " + std::to_string(nthreads) + " threads, round " +
+                 std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
+                 to_string(cfg.modes[i]) + ": " + fixed(rr->ops_per_sec() / 1e6, 2) +
+                 " Mops/s");
+      }
+    }
+    if (cfg.lockstat_round) {
+      for (size_t i = 0; i < cfg.modes.size(); ++i) {
+        classes[i]->device.reset();
+        classes[i]->cluster.reset();
+        classes[i]->cache.reset();
+        lockstat::enable(true);
+        auto rr = run_round(cfg, cfg.modes[i], nthreads, *classes[i]);
+        lockstat::enable(false);
+        if (!rr.ok()) {
+          progress_done();
+          std::cerr << "uswap swapbench: " << rr.error().to_string() << "\n";
+          return 1;
+        }
+        res[i].lockstat_ops = rr->ops;
+        res[i].locks = {classes[i]->device.snapshot(), classes[i]->cluster.snapshot(),
+                        classes[i]->cache.snapshot()};
+        progress("swapbench: " + std::to_string(nthreads) + " threads, lockstat round, " +
+                 to_string(cfg.modes[i]));
+      }
+    }
+    all.push_back(std::move(res));
+  }
+  progress_done();
+
+  // The baseline of the ratios: global if measured, else the first mode.
+  auto base_index = [&]() -> size_t {
+    for (size_t i = 0; i < cfg.modes.size(); ++i)
+      if (cfg.modes[i] == swap_lock_mode::global) return i;
+    return 0;
+  };
+  const size_t base = base_index();
+  const char* base_name = to_string(cfg.modes[base]);
+  const double seed_ratio = seed000_patched_gbs / seed000_baseline_gbs;
+
+  if (cfg.json) {
+    nlohmann::json j;
+    j["command"] = "swapbench";
+    j["machine"] = {{"cpus", cpus}, {"cpu_model", model}};
+    j["config"] = {{"threads", cfg.threads},
+                   {"modes", cfg.mode_names},
+                   {"slot_cache", to_string(cfg.slot_cache)},
+                   {"rounds", cfg.rounds},
+                   {"duration_s", cfg.duration_s},
+                   {"size_bytes", cfg.size},
+                   {"areas", cfg.areas},
+                   {"work_bytes", cfg.work},
+                   {"batch", cfg.batch},
+                   {"resident", cfg.resident},
+                   {"mappings", cfg.mappings}};
+    j["seed"] = {{"id", "000"},
+                 {"experiment", "vm-scalability swap-w-seq, 16 processes"},
+                 {"baseline", seed000_baseline_gbs},
+                 {"patched", seed000_patched_gbs},
+                 {"unit", "GB/s"},
+                 {"ratio", seed_ratio},
+                 {"change_pct", seed000_change_pct},
+                 {"source", seed000_source}};
+    j["ratio_baseline"] = base_name;
+    nlohmann::json results = nlohmann::json::array();
+    for (size_t k = 0; k < cfg.threads.size(); ++k) {
+      nlohmann::json modes = nlohmann::json::array();
+      const double base_med = all[k][base].med();
+      for (const mode_result& mr : all[k]) {
+        nlohmann::json locks = nlohmann::json::array();
+        for (const lock_stats& s : mr.locks)
+          locks.push_back({{"name", s.name},
+                           {"acquisitions", s.acquisitions},
+                           {"contended", s.contended},
+                           {"contended_pct", s.contended_pct()},
+                           {"wait_total_ns", s.wait_total_ns},
+                           {"wait_avg_ns", s.wait_avg_ns()},
+                           {"wait_max_ns", s.wait_max_ns},
+                           {"per_op", mr.lockstat_ops ? static_cast<double>(s.acquisitions) /
+                                                            static_cast<double>(mr.lockstat_ops)
+                                                      : 0.0}});
+        modes.push_back({{"mode", to_string(mr.mode)},
+                         {"slot_cache", slot_cache_enabled(cfg.slot_cache, mr.mode) ? "on" : "off"},
+                         {"ops_per_sec", mr.ops_per_sec},
+                         {"pages_per_sec", mr.pages_per_sec},
+                         {"median_ops_per_sec", mr.med()},
+                         {"min_ops_per_sec", mr.lo()},
+                         {"max_ops_per_sec", mr.hi()},
+                         {"median_pages_per_sec", median(mr.pages_per_sec)},
+                         {"ratio_to_baseline", base_med > 0 ? mr.med() / base_med : 0.0},
+                         {"lockstat_round_ops", mr.lockstat_ops},
+                         {"locks", locks}});
+      }
+      results.push_back({{"threads", cfg.threads[k]}, {"modes", modes}});
+    }
+    j["results"] = results;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::ostringstream out;
+  out << "uswap swapbench: swap slot allocation, " << [&] {
+    std::string s;
+    for (size_t i = 0; i < cfg.modes.size(); ++i) s += (i ? " vs " : "") + cfg.mode_names[i];
+    return s;
+  }() << "\n";
+  out << "machine: " << cpus << " CPUs, " << model << "\n";
+  out << "area: " << cfg.areas << " x " << format_size(cfg.size / cfg.areas) << ", slot cache "
+      << to_string(cfg.slot_cache) << "; per thread: batch " << cfg.batch << ", resident "
+      << cfg.resident << " pages, " << cfg.mappings << " mapping(s) per page, work "
+      << format_size(cfg.work) << " per page step\n";
+  out << "rounds: " << cfg.rounds << " per mode, alternating, " << fixed(cfg.duration_s, 2)
+      << " s each; Mops/s = slot operations (get_swap_page, swap_duplicate, put_swap_page, "
+         "swapcache_prepare, swap_free, swapcache_clear) per second, median and min-max\n";
+  for (size_t k = 0; k < cfg.threads.size(); ++k) {
+    const double base_med = all[k][base].med();
+    out << "\n" << cfg.threads[k] << " threads\n";
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-8s %-10s %9s %17s %10s %12s\n", "mode", "slot cache",
+                  "Mops/s", "min-max", "ratio", "pages/s");
+    out << line;
+    for (const mode_result& mr : all[k]) {
+      std::snprintf(line, sizeof line, "  %-8s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM\n",
+                    to_string(mr.mode), slot_cache_enabled(cfg.slot_cache, mr.mode) ? "on" : "off",
+                    mr.med() / 1e6, mr.lo() / 1e6, mr.hi() / 1e6,
+                    base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6);
+      out << line;
+    }
+    out << "  ratio = median / median of " << base_name << ". seed 000: cluster/global = "
+        << fixed(seed000_patched_gbs, 2) << "/" << fixed(seed000_baseline_gbs, 2)
+        << " GB/s = " << fixed(seed_ratio, 2) << "x (+" << fixed(seed000_change_pct, 1)
+        << "%), vm-scalability swap-w-seq, 16 processes, Xeon E5 v3, RAM-simulated PMEM\n";
+    if (cfg.lockstat_round) {
+      out << "  lock contention (one more round per mode, lockstat on):\n";
+      std::snprintf(line, sizeof line, "  %-24s %13s %8s %11s %10s %10s %10s\n", "lock class",
+                    "acquisitions", "per op", "contended", "contended%", "wait avg", "wait max");
+      out << line;
+      for (const mode_result& mr : all[k]) {
+        for (const lock_stats& s : mr.locks) {
+          if (s.acquisitions == 0) continue;
+          std::snprintf(line, sizeof line, "  %-24s %13llu %8.3f %11llu %9.2f%% %10s %10s\n",
+                        s.name.c_str(), static_cast<unsigned long long>(s.acquisitions),
+                        mr.lockstat_ops ? static_cast<double>(s.acquisitions) /
+                                              static_cast<double>(mr.lockstat_ops)
+                                        : 0.0,
+                        static_cast<unsigned long long>(s.contended), s.contended_pct(),
+                        ns_text(s.wait_avg_ns()).c_str(),
+                        ns_text(static_cast<double>(s.wait_max_ns)).c_str());
+          out << line;
+        }
+      }
+    }
+  }
+  std::cout << out.str();
+  return 0;
+}
+
+void add_swapbench_command(CLI::App& app, command_table& table) {
+  auto cfg = std::make_shared<config>();
+  auto* sub = app.add_subcommand(
+      "swapbench",
+      "Swap slot allocation by N threads under the global, cluster (seed 000) and percpu locks, "
+      "in alternating rounds, with lock contention");
+  sub->add_option("-t,--threads", cfg->threads, "Thread counts to measure, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--modes", cfg->mode_names, "Lock modes, comma-separated: global, cluster, percpu")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--slot-cache", cfg->slot_cache_text,
+                  "Per-CPU slot caches: by-mode (on for cluster only, as the kernels), on, off")
+      ->capture_default_str();
+  sub->add_option("--rounds", cfg->rounds, "Rounds per mode")->capture_default_str();
+  sub->add_option("--duration", cfg->duration_s, "Seconds per round")->capture_default_str();
+  add_size_option(*sub, "--size", cfg->size, "Swap space (split over --areas areas)");
+  add_size_option(*sub, "--work", cfg->work,
+                  "Bytes of a private page written per page step (simulated page copy)");
+  sub->add_option("--batch", cfg->batch, "Pages per swap-out batch")->capture_default_str();
+  sub->add_option("--resident", cfg->resident, "Pages each thread keeps swapped out")
+      ->capture_default_str();
+  sub->add_option("--mappings", cfg->mappings,
+                  "Page table entries per swapped page (swap_duplicate / swap_free each)")
+      ->capture_default_str();
+  sub->add_option("--areas", cfg->areas, "Swap areas of equal priority")->capture_default_str();
+  sub->add_flag("!--no-lockstat", cfg->lockstat_round,
+                "Skip the extra round per mode that collects lock statistics");
+  sub->add_flag("--json", cfg->json, "Print the results as JSON");
+  table.add(sub, [cfg] { return run_swapbench(*cfg); });
+}
+
+const command_registrar reg{60, add_swapbench_command};
+
+}  // namespace
+}  // namespace uswap::tools
