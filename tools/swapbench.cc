@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -70,9 +71,12 @@ struct config {
 
 struct round_result {
   double seconds = 0;
+  double cpu_seconds = 0;  // CPU time of the workers in the timed part
   uint64_t ops = 0;
   uint64_t pages = 0;  // swap-outs
   double ops_per_sec() const { return seconds > 0 ? static_cast<double>(ops) / seconds : 0; }
+  // Cores the workers actually got: on a shared machine, less than min(threads, CPUs).
+  double cores() const { return seconds > 0 ? cpu_seconds / seconds : 0; }
   double pages_per_sec() const { return seconds > 0 ? static_cast<double>(pages) / seconds : 0; }
 };
 
@@ -106,6 +110,12 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
 // Simulated page work: write `bytes` of the thread's private page, then make sure the compiler
@@ -170,6 +180,7 @@ result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned 
       };
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      const double cpu0 = thread_cpu_seconds();
       while (!stop.load(std::memory_order_relaxed) && fail.empty()) {
         // Swap-out of one reclaim batch.
         for (unsigned i = 0; i < cfg.batch; ++i) {
@@ -191,6 +202,7 @@ result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned 
         while (n > cfg.resident) swap_in_oldest();
       }
       ends[t] = std::chrono::steady_clock::now();
+      per[t].cpu_seconds = thread_cpu_seconds() - cpu0;
       per[t].ops = ops;
       per[t].pages = pages;
       // Untimed: give every slot back (munmap of the swapped-out pages).
@@ -220,6 +232,7 @@ result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned 
   const auto end = *std::max_element(ends.begin(), ends.end());
   r.seconds = std::chrono::duration<double>(end - start).count();
   for (const auto& p : per) {
+    r.cpu_seconds += p.cpu_seconds;
     r.ops += p.ops;
     r.pages += p.pages;
   }
@@ -237,6 +250,7 @@ struct mode_result {
   swap_lock_mode mode;
   std::vector<double> ops_per_sec;
   std::vector<double> pages_per_sec;
+  std::vector<double> cores;
   std::vector<lock_stats> locks;
   uint64_t lockstat_ops = 0;
   double med() const { return median(ops_per_sec); }
@@ -323,7 +337,7 @@ int run_swapbench(config& cfg) {
   std::vector<std::vector<mode_result>> all;  // per thread count, per mode
   for (unsigned nthreads : cfg.threads) {
     std::vector<mode_result> res;
-    for (swap_lock_mode m : cfg.modes) res.push_back({m, {}, {}, {}, 0});
+    for (swap_lock_mode m : cfg.modes) res.push_back({m, {}, {}, {}, {}, 0});
     lockstat::enable(false);
     for (unsigned r = 0; r < cfg.rounds; ++r) {
       for (size_t i = 0; i < cfg.modes.size(); ++i) {
@@ -335,6 +349,7 @@ int run_swapbench(config& cfg) {
         }
         res[i].ops_per_sec.push_back(rr->ops_per_sec());
         res[i].pages_per_sec.push_back(rr->pages_per_sec());
+        res[i].cores.push_back(rr->cores());
         progress("swapbench: " + std::to_string(nthreads) + " threads, round " +
                  std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
                  to_string(cfg.modes[i]) + ": " + fixed(rr->ops_per_sec() / 1e6, 2) +
@@ -424,6 +439,8 @@ int run_swapbench(config& cfg) {
                          {"min_ops_per_sec", mr.lo()},
                          {"max_ops_per_sec", mr.hi()},
                          {"median_pages_per_sec", median(mr.pages_per_sec)},
+                         {"cores", mr.cores},
+                         {"median_cores", median(mr.cores)},
                          {"ratio_to_baseline", base_med > 0 ? mr.med() / base_med : 0.0},
                          {"lockstat_round_ops", mr.lockstat_ops},
                          {"locks", locks}});
@@ -453,16 +470,19 @@ int run_swapbench(config& cfg) {
     const double base_med = all[k][base].med();
     out << "\n" << cfg.threads[k] << " threads\n";
     char line[256];
-    std::snprintf(line, sizeof line, "  %-8s %-10s %9s %17s %10s %12s\n", "mode", "slot cache",
-                  "Mops/s", "min-max", "ratio", "pages/s");
+    std::snprintf(line, sizeof line, "  %-8s %-10s %9s %17s %10s %12s %7s\n", "mode",
+                  "slot cache", "Mops/s", "min-max", "ratio", "pages/s", "cores");
     out << line;
     for (const mode_result& mr : all[k]) {
-      std::snprintf(line, sizeof line, "  %-8s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM\n",
+      std::snprintf(line, sizeof line, "  %-8s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f\n",
                     to_string(mr.mode), slot_cache_enabled(cfg.slot_cache, mr.mode) ? "on" : "off",
                     mr.med() / 1e6, mr.lo() / 1e6, mr.hi() / 1e6,
-                    base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6);
+                    base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6,
+                    median(mr.cores));
       out << line;
     }
+    out << "  cores = CPU time the workers got / wall time (median; less than min(threads, CPUs) "
+           "when other work shares the machine)\n";
     out << "  ratio = median / median of " << base_name << ". seed 000: cluster/global = "
         << fixed(seed000_patched_gbs, 2) << "/" << fixed(seed000_baseline_gbs, 2)
         << " GB/s = " << fixed(seed_ratio, 2) << "x (+" << fixed(seed000_change_pct, 1)
