@@ -51,10 +51,27 @@ constexpr double seed000_patched_gbs = 2.11;
 constexpr double seed000_change_pct = 30.7;
 constexpr const char* seed000_source = "/work/shared/reference/seed_results.csv (seed 000)";
 
+// A measured form: a lock mode, and for percpu whether inuse_pages is a per-thread-slot counter
+// ("percpu", uswap's default) or the kernel's single shared atomic ("percpu-atomic").
+struct mode_spec {
+  std::string label;
+  swap_lock_mode mode;
+  bool percpu_inuse_counter = true;
+};
+
+result<mode_spec> parse_mode_spec(const std::string& text) {
+  if (text == "percpu-atomic") return mode_spec{text, swap_lock_mode::percpu, false};
+  auto m = parse_swap_lock_mode(text);
+  if (!m.ok())
+    return error(EINVAL, "unknown swap lock mode '" + text +
+                             "' (valid: global, cluster, percpu, percpu-atomic)");
+  return mode_spec{text, *m, true};
+}
+
 struct config {
   std::vector<unsigned> threads{2, 16};
   std::vector<std::string> mode_names{"global", "cluster", "percpu"};
-  std::vector<swap_lock_mode> modes;
+  std::vector<mode_spec> modes;
   std::string slot_cache_text = "by-mode";
   slot_cache_policy slot_cache = slot_cache_policy::by_mode;
   unsigned rounds = 7;
@@ -82,10 +99,9 @@ struct round_result {
 
 // The lock classes of one mode, shared by all of its rounds.
 struct mode_classes {
-  explicit mode_classes(swap_lock_mode m)
-      : device(std::string(to_string(m)) + ": si->lock"),
-        cluster(std::string(to_string(m)) + ": cluster_lock"),
-        cache(std::string(to_string(m)) + ": slots_cache") {}
+  explicit mode_classes(const std::string& label)
+      : device(label + ": si->lock"), cluster(label + ": cluster_lock"),
+        cache(label + ": slots_cache") {}
   lock_class device, cluster, cache;
 };
 
@@ -127,10 +143,12 @@ void page_work(unsigned char* buf, uint64_t bytes, unsigned char v) {
 }
 
 // One round of one mode: a fresh system, `nthreads` workers for cfg.duration_s.
-result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned nthreads,
+result<round_result> run_round(const config& cfg, const mode_spec& spec, unsigned nthreads,
                                mode_classes& cls) {
+  const swap_lock_mode mode = spec.mode;
   swap_options so;
   so.lock_mode = mode;
+  so.percpu_inuse_counter = spec.percpu_inuse_counter;
   so.slot_cache = cfg.slot_cache;
   so.nr_cpu_slots = std::max(64u, nthreads);
   so.device_lock_class = &cls.device;
@@ -226,8 +244,7 @@ result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned 
 
   for (unsigned t = 0; t < nthreads; ++t)
     if (!failures[t].empty())
-      return error(EIO, std::string(to_string(mode)) + " thread " + std::to_string(t) + ": " +
-                            failures[t]);
+      return error(EIO, spec.label + " thread " + std::to_string(t) + ": " + failures[t]);
   round_result r;
   const auto end = *std::max_element(ends.begin(), ends.end());
   r.seconds = std::chrono::duration<double>(end - start).count();
@@ -240,14 +257,14 @@ result<round_result> run_round(const config& cfg, swap_lock_mode mode, unsigned 
   sys.drain_swap_slots_cache();
   if (status st = sys.check_invariants(); !st.ok()) return st;
   if (sys.nr_swap_pages() != sys.total_swap_pages())
-    return error(EIO, std::string(to_string(mode)) + ": " +
+    return error(EIO, spec.label + ": " +
                           std::to_string(sys.total_swap_pages() - sys.nr_swap_pages()) +
                           " slots still in use after every thread released its slots");
   return r;
 }
 
 struct mode_result {
-  swap_lock_mode mode;
+  mode_spec spec;
   std::vector<double> ops_per_sec;
   std::vector<double> pages_per_sec;
   std::vector<double> cores;
@@ -302,7 +319,7 @@ status validate(config& cfg) {
     return error(EINVAL, "--work: " + format_size(cfg.work) + " is more than 1 MiB per page");
   cfg.modes.clear();
   for (const auto& name : cfg.mode_names) {
-    auto m = parse_swap_lock_mode(name);
+    auto m = parse_mode_spec(name);
     if (!m.ok()) return error(EINVAL, "--modes: " + std::string(m.error().message()));
     cfg.modes.push_back(*m);
   }
@@ -330,14 +347,14 @@ int run_swapbench(config& cfg) {
     return 2;
   }
   std::vector<std::unique_ptr<mode_classes>> classes;
-  for (swap_lock_mode m : cfg.modes) classes.push_back(std::make_unique<mode_classes>(m));
+  for (const mode_spec& m : cfg.modes) classes.push_back(std::make_unique<mode_classes>(m.label));
   const std::string model = cpu_model();
   const unsigned cpus = std::thread::hardware_concurrency();
 
   std::vector<std::vector<mode_result>> all;  // per thread count, per mode
   for (unsigned nthreads : cfg.threads) {
     std::vector<mode_result> res;
-    for (swap_lock_mode m : cfg.modes) res.push_back({m, {}, {}, {}, {}, 0});
+    for (const mode_spec& m : cfg.modes) res.push_back({m, {}, {}, {}, {}, 0});
     lockstat::enable(false);
     for (unsigned r = 0; r < cfg.rounds; ++r) {
       for (size_t i = 0; i < cfg.modes.size(); ++i) {
@@ -352,7 +369,7 @@ int run_swapbench(config& cfg) {
         res[i].cores.push_back(rr->cores());
         progress("swapbench: " + std::to_string(nthreads) + " threads, round " +
                  std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
-                 to_string(cfg.modes[i]) + ": " + fixed(rr->ops_per_sec() / 1e6, 2) +
+                 cfg.modes[i].label + ": " + fixed(rr->ops_per_sec() / 1e6, 2) +
                  " Mops/s");
       }
     }
@@ -373,7 +390,7 @@ int run_swapbench(config& cfg) {
         res[i].locks = {classes[i]->device.snapshot(), classes[i]->cluster.snapshot(),
                         classes[i]->cache.snapshot()};
         progress("swapbench: " + std::to_string(nthreads) + " threads, lockstat round, " +
-                 to_string(cfg.modes[i]));
+                 cfg.modes[i].label);
       }
     }
     all.push_back(std::move(res));
@@ -383,11 +400,11 @@ int run_swapbench(config& cfg) {
   // The baseline of the ratios: global if measured, else the first mode.
   auto base_index = [&]() -> size_t {
     for (size_t i = 0; i < cfg.modes.size(); ++i)
-      if (cfg.modes[i] == swap_lock_mode::global) return i;
+      if (cfg.modes[i].mode == swap_lock_mode::global) return i;
     return 0;
   };
   const size_t base = base_index();
-  const char* base_name = to_string(cfg.modes[base]);
+  const std::string base_name = cfg.modes[base].label;
   const double seed_ratio = seed000_patched_gbs / seed000_baseline_gbs;
 
   if (cfg.json) {
@@ -431,8 +448,12 @@ int run_swapbench(config& cfg) {
                            {"per_op", mr.lockstat_ops ? static_cast<double>(s.acquisitions) /
                                                             static_cast<double>(mr.lockstat_ops)
                                                       : 0.0}});
-        modes.push_back({{"mode", to_string(mr.mode)},
-                         {"slot_cache", slot_cache_enabled(cfg.slot_cache, mr.mode) ? "on" : "off"},
+        modes.push_back({{"mode", mr.spec.label},
+                         {"lock_mode", to_string(mr.spec.mode)},
+                         {"percpu_inuse_counter", mr.spec.mode == swap_lock_mode::percpu &&
+                                                      mr.spec.percpu_inuse_counter},
+                         {"slot_cache",
+                          slot_cache_enabled(cfg.slot_cache, mr.spec.mode) ? "on" : "off"},
                          {"ops_per_sec", mr.ops_per_sec},
                          {"pages_per_sec", mr.pages_per_sec},
                          {"median_ops_per_sec", mr.med()},
@@ -470,12 +491,13 @@ int run_swapbench(config& cfg) {
     const double base_med = all[k][base].med();
     out << "\n" << cfg.threads[k] << " threads\n";
     char line[256];
-    std::snprintf(line, sizeof line, "  %-8s %-10s %9s %17s %10s %12s %7s\n", "mode",
+    std::snprintf(line, sizeof line, "  %-13s %-10s %9s %17s %10s %12s %7s\n", "mode",
                   "slot cache", "Mops/s", "min-max", "ratio", "pages/s", "cores");
     out << line;
     for (const mode_result& mr : all[k]) {
-      std::snprintf(line, sizeof line, "  %-8s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f\n",
-                    to_string(mr.mode), slot_cache_enabled(cfg.slot_cache, mr.mode) ? "on" : "off",
+      std::snprintf(line, sizeof line, "  %-13s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f\n",
+                    mr.spec.label.c_str(),
+                    slot_cache_enabled(cfg.slot_cache, mr.spec.mode) ? "on" : "off",
                     mr.med() / 1e6, mr.lo() / 1e6, mr.hi() / 1e6,
                     base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6,
                     median(mr.cores));
@@ -489,13 +511,13 @@ int run_swapbench(config& cfg) {
         << "%), vm-scalability swap-w-seq, 16 processes, Xeon E5 v3, RAM-simulated PMEM\n";
     if (cfg.lockstat_round) {
       out << "  lock contention (one more round per mode, lockstat on):\n";
-      std::snprintf(line, sizeof line, "  %-24s %13s %8s %11s %10s %10s %10s\n", "lock class",
+      std::snprintf(line, sizeof line, "  %-28s %13s %8s %11s %10s %10s %10s\n", "lock class",
                     "acquisitions", "per op", "contended", "contended%", "wait avg", "wait max");
       out << line;
       for (const mode_result& mr : all[k]) {
         for (const lock_stats& s : mr.locks) {
           if (s.acquisitions == 0) continue;
-          std::snprintf(line, sizeof line, "  %-24s %13llu %8.3f %11llu %9.2f%% %10s %10s\n",
+          std::snprintf(line, sizeof line, "  %-28s %13llu %8.3f %11llu %9.2f%% %10s %10s\n",
                         s.name.c_str(), static_cast<unsigned long long>(s.acquisitions),
                         mr.lockstat_ops ? static_cast<double>(s.acquisitions) /
                                               static_cast<double>(mr.lockstat_ops)
@@ -521,7 +543,9 @@ void add_swapbench_command(CLI::App& app, command_table& table) {
   sub->add_option("-t,--threads", cfg->threads, "Thread counts to measure, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--modes", cfg->mode_names, "Lock modes, comma-separated: global, cluster, percpu")
+  sub->add_option("--modes", cfg->mode_names,
+                  "Lock modes, comma-separated: global, cluster, percpu, percpu-atomic (percpu "
+                  "with the kernel's single shared inuse_pages counter)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--slot-cache", cfg->slot_cache_text,

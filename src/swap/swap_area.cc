@@ -2,6 +2,8 @@
 // The functions keep the names of their mm/swapfile.c counterparts.
 #include "uswap/swap/swap_area.h"
 
+#include "thread_slot.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
@@ -104,6 +106,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
       name_(std::move(opts.name)),
       discard_(opts.discard),
       count_continuation_(opts.count_continuation),
+      percpu_inuse_(locking.percpu_inuse_counter && locking.mode == swap_lock_mode::percpu),
       discard_fn_(std::move(opts.discard_fn)),
       slot_free_notify_(std::move(opts.slot_free_notify)),
       cluster_lock_class_(locking.cluster_lock_class),
@@ -311,10 +314,40 @@ void swap_area::swap_range_alloc(uint64_t offset) noexcept {
   if (hi == offset) highest_bit_.compare_exchange_strong(hi, offset - 1, std::memory_order_relaxed);
 }
 
+uint64_t swap_area::inuse_pages() const noexcept {
+  int64_t n = static_cast<int64_t>(inuse_pages_.load(std::memory_order_relaxed));
+  if (percpu_inuse_)
+    for (unsigned i = 0; i < nr_cpu_slots_; ++i)
+      n += percpu_[i].inuse_delta.load(std::memory_order_relaxed);
+  return n > 0 ? static_cast<uint64_t>(n) : 0;
+}
+
+bool swap_area::full() const noexcept {
+  const uint64_t shared = inuse_pages_.load(std::memory_order_relaxed);
+  // Unfolded deltas are below SWAP_BATCH in size per thread slot.
+  const uint64_t slack = percpu_inuse_ ? uint64_t{nr_cpu_slots_} * SWAP_BATCH : 0;
+  if (shared + slack < pages_) return false;
+  return inuse_pages() >= pages_;
+}
+
+// percpu_counter_add with batch SWAP_BATCH: the shared line is written once per SWAP_BATCH
+// allocations or frees of a thread slot rather than by every one.
+void swap_area::inuse_add(percpu_cluster& pc, int64_t delta) noexcept {
+  if (!percpu_inuse_) {
+    inuse_pages_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+    return;
+  }
+  const int64_t v = pc.inuse_delta.fetch_add(delta, std::memory_order_relaxed) + delta;
+  if (v >= static_cast<int64_t>(SWAP_BATCH) || v <= -static_cast<int64_t>(SWAP_BATCH)) {
+    const int64_t folded = pc.inuse_delta.exchange(0, std::memory_order_relaxed);
+    inuse_pages_.fetch_add(static_cast<uint64_t>(folded), std::memory_order_relaxed);
+  }
+}
+
 void swap_area::swap_range_free(uint64_t offset) noexcept {
   atomic_min(lowest_bit_, offset);
   atomic_max(highest_bit_, offset);
-  inuse_pages_.fetch_sub(1, std::memory_order_relaxed);
+  inuse_add(percpu_[swap_detail::this_thread_slot() % nr_cpu_slots_], -1);
   if (slot_free_notify_) slot_free_notify_(offset);
 }
 
@@ -334,7 +367,7 @@ int swap_area::alloc_swap_scan_cluster(swap_cluster_info* ci, uint64_t offset, i
   if (k) {
     count += static_cast<unsigned>(k);
     set_cluster_count(ci, count);
-    inuse_pages_.fetch_add(static_cast<uint64_t>(k), std::memory_order_relaxed);
+    inuse_add(pc, k);
   }
   pc.next.store(o < end && count < SWAPFILE_CLUSTER ? o : 0, std::memory_order_relaxed);
   relocate_cluster(ci);

@@ -54,6 +54,7 @@ class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
     swap_options o;
     o.lock_mode = GetParam().mode;
     o.slot_cache = GetParam().cache;
+    o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
     return o;
   }
 

@@ -42,18 +42,21 @@ inline constexpr swap_lock_mode all_modes[] = {swap_lock_mode::global, swap_lock
 struct mode_and_cache {
   swap_lock_mode mode;
   slot_cache_policy cache;
+  bool percpu_inuse_counter = true;  // false: the kernel's single atomic inuse_pages
 };
 
 inline std::string param_name(const mode_and_cache& p) {
   return std::string(to_string(p.mode)) + "_cache_" +
          (p.cache == slot_cache_policy::on ? "on" : p.cache == slot_cache_policy::off ? "off"
-                                                                                      : "bymode");
+                                                                                      : "bymode") +
+         (p.percpu_inuse_counter ? "" : "_atomic_inuse");
 }
 
 inline std::vector<mode_and_cache> every_mode_and_cache() {
   std::vector<mode_and_cache> v;
   for (swap_lock_mode m : all_modes)
     for (slot_cache_policy c : {slot_cache_policy::off, slot_cache_policy::on}) v.push_back({m, c});
+  v.push_back({swap_lock_mode::percpu, slot_cache_policy::off, false});
   return v;
 }
 

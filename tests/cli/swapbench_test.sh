@@ -29,7 +29,7 @@ expect() {
 
 small=(--rounds 1 --duration 0.05 --size 64M --resident 256)
 expect nonzero '--threads: 0 is outside 1..1024' -- swapbench --threads 0
-expect nonzero "--modes: unknown swap lock mode 'spin' \(valid: global, cluster, percpu\)" -- swapbench --modes global,spin
+expect nonzero "--modes: unknown swap lock mode 'spin' \(valid: global, cluster, percpu, percpu-atomic\)" -- swapbench --modes global,spin
 expect nonzero "--slot-cache: unknown slot cache policy 'maybe'" -- swapbench --slot-cache maybe
 expect nonzero '--size: 1.00 MiB is too small for 16 threads' -- swapbench --size 1M
 expect nonzero '--size.*(unknown suffix|invalid|size)' -- swapbench --size 12Q
@@ -39,7 +39,7 @@ expect nonzero '--work: 2.00 MiB is more than 1 MiB' -- swapbench --work 2M
 expect nonzero '--areas: 33 is outside 1..32' -- swapbench --areas 33
 expect nonzero 'not expected.*--bogus|--bogus' -- swapbench --bogus
 expect zero 'seed 000: cluster/global = 2.11/1.61 GB/s = 1.31x \(\+30.7%\)' -- swapbench -t 2 "${small[@]}"
-expect zero 'percpu: cluster_lock' -- swapbench -t 3 "${small[@]}" --work 4K --mappings 2 --areas 2
+expect zero 'percpu-atomic: cluster_lock' -- swapbench -t 3 "${small[@]}" --work 4K --mappings 2 --areas 2 --modes global,percpu,percpu-atomic
 expect zero '"ratio_to_baseline"' -- swapbench -t 2 "${small[@]}" --json
 expect zero '"change_pct": 30.7' -- swapbench -t 2 "${small[@]}" --json --no-lockstat
 expect zero 'global +on ' -- swapbench -t 2 "${small[@]}" --slot-cache on --no-lockstat

@@ -111,6 +111,11 @@ struct swap_area_locking {
   lock_class* device_lock_class = nullptr;   // si->lock
   lock_class* cluster_lock_class = nullptr;  // every ci->lock
   unsigned nr_cpu_slots = 64;                // current clusters, one per thread slot
+  // percpu mode: count inuse_pages per thread slot and fold into the shared counter
+  // SWAP_BATCH at a time (a percpu_counter), instead of one atomic that every allocation and
+  // free writes (the kernel's si->inuse_pages). No effect in the other modes, where the
+  // counter changes under si->lock.
+  bool percpu_inuse_counter = true;
 };
 
 // Which list a cluster is on (the kernel's enum swap_cluster_flags).
@@ -185,10 +190,13 @@ class swap_area {
   swap_lock_mode lock_mode() const noexcept { return mode_; }
   uint64_t max() const noexcept { return max_; }
   uint64_t pages() const noexcept { return pages_; }
-  uint64_t inuse_pages() const noexcept { return inuse_pages_.load(std::memory_order_relaxed); }
+  // Exact: the shared counter plus what the thread slots have not folded in yet.
+  uint64_t inuse_pages() const noexcept;
   uint64_t lowest_bit() const noexcept { return lowest_bit_.load(std::memory_order_relaxed); }
   uint64_t highest_bit() const noexcept { return highest_bit_.load(std::memory_order_relaxed); }
-  bool full() const noexcept { return inuse_pages() >= pages_; }
+  // Whether every usable slot is in use; reads only the shared counter unless it is within the
+  // thread slots' possible unfolded counts of the limit.
+  bool full() const noexcept;
   uint32_t nr_clusters() const noexcept { return nr_clusters_; }
 
   // scan_swap_map_slots: allocates up to n free slots, each with SWAP_HAS_CACHE (the allocator's
@@ -243,6 +251,9 @@ class swap_area {
     // / percpu_swap_cluster.offset). 0 = none: slot 0 is the header and never allocatable.
     // A hint: the cluster is re-checked under its lock, so racing writers are harmless.
     std::atomic<uint64_t> next{0};
+    // Allocations minus frees by this thread slot not yet folded into inuse_pages_
+    // (percpu_inuse_counter); |inuse_delta| < SWAP_BATCH between operations.
+    std::atomic<int64_t> inuse_delta{0};
   };
   static constexpr uint32_t nil = UINT32_MAX;
 
@@ -306,6 +317,7 @@ class swap_area {
   // The slot's last reference went: byte to 0, counts, lists (cluster lock held).
   void swap_entry_free_locked(swap_cluster_info* ci, uint64_t offset) noexcept;
   void swap_range_alloc(uint64_t offset) noexcept;
+  void inuse_add(percpu_cluster& pc, int64_t delta) noexcept;
   void swap_range_free(uint64_t offset) noexcept;
 
   // Count arithmetic with continuation (the byte's lock held).
@@ -326,6 +338,7 @@ class swap_area {
   uint32_t nr_clusters_ = 0;
   const bool discard_;
   const bool count_continuation_;
+  const bool percpu_inuse_;
   std::function<void(uint64_t, uint64_t)> discard_fn_;
   std::function<void(uint64_t)> slot_free_notify_;
   lock_class* cluster_lock_class_;
@@ -344,7 +357,7 @@ class swap_area {
   std::unique_ptr<uint32_t[]> list_prev_;
   std::atomic<uint32_t> discard_nr_{0};  // clusters on the discard list, readable without lock
 
-  // Written by every allocation and free: a line of its own.
+  // Written by every allocation and free (every SWAP_BATCH with percpu_inuse_): its own line.
   alignas(cache_line_size) std::atomic<uint64_t> inuse_pages_{0};
   alignas(cache_line_size) std::atomic<uint64_t> lowest_bit_{0};
   std::atomic<uint64_t> highest_bit_{0};

@@ -66,6 +66,10 @@ struct swap_options {
   // Per-CPU structures (current clusters, slot caches): one per thread slot up to this many.
   // Default 64.
   unsigned nr_cpu_slots = 64;
+  // percpu mode only: inuse_pages counted per thread slot and folded SWAP_BATCH at a time (a
+  // percpu_counter) instead of one shared atomic written by every allocation and free, as the
+  // kernel's si->inuse_pages is. Default true; false measures the kernel's form.
+  bool percpu_inuse_counter = true;
   // lockstat classes for the device locks, the cluster locks and the slot cache locks. Default
   // nullptr: the system creates "swap si->lock", "swap cluster_lock", "swap slots_cache".
   // Passing classes lets a benchmark aggregate several systems under one name.
