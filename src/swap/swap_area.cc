@@ -201,11 +201,13 @@ void swap_area::unlock_cluster_or_swap_info(swap_cluster_info* ci) noexcept {
     unlock_cluster(ci);
 }
 
-// The word is changed with an atomic read-modify-write that preserves the lock bits, so a
-// waiter setting the waiters bit concurrently is never lost (bit_lock's contract). In global
-// mode nobody holds the bit lock and the update succeeds at once.
-void swap_area::set_cluster_count(swap_cluster_info* ci, unsigned count) noexcept {
-  cluster_lock::update(ci->data, CLUSTER_COUNT_MASK, uint64_t{count} << CLUSTER_COUNT_SHIFT);
+// The word is changed with atomic read-modify-writes that preserve the lock bits, so a waiter
+// setting the waiters bit concurrently is never lost (bit_lock's contract). The count moves by
+// one fetch_add: it stays within 0..SWAPFILE_CLUSTER, so the addition never carries out of its
+// field.
+unsigned swap_area::add_cluster_count(swap_cluster_info* ci, int delta) noexcept {
+  const uint64_t d = static_cast<uint64_t>(static_cast<int64_t>(delta)) << CLUSTER_COUNT_SHIFT;
+  return ci_count(ci->data.fetch_add(d, std::memory_order_relaxed) + d);
 }
 
 void swap_area::set_cluster_flag(swap_cluster_info* ci, cluster_flag flag) noexcept {
@@ -363,12 +365,8 @@ int swap_area::alloc_swap_scan_cluster(swap_cluster_info* ci, uint64_t offset, i
     swap_range_alloc(o);
     out[k++] = swp_entry(type_, o);
   }
-  unsigned count = cluster_count(ci);
-  if (k) {
-    count += static_cast<unsigned>(k);
-    set_cluster_count(ci, count);
-    inuse_add(pc, k);
-  }
+  const unsigned count = k ? add_cluster_count(ci, k) : cluster_count(ci);
+  if (k) inuse_add(pc, k);
   pc.next.store(o < end && count < SWAPFILE_CLUSTER ? o : 0, std::memory_order_relaxed);
   relocate_cluster(ci);
   unlock_cluster(ci);
@@ -509,8 +507,7 @@ status swap_area::swap_duplicate(uint64_t offset, unsigned char usage) {
 
 void swap_area::swap_entry_free_locked(swap_cluster_info* ci, uint64_t offset) noexcept {
   swap_map_[offset].store(0, std::memory_order_relaxed);
-  const unsigned count = cluster_count(ci) - 1;
-  set_cluster_count(ci, count);
+  const unsigned count = add_cluster_count(ci, -1);
   swap_range_free(offset);
   if (count == 0)
     free_cluster(ci);

@@ -290,7 +290,8 @@ class swap_area {
   cluster_flag cluster_flags(const swap_cluster_info* ci) const noexcept {
     return ci_flag(ci->data.load(std::memory_order_relaxed));
   }
-  void set_cluster_count(swap_cluster_info* ci, unsigned count) noexcept;
+  // Adds delta to the count; returns the new count.
+  unsigned add_cluster_count(swap_cluster_info* ci, int delta) noexcept;
   void set_cluster_flag(swap_cluster_info* ci, cluster_flag flag) noexcept;
   bool cluster_is_usable(const swap_cluster_info* ci) const noexcept {
     return cluster_flags(ci) <= CLUSTER_FLAG_USABLE;
