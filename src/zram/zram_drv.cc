@@ -26,6 +26,7 @@
 
 #include "backing_dev.h"
 #include "slot_lock.h"
+#include "zspage_arena.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/sync/mutex.h"
 #include "uswap/sync/rw_semaphore.h"
@@ -147,6 +148,7 @@ struct zram {
 
   std::unique_ptr<zram_table_entry[]> table;
   std::unique_ptr<uint32_t[]> huge_csum;  // checksums of ZRAM_HUGE objects (raw pages), by slot
+  std::unique_ptr<zram_detail::zspage_arena> arena;  // zspage memory; outlives mem_pool
   std::unique_ptr<zs_pool> mem_pool;
   std::array<std::unique_ptr<zcomp>, ZRAM_MAX_COMPS> comps;
   unsigned num_comps = 0;
@@ -684,8 +686,11 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
     z->huge_csum.reset(new (std::nothrow) uint32_t[nr_pages]());
     if (!z->huge_csum) return error(ENOMEM, "zram: no memory for the huge-page checksums");
   }
+  z->arena.reset(new (std::nothrow) zram_detail::zspage_arena());
+  if (!z->arena) return error(ENOMEM, "zram: out of memory");
   zs_pool_options po;
   po.max_pages_per_zspage = o.max_pages_per_zspage;
+  po.page_allocator = z->arena.get();
   po.mem_limit_pages = z->limit_pages.load();
   auto pool = zs_create_pool(o.name, po);
   if (!pool.ok()) return pool.error();
@@ -1082,7 +1087,12 @@ result<uint64_t> zram_device::recompress(const zram_recompress_params& params) {
   return recompressed;
 }
 
-uint64_t zram_device::compact() { return z_->mem_pool->compact(); }
+uint64_t zram_device::compact() {
+  const uint64_t freed = z_->mem_pool->compact();
+  // Compaction is how memory is given back: return the emptied zspages' pages to the host too.
+  z_->arena->release_free();
+  return freed;
+}
 
 void zram_device::set_mem_limit(uint64_t bytes) {
   const uint64_t pages = round_up_to_page(bytes) >> page_shift;
