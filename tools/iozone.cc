@@ -15,10 +15,11 @@
 // buffer_compress_percentage (50% by default, the seed's +Z / refill_buffers setting), generated
 // before timing starts.
 //
-// --lock all runs the three lock modes in alternating rounds (global_rwlock slot_cas
-// slot_bitlock, then again...), each round on a fresh device, and reports per test the median
-// KB/s of each mode, its ratio to global_rwlock with the min-max spread of the per-round ratios,
-// and the seed's ratio (patched / base) beside it.
+// --lock all compares the three lock modes in alternating rounds: each round makes a fresh device
+// per mode and runs every test once per mode back to back (A B C), the order rotating from round
+// to round (A B C, B C A, C A B) so that no mode always runs first or last. It reports per test
+// the median KB/s of each mode, its ratio to global_rwlock with the min-max spread of the
+// per-round ratios, and the seed's ratio (patched / base) beside it.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -118,6 +119,7 @@ struct child {
   uint64_t rng = 0;
   std::string error;                // first failure
   double kbs = 0;                   // this test's throughput
+  uint64_t bytes = 0;               // this test's bytes
   const uint8_t* buffer(unsigned id, uint64_t record) const { return pool.data() + id * record; }
 };
 
@@ -126,8 +128,10 @@ class runner {
   runner(const config& c, zram_device& dev, std::vector<child>& children)
       : c_(c), dev_(dev), children_(children) {}
 
-  // Runs one test on every child at once; returns children-see KB/s, or an error message.
-  std::string run(test_id t, double* kbs) {
+  // Runs one test on every child at once; sets children-see KB/s (the sum of each child's rate)
+  // and parent-see KB/s (all bytes / wall time from the common start to the last child's end, what
+  // fio's group report gives); returns an error message or "".
+  std::string run(test_id t, double* kbs, double* parent_kbs) {
     std::atomic<unsigned> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> threads;
@@ -137,19 +141,26 @@ class runner {
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
         const auto start = std::chrono::steady_clock::now();
         const uint64_t bytes = run_child(t, ch);
+        ch.bytes = bytes;
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         ch.kbs = secs > 0 ? static_cast<double>(bytes) / 1024.0 / secs : 0;
       });
     }
     while (ready.load() < children_.size()) std::this_thread::yield();
+    const auto start = std::chrono::steady_clock::now();
     go.store(true, std::memory_order_release);
     for (auto& th : threads) th.join();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     *kbs = 0;
+    uint64_t total = 0;
     for (auto& ch : children_) {
       if (!ch.error.empty()) return ch.error;
       *kbs += ch.kbs;
+      total += ch.bytes;
     }
+    *parent_kbs = wall > 0 ? static_cast<double>(total) / 1024.0 / wall : 0;
     return {};
   }
 
@@ -342,50 +353,69 @@ int run_iozone(const config& c) {
 
   const seed_table seed = load_seed_rows(c.reference, "002");
   // results[mode][test] = KB/s per round
-  std::map<zram_lock_mode, std::vector<std::vector<double>>> results;
-  for (auto m : modes) results[m].assign(nr_tests, {});
+  std::map<zram_lock_mode, std::vector<std::vector<double>>> results, parent;
+  for (auto m : modes) {
+    results[m].assign(nr_tests, {});
+    parent[m].assign(nr_tests, {});
+  }
   std::unique_ptr<zram_device> last;
   progress_line progress;
 
   for (unsigned round = 0; round < c.rounds; ++round) {
+    // A fresh device per mode for this round; every test then runs once per mode, back to back
+    // (A B C for the initial write, A B C for the rewrite, ...), so that the forms compared by a
+    // ratio run seconds apart, under the same load.
+    last.reset();
+    std::map<zram_lock_mode, std::unique_ptr<zram_device>> devs;
+    std::map<zram_lock_mode, std::vector<child>> kids;
     for (zram_lock_mode mode : modes) {
-      last.reset();  // the previous device's memory goes back before the next is filled
       zram_options o;
       o.disksize = c.threads * size;
       o.comp_algorithm = c.comp;
       o.lock_mode = mode;
       o.checksum = c.checksum;
+      o.name = "zram" + std::to_string(&mode - &modes[0]);
       auto dev = zram_device::create(o);
       if (!dev.ok()) {
         progress.done();
         std::cerr << "uswap iozone: " << dev.error().to_string() << "\n";
         return 1;
       }
-      for (auto& ch : children) ch.rng = mix64(ch.index + 7 * round + 1);
-      runner r(c, **dev, children);
-      for (test_id t : run_order) {
-        // Reads need data: the initial write always runs, reported only when selected.
-        if (!selected[t] && t != t_initial_write) continue;
+      devs[mode] = std::move(*dev);
+      kids[mode] = children;
+      for (auto& ch : kids[mode]) ch.rng = mix64(ch.index + 7 * round + 1);
+    }
+    // The order rotates from round to round (A B C, B C A, C A B, ...), so that no mode always
+    // runs first or last after another mode's test (caches, the other tenants of the machine).
+    std::vector<zram_lock_mode> order;
+    for (size_t k = 0; k < modes.size(); ++k) order.push_back(modes[(k + round) % modes.size()]);
+    for (test_id t : run_order) {
+      // Reads need data: the initial write always runs, reported only when selected.
+      if (!selected[t] && t != t_initial_write) continue;
+      for (zram_lock_mode mode : order) {
         std::ostringstream msg;
-        msg << "iozone: round " << round + 1 << "/" << c.rounds << ", " << to_string(mode)
-            << ": " << tests[t].name;
+        msg << "iozone: round " << round + 1 << "/" << c.rounds << ": " << tests[t].name << " ("
+            << to_string(mode) << ")";
         progress.show(msg.str());
-        double kbs = 0;
-        const std::string err = r.run(t, &kbs);
+        runner r(c, *devs[mode], kids[mode]);
+        double kbs = 0, parent_kbs = 0;
+        const std::string err = r.run(t, &kbs, &parent_kbs);
         if (!err.empty()) {
           progress.done();
           std::cerr << "uswap iozone: " << tests[t].name << " (" << to_string(mode)
                     << "): " << err << "\n";
           return 1;
         }
-        if (selected[t]) results[mode][t].push_back(kbs);
+        if (selected[t]) {
+          results[mode][t].push_back(kbs);
+          parent[mode][t].push_back(parent_kbs);
+        }
       }
-      last = std::move(*dev);
-      std::ostringstream msg;
-      msg << "iozone: round " << round + 1 << "/" << c.rounds << ", " << to_string(mode)
-          << " done";
-      progress.step_done(msg.str());
     }
+    std::ostringstream msg;
+    msg << "iozone: round " << round + 1 << "/" << c.rounds << " done";
+    progress.step_done(msg.str());
+    last = std::move(devs[modes.back()]);
   }
   progress.done();
 
@@ -403,7 +433,8 @@ int run_iozone(const config& c) {
       << format_size(size) << " per thread, " << c.comp << ", " << c.compress_pct
       << "% compressible" << (c.checksum ? "" : ", no checksums") << ", " << c.rounds
       << (c.rounds == 1 ? " round" : " rounds");
-  if (compare) cfg << " (modes alternated A B C A B C ...)";
+  if (compare) cfg << " (each test run once per mode back to back, A B C / B C A / C A B ..., fresh devices "
+           "per round)";
   const std::string machine =
       cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
 
@@ -422,7 +453,10 @@ int run_iozone(const config& c) {
       row["test"] = tests[t].name;
       for (auto m : modes) {
         const std::string mn(to_string(m));
-        row["modes"][mn] = {{"median_kbs", median(results[m][t])}, {"rounds", results[m][t]}};
+        row["modes"][mn] = {{"median_kbs", median(results[m][t])},
+                            {"rounds", results[m][t]},
+                            {"parent_median_kbs", median(parent[m][t])},
+                            {"parent_rounds", parent[m][t]}};
         if (compare) {
           const auto rr = per_round_ratios(m, t);
           row["ratio_to_global_rwlock"][mn] = {

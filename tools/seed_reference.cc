@@ -65,7 +65,13 @@ const seed_row seed002[] = {
 
 std::string default_seed_results_path() {
   if (const char* env = std::getenv("USWAP_SEED_RESULTS")) return env;
-  return std::string(USWAP_SOURCE_DIR) + "/../shared/reference/seed_results.csv";
+  // The workspace keeps shared/ beside the main checkout; worktrees sit one level deeper.
+  const std::string src = USWAP_SOURCE_DIR;
+  for (const char* up : {"/..", "/../.."}) {
+    const std::string p = src + up + "/shared/reference/seed_results.csv";
+    if (std::ifstream(p).good()) return p;
+  }
+  return src + "/../shared/reference/seed_results.csv";
 }
 
 seed_table load_seed_rows(const std::string& path, const std::string& seed) {

@@ -27,8 +27,9 @@ struct seed_table {
   std::string source;  // the file read, or a description of the compiled-in copy
 };
 
-// Where the reference file is looked for by default: <source tree>/../shared/reference/
-// seed_results.csv, as the project's workspace lays it out.
+// Where the reference file is looked for by default: $USWAP_SEED_RESULTS, else
+// shared/reference/seed_results.csv one or two directories above the source tree (the
+// workspace's layout for the main checkout and for worktrees).
 std::string default_seed_results_path();
 
 // The rows of `seed` from `path`; if the file cannot be read (or has none), the compiled-in rows.

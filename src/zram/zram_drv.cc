@@ -29,7 +29,7 @@
 #include "zspage_arena.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/sync/mutex.h"
-#include "uswap/sync/rw_semaphore.h"
+#include "uswap/sync/std_locks.h"
 #include "uswap/zsmalloc/zsmalloc.h"
 
 namespace uswap {
@@ -158,7 +158,10 @@ struct zram {
   std::unique_ptr<backing_dev> bdev;
 
   lock_class slot_lock_class;
-  rw_semaphore tb_lock;  // global_rwlock mode only
+  // global_rwlock mode only: 3.15's meta->tb_lock was an rwlock_t, which (before qrwlock, 3.16)
+  // let readers in while a writer waited. std::shared_mutex is glibc's pthread_rwlock, reader-
+  // preferring by default: the same policy, sleeping instead of spinning as userspace must.
+  std_shared_mutex_lock tb_lock;
   mutex pp_lock;         // one post-processing call (writeback, recompress) at a time
 
   alignas(cache_line_size) zram_stats stats;

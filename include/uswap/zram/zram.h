@@ -24,9 +24,10 @@
 // their own). The kernel has none; turn it off to match it exactly.
 //
 // Locking (seed 002). One code path, three lock modes chosen at creation (zram_lock_mode):
-//   global_rwlock  one table rwlock (uswap::rw_semaphore), read-held across a page read and its
-//                  decompression, write-held for every table update: zram before the seed
-//                  (3.15's meta->tb_lock);
+//   global_rwlock  one table rwlock, read-held across a page read and its decompression,
+//                  write-held for every table update: zram before the seed (3.15's
+//                  meta->tb_lock, an rwlock_t that let readers in while a writer waited; here
+//                  std::shared_mutex, glibc's reader-preferring pthread_rwlock, which sleeps);
 //   slot_cas       the seed's patch as posted: a per-slot CAS IDLE->ACCESS, retried with
 //                  cpu_relax() until it succeeds, no sleeping, no read before the CAS;
 //   slot_bitlock   the sync layer's bit_lock in the slot word: spin briefly on relaxed loads,
