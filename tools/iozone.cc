@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -108,6 +109,12 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+double thread_cpu_seconds() {
+  struct timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // One child: its file (a region of the device), its buffers, what each record last received.
 struct child {
   unsigned index = 0;
@@ -120,6 +127,7 @@ struct child {
   std::string error;                // first failure
   double kbs = 0;                   // this test's throughput
   uint64_t bytes = 0;               // this test's bytes
+  double cpu = 0;                   // this test's CPU seconds (the thread's CPU clock)
   const uint8_t* buffer(unsigned id, uint64_t record) const { return pool.data() + id * record; }
 };
 
@@ -131,7 +139,7 @@ class runner {
   // Runs one test on every child at once; sets children-see KB/s (the sum of each child's rate)
   // and parent-see KB/s (all bytes / wall time from the common start to the last child's end, what
   // fio's group report gives); returns an error message or "".
-  std::string run(test_id t, double* kbs, double* parent_kbs) {
+  std::string run(test_id t, double* kbs, double* parent_kbs, double* cpu_seconds) {
     std::atomic<unsigned> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> threads;
@@ -140,7 +148,9 @@ class runner {
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
         const auto start = std::chrono::steady_clock::now();
+        const double cpu0 = thread_cpu_seconds();
         const uint64_t bytes = run_child(t, ch);
+        ch.cpu = thread_cpu_seconds() - cpu0;
         ch.bytes = bytes;
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -154,10 +164,12 @@ class runner {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     *kbs = 0;
+    *cpu_seconds = 0;
     uint64_t total = 0;
     for (auto& ch : children_) {
       if (!ch.error.empty()) return ch.error;
       *kbs += ch.kbs;
+      *cpu_seconds += ch.cpu;
       total += ch.bytes;
     }
     *parent_kbs = wall > 0 ? static_cast<double>(total) / 1024.0 / wall : 0;
@@ -353,10 +365,11 @@ int run_iozone(const config& c) {
 
   const seed_table seed = load_seed_rows(c.reference, "002");
   // results[mode][test] = KB/s per round
-  std::map<zram_lock_mode, std::vector<std::vector<double>>> results, parent;
+  std::map<zram_lock_mode, std::vector<std::vector<double>>> results, parent, cpu;
   for (auto m : modes) {
     results[m].assign(nr_tests, {});
     parent[m].assign(nr_tests, {});
+    cpu[m].assign(nr_tests, {});
   }
   std::unique_ptr<zram_device> last;
   progress_line progress;
@@ -398,8 +411,8 @@ int run_iozone(const config& c) {
             << to_string(mode) << ")";
         progress.show(msg.str());
         runner r(c, *devs[mode], kids[mode]);
-        double kbs = 0, parent_kbs = 0;
-        const std::string err = r.run(t, &kbs, &parent_kbs);
+        double kbs = 0, parent_kbs = 0, cpu_seconds = 0;
+        const std::string err = r.run(t, &kbs, &parent_kbs, &cpu_seconds);
         if (!err.empty()) {
           progress.done();
           std::cerr << "uswap iozone: " << tests[t].name << " (" << to_string(mode)
@@ -409,6 +422,7 @@ int run_iozone(const config& c) {
         if (selected[t]) {
           results[mode][t].push_back(kbs);
           parent[mode][t].push_back(parent_kbs);
+          cpu[mode][t].push_back(cpu_seconds);
         }
       }
     }
@@ -456,7 +470,9 @@ int run_iozone(const config& c) {
         row["modes"][mn] = {{"median_kbs", median(results[m][t])},
                             {"rounds", results[m][t]},
                             {"parent_median_kbs", median(parent[m][t])},
-                            {"parent_rounds", parent[m][t]}};
+                            {"parent_rounds", parent[m][t]},
+                            {"cpu_seconds_median", median(cpu[m][t])},
+                            {"cpu_seconds_rounds", cpu[m][t]}};
         if (compare) {
           const auto rr = per_round_ratios(m, t);
           row["ratio_to_global_rwlock"][mn] = {
