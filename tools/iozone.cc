@@ -96,6 +96,7 @@ struct config {
   std::string tests = "all";
   std::string reference = default_seed_results_path();
   bool json = false;
+  std::string json_file;
   bool verify = false;
   bool stat = false;
   bool lockstat = false;
@@ -282,6 +283,14 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
+// /proc/loadavg's three figures: how busy the (shared) machine was.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
 class progress_line {
  public:
   progress_line() : tty_(isatty(STDERR_FILENO)) {}
@@ -452,7 +461,7 @@ int run_iozone(const config& c) {
   const std::string machine =
       cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
 
-  if (c.json) {
+  if (c.json || !c.json_file.empty()) {
     nlohmann::json j;
     j["config"] = {{"threads", c.threads},     {"record", c.record},
                    {"size_per_thread", size},  {"comp", c.comp},
@@ -485,12 +494,23 @@ int run_iozone(const config& c) {
       j["tests"].push_back(row);
     }
     if (c.stat && last) j["zram"] = zram_report_json(*last);
-    std::cout << j.dump(2) << "\n";
-    return 0;
+    j["load_average"] = load_average();
+    if (!c.json_file.empty()) {
+      std::ofstream f(c.json_file);
+      f << j.dump(2) << "\n";
+      if (!f) {
+        std::cerr << "uswap iozone: cannot write " << c.json_file << "\n";
+        return 1;
+      }
+    }
+    if (c.json) {
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
   }
 
   std::cout << "uswap iozone: " << cfg.str() << "\n"
-            << "machine: " << machine << "\n"
+            << "machine: " << machine << ", load average at the end " << load_average() << "\n"
             << "KB/s = children see throughput (iozone -t), median of rounds\n";
   if (compare)
     std::cout << "seed: Weijie Yang, seed 002 (4 threads, 4-core Core2 Q8400, kernel 3.15-rc3); "
@@ -570,6 +590,7 @@ void add_iozone_command(CLI::App& app, command_table& table) {
   sub->add_flag("--lockstat", c.lockstat, "Collect lock statistics (shown with --stat)");
   sub->add_flag("!--no-checksum", c.checksum, "Store objects without checksums (as the kernel)");
   sub->add_flag("--json", c.json, "Print the results as JSON");
+  sub->add_option("--json-file", c.json_file, "Also write the results as JSON to this file");
   table.add(sub, [] { return run_iozone(c); });
 }
 

@@ -1061,7 +1061,8 @@ result<uint64_t> zram_device::recompress(const zram_recompress_params& params) {
         continue;
       auto p = z.prepare_compressed(index, page, **strm, *len, prio);
       if (!p.ok()) {
-        failure = p.error();  // an allocation failure is not fatal: the old object stays
+        // The slot keeps its old object; recompression stops and reports why (the kernel too).
+        failure = p.error();
         break;
       }
       better = *p;

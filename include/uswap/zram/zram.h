@@ -204,7 +204,7 @@ struct zram_slot_info {
   uint32_t ac_time = 0;          // last access, seconds of the device clock
   bool idle = false;
   bool incompressible = false;
-  bool huge = false;             // ZRAM_HUGE (also kept on no slot once written back)
+  bool huge = false;             // ZRAM_HUGE: stored raw (cleared when written back)
   uint64_t handle = 0;           // zs_handle (compressed, huge), block (written_back); diagnostics
 };
 
