@@ -867,6 +867,29 @@ result<zram_slot_info> zram_device::slot_info(uint64_t index) const {
   return info;
 }
 
+result<zram_extent> zram_device::extent_at(uint64_t index, uint64_t max_pages) const {
+  zram& z = *z_;
+  if (index >= z.nr_pages || max_pages == 0) return z.bad_index("extent_at", index, max_pages);
+  const uint64_t end = index + std::min(max_pages, z.nr_pages - index);
+  auto type_of = [&z](uint64_t i) {
+    const uint64_t w = z.word(i);
+    if (!zram::slot_allocated(w)) return zram_extent_type::hole;
+    if (!(w & bit(ZRAM_SAME))) return zram_extent_type::data;
+    // The fill word is an ordinary field written under the lock: read it under the lock too, and
+    // look at the word again there, since the slot may have changed in between.
+    zram::slot_guard g(z, i, slot_access::read);
+    const uint64_t locked = z.word(i);
+    if (!zram::slot_allocated(locked)) return zram_extent_type::hole;
+    if (!(locked & bit(ZRAM_SAME))) return zram_extent_type::data;
+    return z.table[i].handle == 0 ? zram_extent_type::zero : zram_extent_type::data;
+  };
+  zram_extent e;
+  e.type = type_of(index);
+  e.nr_pages = 1;
+  for (uint64_t i = index + 1; i < end && type_of(i) == e.type; ++i) ++e.nr_pages;
+  return e;
+}
+
 // --- Post-processing ---------------------------------------------------------------------------
 
 uint64_t zram_device::mark_idle(std::optional<uint32_t> min_age_seconds) {

@@ -217,6 +217,54 @@ TEST_P(zram_modes, byte_io_at_odd_offsets_matches_a_byte_model) {
   EXPECT_EQ(dev->request_stat().rmw_retries, 0u);  // one thread: nothing to retry for
 }
 
+TEST_P(zram_modes, extent_at_reports_runs_of_holes_zero_pages_and_data) {
+  constexpr uint64_t pages = 12;
+  auto dev = make_dev(opts(GetParam(), pages * page_size));
+  alignas(8) uint8_t page[page_size];
+  // Layout: 0-1 hole, 2-3 data (compressible), 4 zero page, 5 data (same-filled non-zero),
+  // 6 data (incompressible), 7-8 zero pages, 9 discarded (hole), 10-11 hole.
+  make_page(page, page_kind::compressible, 1);
+  ASSERT_TRUE(dev->write_page(2, page).ok());
+  ASSERT_TRUE(dev->write_page(3, page).ok());
+  make_page(page, page_kind::zero, 0);
+  for (uint64_t i : {4, 7, 8}) ASSERT_TRUE(dev->write_page(i, page).ok());
+  make_page(page, page_kind::same, 5);
+  ASSERT_TRUE(dev->write_page(5, page).ok());
+  make_page(page, page_kind::incompressible, 6);
+  ASSERT_TRUE(dev->write_page(6, page).ok());
+  ASSERT_TRUE(dev->write_page(9, page).ok());
+  ASSERT_TRUE(dev->discard(9).ok());
+
+  using T = zram_extent_type;
+  struct run {
+    T type;
+    uint64_t n;
+  };
+  const std::vector<run> want = {{T::hole, 2}, {T::data, 2}, {T::zero, 1}, {T::data, 2},
+                                 {T::zero, 2}, {T::hole, 3}};
+  uint64_t index = 0;
+  for (const run& r : want) {
+    auto e = dev->extent_at(index, pages);
+    ASSERT_TRUE(e.ok()) << e.error().to_string();
+    EXPECT_EQ(e->type, r.type) << "page " << index;
+    EXPECT_EQ(e->nr_pages, r.n) << "page " << index;
+    index += r.n;
+  }
+  EXPECT_EQ(index, pages);
+  // max_pages caps the run; a run never goes past the end of the device.
+  auto e = dev->extent_at(10, 1);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->nr_pages, 1u);
+  e = dev->extent_at(0, 1000);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->nr_pages, 2u);
+  e = dev->extent_at(11, 1000);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->nr_pages, 1u);
+  EXPECT_EQ(dev->extent_at(pages, 1).error().code(), EINVAL);
+  EXPECT_EQ(dev->extent_at(0, 0).error().code(), EINVAL);
+}
+
 INSTANTIATE_TEST_SUITE_P(all_modes, zram_modes, ::testing::ValuesIn(all_zram_lock_modes),
                          mode_name);
 

@@ -208,6 +208,18 @@ struct zram_slot_info {
   uint64_t handle = 0;           // zs_handle (compressed, huge), block (written_back); diagnostics
 };
 
+// What a run of pages holds, as NBD block status (extents) reports it.
+enum class zram_extent_type : uint8_t {
+  hole,  // never written, or discarded: reads as zeros and holds nothing
+  zero,  // same-filled with the word 0: reads as zeros, holds no pool memory, counts as stored
+  data,  // anything else: compressed, huge, written back, or same-filled with a non-zero word
+};
+
+struct zram_extent {
+  zram_extent_type type = zram_extent_type::hole;
+  uint64_t nr_pages = 0;  // pages from the index asked for, all of `type`
+};
+
 // ---------------------------------------------------------------------------------------------
 // Post-processing requests.
 
@@ -277,6 +289,12 @@ class zram_device {
 
   // One slot's state, read under its lock (EINVAL for a bad index).
   result<zram_slot_info> slot_info(uint64_t index) const;
+  // The type of page `index` and how many pages from it (at most max_pages, and never past the
+  // end) share that type: one call answers an NBD extents request a run at a time, without a
+  // slot_info per page. A slot's kind is read from its word without the lock; only a same-filled
+  // slot is locked, to read its fill word. Like NBD block status, the answer is a snapshot that a
+  // concurrent write may already have changed. EINVAL for a bad index or max_pages 0.
+  result<zram_extent> extent_at(uint64_t index, uint64_t max_pages) const;
 
   // --- Post-processing.
   // idle_store(): marks every stored slot (not same-filled, not written back) idle, or with
