@@ -29,5 +29,8 @@ fault_result handle_pte_fault(vm_area_struct* vma, uint64_t addr, pte_table* t, 
                               page_access_fn* fn);
 fault_result do_anonymous_page(vm_area_struct* vma, uint64_t addr, pte_table* t,
                                access_type type, page_access_fn* fn);
+// orig is the swap pte found at addr.
+fault_result do_swap_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_t orig,
+                          access_type type, page_access_fn* fn);
 
 }  // namespace uswap

@@ -1,12 +1,16 @@
-// The machine: page allocation and freeing, the LRU lists and the per-thread lru_add pagevecs
-// (mm/swap.c).
+// The machine: creation (swapon), page allocation with its reclaim policy and freeing, the LRU
+// lists and the per-thread lru_add pagevecs (mm/swap.c). Reclaim itself is vmscan.cc, the swap
+// paths swap_state.cc.
 #include "uswap/mm/machine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <unordered_map>
 
 #include "uswap/mm/rmap.h"
+#include "uswap/swap/swap_cache.h"
+#include "uswap/swap/swap_system.h"
 
 namespace uswap {
 
@@ -39,13 +43,67 @@ result<std::unique_ptr<machine>> machine::create(const machine_options& opts) {
   if (pages < 16) return error(EINVAL, "machine: RAM must be at least 16 pages (64 KiB)");
   auto mem = phys_mem::create(pages, opts.wmark);
   if (!mem) return mem.error();
-  return std::unique_ptr<machine>(new machine(opts, std::move(*mem)));
+  std::unique_ptr<machine> m(new machine(opts, std::move(*mem)));
+  if (opts.swap) {
+    if (status st = m->swapon(); !st.ok()) return st;
+  }
+  if (opts.kswapd) m->kswapd_ = std::thread([p = m.get()] { p->kswapd_main(); });
+  return m;
 }
 
 machine::machine(const machine_options& opts, std::unique_ptr<phys_mem> mem)
     : opts_(opts), id_(next_machine_id.fetch_add(1)), mem_(std::move(mem)) {}
 
+// swapon: one swap area of `swap` bytes on a zram or RAM device. Slot 0 is the area's header,
+// so the device and the area have one page more than the swap space they offer.
+status machine::swapon() {
+  const uint64_t slots = bytes_to_pages(opts_.swap);
+  if (slots < 1) return error(EINVAL, "machine: swap must be at least one page");
+  auto dev = opts_.swap_dev == swap_dev_kind::zram ? make_zram_swap_device(slots + 1, opts_.zram)
+                                                   : make_ram_swap_device(slots + 1);
+  if (!dev) return dev.error();
+  swapdev_ = std::move(*dev);
+  swap_options so;
+  so.lock_mode = opts_.swap_lock;
+  so.slot_cache = opts_.slot_cache;
+  swap_ = std::make_unique<swap_system>(so);
+  swap_area_options ao;
+  ao.size_pages = slots + 1;
+  ao.name = std::string(to_string(opts_.swap_dev));
+  swap_device* d = swapdev_.get();
+  // zram frees a slot's object as soon as the slot is free (zram_slot_free_notify), and whole
+  // freed clusters are discarded as well, which catches a notify that found the slot busy.
+  ao.slot_free_notify = [d](uint64_t offset) { d->slot_free_notify(offset); };
+  ao.discard = opts_.swap_dev == swap_dev_kind::zram;
+  if (ao.discard) ao.discard_fn = [d](uint64_t offset, uint64_t nr) { d->discard(offset, nr); };
+  auto type = swap_->swapon(std::move(ao));
+  if (!type) return type.error();
+  cache_ = std::make_unique<swap_cache<page>>(*swap_, 64, &cls_swap_cache_);
+  return {};
+}
+
+swap_usage machine::swap_stats() const {
+  swap_usage u;
+  u.write_errors = write_errors_.load(std::memory_order_relaxed);
+  if (!swap_) return u;
+  u.total = swap_->total_swap_pages();
+  u.free = swap_->nr_swap_pages();
+  for (unsigned t = 0; t < swap_->nr_areas(); ++t)
+    if (swap_area* a = swap_->area(t)) u.inuse += a->inuse_pages();
+  u.cached = cache_->size();
+  return u;
+}
+
 machine::~machine() {
+  if (kswapd_.joinable()) {
+    {
+      std::lock_guard lk(kswapd_lock_);
+      kswapd_stop_ = true;
+      kswapd_stop_flag_.store(true, std::memory_order_relaxed);
+    }
+    kswapd_wait_.notify_all();
+    kswapd_.join();
+  }
   // Every mm is gone, so pagevecs hold the last references of the pages in them.
   lru_add_drain_all();
 }
@@ -60,13 +118,63 @@ uint64_t machine::lru_size(lru_list l) const { return lru_nr_[l].load(std::memor
 // Allocation and freeing.
 
 result<page*> machine::alloc_page() {
-  if (page* p = mem_->alloc_page()) {
-    events_.count(PGALLOC);
-    return p;
+  const watermarks& wm = mem_->wmark();
+  if (mem_->nr_free() > wm.min) {
+    if (page* p = mem_->alloc_page()) {
+      events_.count(PGALLOC);
+      if (mem_->nr_free() < wm.low) wakeup_kswapd();
+      return p;
+    }
   }
-  events_.count(OOM_KILL);
-  return error(ENOMEM, "out of memory: all " + std::to_string(mem_->nr_pages()) +
-                           " page frames are in use and there is no swap to reclaim to");
+  // __alloc_pages_slowpath: wake kswapd, then reclaim in this thread until a frame is free.
+  // Frames freed by our own reclaim may be taken down to zero: this thread paid for them.
+  wakeup_kswapd();
+  events_.count(ALLOCSTALL);
+  int no_progress = 0;
+  unsigned waits = 0;
+  bool drained = false;
+  for (;;) {
+    const uint64_t before = reclaim_progress_.load(std::memory_order_acquire);
+    uint64_t scanned = 0;
+    const uint64_t got = try_to_free_pages(SWAP_CLUSTER_MAX, /*kswapd=*/false, &scanned);
+    if (page* p = mem_->alloc_page()) {
+      events_.count(PGALLOC);
+      return p;
+    }
+    if (got > 0 || reclaim_progress_.load(std::memory_order_acquire) != before) {
+      no_progress = waits = 0;
+      continue;
+    }
+    // Pages parked in other threads' pagevecs are invisible to reclaim: bring them in once.
+    if (!drained) {
+      drained = true;
+      lru_add_drain_all();
+      continue;
+    }
+    // should_reclaim_retry: a round counts against us only if it could have found something,
+    // i.e. it scanned pages and freed none, or nothing is reclaimable at all (no free swap, no
+    // page on the LRU or isolated). A round that found the LRU emptied by other reclaimers,
+    // who hold the pages isolated right now, says nothing: wait for them, so that a slow or
+    // descheduled reclaimer does not make this allocation fail while it is still freeing.
+    const bool nothing_to_scan =
+        !can_reclaim_anon() ||
+        (lru_size(LRU_INACTIVE_ANON) + lru_size(LRU_ACTIVE_ANON) == 0 &&
+         nr_isolated_.load(std::memory_order_relaxed) == 0);
+    if (scanned > 0 || nothing_to_scan) {
+      if (++no_progress >= MAX_RECLAIM_RETRIES) {
+        events_.count(OOM_KILL);
+        return error(ENOMEM, "out of memory: all " + std::to_string(mem_->nr_pages()) +
+                                 " page frames are in use and reclaim freed none" +
+                                 (swap_ ? (can_reclaim_anon() ? " (the swap device refused writes)"
+                                                              : " (swap is full)")
+                                        : " (no swap)"));
+      }
+      // Others may be in the middle of freeing (writes to swap): let them run.
+      std::this_thread::sleep_for(std::chrono::microseconds(50 << std::min(no_progress, 6)));
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20 << std::min(++waits, 6u)));
+    }
+  }
 }
 
 void machine::put_page(page* p) noexcept {

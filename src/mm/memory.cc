@@ -1,6 +1,6 @@
 // Page tables, faults and the access API (mm/memory.c): pte_table_of (the pgd -> pud -> pmd ->
-// pte walk, allocating levels on demand), handle_pte_fault and do_anonymous_page, access(),
-// and zap (unmap_page_range) for munmap and exit.
+// pte walk, allocating levels on demand), handle_pte_fault and do_anonymous_page (do_swap_page
+// is in swap_state.cc), access(), and zap (unmap_page_range) for munmap and exit.
 #include <algorithm>
 #include <cstring>
 
@@ -91,6 +91,7 @@ fault_result handle_pte_fault(vm_area_struct* vma, uint64_t addr, pte_table* t,
                               access_type type, page_access_fn* fn) {
   const pte_t orig = t->pte[pte_index(addr)].load(std::memory_order_relaxed);
   if (pte_none(orig)) return do_anonymous_page(vma, addr, t, type, fn);
+  if (is_swap_pte(orig)) return do_swap_page(vma, addr, t, orig, type, fn);
   // Present but not writable for a write access: anonymous private VMAs are always mapped
   // writable when VM_WRITE, and access() checked VM_WRITE, so only a race brings us here.
   return fault_result::retry();
@@ -181,9 +182,10 @@ void mm_struct::unmap_page_range(vm_area_struct*, uint64_t start, uint64_t end) 
       continue;
     }
     // Collect under the lock, release after it (the kernel's mmu_gather), so the pte lock is
-    // not held across frees.
+    // not held across frees, swap-slot releases and zram frees.
     page* pages[PTRS_PER_TABLE];
-    unsigned nr_pages = 0;
+    uint64_t entries[PTRS_PER_TABLE];
+    unsigned nr_pages = 0, nr_entries = 0;
     t->ptl.lock();
     for (uint64_t b = a; b < table_end; b += page_size) {
       const pte_t pte = t->pte[pte_index(b)].exchange(0, std::memory_order_relaxed);
@@ -192,11 +194,19 @@ void mm_struct::unmap_page_range(vm_area_struct*, uint64_t start, uint64_t end) 
         if (pte_dirty(pte)) p->set(PG_dirty);
         page_remove_rmap(p);
         pages[nr_pages++] = p;
+      } else if (is_swap_pte(pte)) {
+        entries[nr_entries++] = pte_to_swp_entry_val(pte);
       }
     }
     t->ptl.unlock();
     if (nr_pages) add_counter(MM_ANONPAGES, -static_cast<int64_t>(nr_pages));
-    for (unsigned i = 0; i < nr_pages; ++i) m.put_page(pages[i]);
+    if (nr_entries) add_counter(MM_SWAPENTS, -static_cast<int64_t>(nr_entries));
+    // free_pages_and_swap_cache: a swap-cache page nobody maps any more gives its slot back.
+    for (unsigned i = 0; i < nr_pages; ++i) {
+      m.free_swap_cache(pages[i]);
+      m.put_page(pages[i]);
+    }
+    for (unsigned i = 0; i < nr_entries; ++i) m.free_swap_and_cache(entries[i]);
     a = table_end;
   }
 }

@@ -184,4 +184,31 @@ int page_referenced(page* p) {
   return referenced;
 }
 
+bool try_to_unmap(page* p, ttu_flags) {
+  if (!p->test(PG_swapcache)) return !p->mapped();  // an anonymous page needs its swap entry
+  rmap_walk_control rwc;
+  bool failed = false;
+  rwc.arg = &failed;
+  rwc.rmap_one = [](page* pg, vm_area_struct* vma, uint64_t, std::atomic<pte_t>* ptep, void* arg) {
+    mm_struct* mm = vma->vm_mm;
+    machine& m = mm->mach();
+    const uint64_t entry = pg->private_.load(std::memory_order_relaxed);
+    // Take the pte's swap count first, so that failing leaves the pte untouched.
+    if (!m.swap_duplicate(entry)) {
+      *static_cast<bool*>(arg) = true;
+      return false;
+    }
+    const pte_t pteval = ptep->exchange(swp_entry_to_pte_val(entry), std::memory_order_relaxed);
+    if (pte_dirty(pteval)) pg->set(PG_dirty);
+    mm->add_counter(MM_ANONPAGES, -1);
+    mm->add_counter(MM_SWAPENTS, 1);
+    page_remove_rmap(pg);
+    m.put_page(pg);  // the pte's reference; the caller's keeps the page alive
+    return true;
+  };
+  rwc.done = [](page* pg, void*) { return !pg->mapped(); };
+  rmap_walk(p, rwc);
+  return !failed && !p->mapped();
+}
+
 }  // namespace uswap

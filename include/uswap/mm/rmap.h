@@ -105,4 +105,11 @@ void rmap_walk(page* p, const rmap_walk_control& rwc);
 // Test-and-clears the young bit of every pte mapping p; returns how many were young.
 int page_referenced(page* p);
 
+enum ttu_flags : unsigned { TTU_NONE = 0 };
+// Replaces every pte mapping the anonymous page p by a swap pte of p's swap entry (p must be
+// in the swap cache), moving the ptes' dirty bits to PG_dirty and taking one swap count per pte
+// (swap_duplicate). Caller holds the page lock and a reference. Returns true when p is no longer
+// mapped anywhere (false: a pte could not be converted, e.g. swap_duplicate failed).
+bool try_to_unmap(page* p, ttu_flags flags = TTU_NONE);
+
 }  // namespace uswap

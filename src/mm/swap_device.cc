@@ -1,0 +1,91 @@
+// The swap devices: zram, and the uncompressed RAM disk. See include/uswap/mm/swap_device.h.
+#include "uswap/mm/swap_device.h"
+
+#include <sys/mman.h>
+
+#include <cstring>
+
+#include "uswap/base/page.h"
+
+namespace uswap {
+
+const char* to_string(swap_dev_kind k) noexcept { return k == swap_dev_kind::zram ? "zram" : "ram"; }
+
+result<swap_dev_kind> parse_swap_dev_kind(std::string_view text) {
+  if (text == "zram") return swap_dev_kind::zram;
+  if (text == "ram") return swap_dev_kind::ram;
+  return error(EINVAL, "swap device '" + std::string(text) + "': expected zram or ram");
+}
+
+namespace {
+
+class zram_swap_device final : public swap_device {
+ public:
+  explicit zram_swap_device(std::unique_ptr<zram_device> z) : z_(std::move(z)) {}
+  status write_page(uint64_t offset, const void* src) override { return z_->write_page(offset, src); }
+  status read_page(uint64_t offset, void* dst) override { return z_->read_page(offset, dst); }
+  // zram_slot_free_notify. Since 6.0 the kernel only try-locks the slot here and leaves the
+  // object for a later write or discard when the lock is busy (miss_free); the zram of seed 000's
+  // era (4.9) took the slot lock unconditionally. uswap tries first and then frees with the
+  // blocking discard, so a freed slot never keeps its object: zram locks are leaves (zram never
+  // calls into swap), so waiting for one under a swap lock cannot deadlock.
+  void slot_free_notify(uint64_t offset) override {
+    if (!z_->slot_free_notify(offset)) (void)z_->discard(offset, 1);
+  }
+  void discard(uint64_t offset, uint64_t nr) override { (void)z_->discard(offset, nr); }
+  uint64_t nr_pages() const noexcept override { return z_->nr_pages(); }
+  swap_dev_kind kind() const noexcept override { return swap_dev_kind::zram; }
+  zram_device* zram() noexcept override { return z_.get(); }
+
+ private:
+  std::unique_ptr<zram_device> z_;
+};
+
+// brd / pmem: the slots are plain host memory. Nothing to free: a freed slot's bytes are simply
+// overwritten by its next write, as on a disk.
+class ram_swap_device final : public swap_device {
+ public:
+  ram_swap_device(std::byte* base, uint64_t nr_pages) : base_(base), nr_pages_(nr_pages) {}
+  ~ram_swap_device() override { ::munmap(base_, static_cast<size_t>(pages_to_bytes(nr_pages_))); }
+  status write_page(uint64_t offset, const void* src) override {
+    if (offset >= nr_pages_) return error(EINVAL, "ram swap device: write past the end");
+    std::memcpy(base_ + pages_to_bytes(offset), src, page_size);
+    return {};
+  }
+  status read_page(uint64_t offset, void* dst) override {
+    if (offset >= nr_pages_) return error(EINVAL, "ram swap device: read past the end");
+    std::memcpy(dst, base_ + pages_to_bytes(offset), page_size);
+    return {};
+  }
+  void slot_free_notify(uint64_t) override {}
+  void discard(uint64_t, uint64_t) override {}
+  uint64_t nr_pages() const noexcept override { return nr_pages_; }
+  swap_dev_kind kind() const noexcept override { return swap_dev_kind::ram; }
+
+ private:
+  std::byte* base_;
+  uint64_t nr_pages_;
+};
+
+}  // namespace
+
+result<std::unique_ptr<swap_device>> make_zram_swap_device(uint64_t nr_pages, zram_options zram_opts) {
+  zram_opts.disksize = pages_to_bytes(nr_pages);
+  auto z = zram_device::create(zram_opts);
+  if (!z) return z.error();
+  return std::unique_ptr<swap_device>(new zram_swap_device(std::move(*z)));
+}
+
+result<std::unique_ptr<swap_device>> make_ram_swap_device(uint64_t nr_pages) {
+  if (nr_pages == 0) return error(EINVAL, "ram swap device: size 0");
+  const size_t bytes = static_cast<size_t>(pages_to_bytes(nr_pages));
+  // Populated up front, like the seed's RAM-simulated PMEM: a write is a memcpy into memory
+  // that is already there, not a host page fault.
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
+  if (base == MAP_FAILED)
+    return error(ENOMEM, "ram swap device: cannot map " + std::to_string(bytes) + " bytes");
+  return std::unique_ptr<swap_device>(new ram_swap_device(static_cast<std::byte*>(base), nr_pages));
+}
+
+}  // namespace uswap
