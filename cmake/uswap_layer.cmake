@@ -43,6 +43,9 @@ function(uswap_test)
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock
                         Threads::Threads)
+  # Test-only helpers shared by every layer (thread release, TSan work scaling); never in a
+  # public header, so they sit outside include/uswap/.
+  target_include_directories(${T_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})

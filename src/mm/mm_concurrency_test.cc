@@ -12,6 +12,7 @@
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
@@ -22,20 +23,7 @@ constexpr int scale = 8;
 constexpr int scale = 1;
 #endif
 
-void run_threads(int n, const std::function<void(int)>& fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> ts;
-  for (int i = 0; i < n; ++i)
-    ts.emplace_back([&, i] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(i);
-    });
-  while (ready.load() < n) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& t : ts) t.join();
-}
+using uswap::testing::run_threads;
 
 std::unique_ptr<machine> make_machine(uint64_t ram_pages) {
   machine_options o;

@@ -18,6 +18,7 @@
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/swap/swap_system.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
@@ -28,20 +29,7 @@ constexpr uint64_t scale = 4;
 constexpr uint64_t scale = 1;
 #endif
 
-void run_threads(int n, const std::function<void(int)>& fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> ts;
-  for (int i = 0; i < n; ++i)
-    ts.emplace_back([&, i] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(i);
-    });
-  while (ready.load() < n) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& t : ts) t.join();
-}
+using uswap::testing::run_threads;
 
 uint64_t word(uint64_t tag, uint64_t page, uint64_t i) {
   return (tag << 48) ^ (page << 12) ^ (i * 0x9e3779b97f4a7c15ull >> 20);

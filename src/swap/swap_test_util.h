@@ -9,32 +9,11 @@
 #include <vector>
 
 #include "uswap/swap/swap.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap::testing {
 
-#if defined(USWAP_TSAN)
-inline constexpr int work_scale = 10;
-#else
-inline constexpr int work_scale = 1;
-#endif
 
-// Runs fn(thread_index) on n threads released together; joins them all.
-inline void run_threads(int n, const std::function<void(int)>& fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(i);
-    });
-  }
-  while (ready.load() < n) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& t : threads) t.join();
-}
 
 inline constexpr swap_lock_mode all_modes[] = {swap_lock_mode::global, swap_lock_mode::cluster,
                                                swap_lock_mode::percpu};

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.h"
+#include "uswap_testing/threads.h"
 #include "uswap/sync/bit_lock.h"
 #include "uswap/sync/mutex.h"
 

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "test_util.h"
+#include "uswap_testing/threads.h"
 #include "uswap/sync/bit_lock.h"
 #include "uswap/sync/mutex.h"
 #include "uswap/sync/rw_semaphore.h"

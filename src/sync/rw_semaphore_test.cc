@@ -7,7 +7,7 @@
 #include <array>
 #include <shared_mutex>
 
-#include "test_util.h"
+#include "uswap_testing/threads.h"
 #include "uswap/sync/std_locks.h"
 
 namespace uswap {

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "test_util.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {

@@ -18,14 +18,11 @@
 #include "uswap/compress/page_fill.h"
 #include "uswap/zram/zram.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap::zram_test {
 
-#if defined(USWAP_TSAN)
-inline constexpr int work_scale = 10;
-#else
-inline constexpr int work_scale = 1;
-#endif
+using uswap::testing::work_scale;
 
 inline uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
@@ -86,22 +83,7 @@ class temp_file {
   std::string path_;
 };
 
-// Runs fn(thread_index) on n threads released together; joins them all.
-inline void run_threads(int n, const std::function<void(int)>& fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(i);
-    });
-  }
-  while (ready.load() < n) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& t : threads) t.join();
-}
+using uswap::testing::run_threads;
 
 // What the table holds, counted slot by slot.
 struct table_census {

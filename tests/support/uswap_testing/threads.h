@@ -1,5 +1,5 @@
-// Helpers shared by the sync layer's tests: start N threads at once, scale work down under
-// ThreadSanitizer, and wait for a condition with a deadline (a liveness check, never a timing
+// Helpers shared by the tests of every layer: start N threads at once (so they contend from the
+// first operation), scale work down under ThreadSanitizer, and wait for a condition with a deadline (a liveness check, never a timing
 // assertion: the deadline is minutes of slack, only there so that a deadlock fails instead of
 // hanging).
 #pragma once
