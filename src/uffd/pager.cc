@@ -16,6 +16,7 @@
 #include <string>
 
 #include "pager_impl.h"
+#include "sys.h"
 
 namespace uswap {
 
@@ -30,7 +31,7 @@ constexpr size_t staging_bytes = staging_buffer::pages * page_size;
 std::atomic<void*> staging_pool[staging_pool_slots];
 
 void* map_meta(uint64_t bytes) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+  void* p = sys::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? nullptr : p;
 }
@@ -85,7 +86,7 @@ staging_buffer::staging_buffer() noexcept {
       return;
     }
   }
-  void* p = ::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+  void* p = sys::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
   data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
@@ -96,7 +97,7 @@ staging_buffer::~staging_buffer() {
     void* expected = nullptr;
     if (s.compare_exchange_strong(expected, data, std::memory_order_release)) return;
   }
-  ::munmap(data, staging_bytes);
+  sys::munmap(data, staging_bytes);
 }
 
 void copy_page_out(void* dst, const void* src) noexcept {
@@ -142,13 +143,14 @@ pager::impl::~impl() {
     }
   }
   if (stop_fd >= 0) ::close(stop_fd);
+  if (self_pidfd >= 0) ::close(self_pidfd);
   // In a forked child the arena was not inherited (MADV_DONTFORK): its range may hold
   // something else by now.
-  if (base && !child) ::munmap(reinterpret_cast<void*>(base), nr_pages << page_shift);
-  if (ptes) ::munmap(ptes, meta_bytes);
-  if (handles) ::munmap(handles, meta_bytes);
-  if (lru_prev) ::munmap(lru_prev, meta_bytes / 2);
-  if (lru_next) ::munmap(lru_next, meta_bytes / 2);
+  if (base && !child) sys::munmap(reinterpret_cast<void*>(base), nr_pages << page_shift);
+  if (ptes) sys::munmap(ptes, meta_bytes);
+  if (handles) sys::munmap(handles, meta_bytes);
+  if (lru_prev) sys::munmap(lru_prev, meta_bytes / 2);
+  if (lru_next) sys::munmap(lru_next, meta_bytes / 2);
 }
 
 pager::pager(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
@@ -187,14 +189,14 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   m->uffd = std::move(f).value();
 
   const uint64_t arena_bytes = nr_pages << page_shift;
-  void* a = ::mmap(nullptr, arena_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+  void* a = sys::mmap(nullptr, arena_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
   if (a == MAP_FAILED) return error(ENOMEM, "uffd: cannot reserve an arena of " + mib(arena_bytes));
   m->base = reinterpret_cast<uintptr_t>(a);
   // No transparent huge pages: userfaultfd resolves 4 KiB pages, and khugepaged must not merge
   // them behind the pager. No inheritance by fork: see pager.h.
-  ::madvise(a, arena_bytes, MADV_NOHUGEPAGE);
-  ::madvise(a, arena_bytes, MADV_DONTFORK);
+  sys::madvise(a, arena_bytes, MADV_NOHUGEPAGE);
+  sys::madvise(a, arena_bytes, MADV_DONTFORK);
   if (auto st = m->uffd->register_range(m->base, arena_bytes); !st.ok()) return st;
 
   m->meta_bytes = round_up_to_page(nr_pages * sizeof(uint64_t));
@@ -205,6 +207,7 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   if (!m->ptes || !m->handles || !m->lru_prev || !m->lru_next)
     return error(ENOMEM, "uffd: cannot reserve page metadata for " + mib(arena_bytes));
   m->free_extents[0] = nr_pages;
+  m->self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
 
   if (o.mode == fault_mode::sigbus) {
     m->registry_slot = sigbus_register(m.get());
@@ -237,6 +240,7 @@ bool pager::contains(const void* addr) const noexcept {
 // Handler threads.
 
 void pager::impl::handler_loop() noexcept {
+  pager_scope in_pager;  // everything this thread does is pager work
   // Readahead state per faulting thread, by thread id: the faults of several sequential
   // streams arrive interleaved on one descriptor.
   readahead_state streams[64];
@@ -306,7 +310,7 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool invalidate) noe
       any_mapped |= ps_state(st) == PS_MAPPED;
       any_lru |= (st & (PG_lru | PG_isolated)) != 0;
     }
-    if (any_mapped) ::madvise(reinterpret_cast<void*>(page_addr(s)), uint64_t{m} << page_shift,
+    if (any_mapped) sys::madvise(reinterpret_cast<void*>(page_addr(s)), uint64_t{m} << page_shift,
                               MADV_DONTNEED);
     if (any_lru) {
       std::lock_guard g(lru_lock);
@@ -336,9 +340,9 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool invalidate) noe
     const uint64_t per_page = page_size / sizeof(uint64_t);
     const uint64_t lo = (first + per_page - 1) / per_page, hi = (first + n) / per_page;
     if (hi > lo) {
-      ::madvise(reinterpret_cast<char*>(ptes) + lo * page_size, (hi - lo) * page_size,
+      sys::madvise(reinterpret_cast<char*>(ptes) + lo * page_size, (hi - lo) * page_size,
                 MADV_DONTNEED);
-      ::madvise(reinterpret_cast<char*>(handles) + lo * page_size, (hi - lo) * page_size,
+      sys::madvise(reinterpret_cast<char*>(handles) + lo * page_size, (hi - lo) * page_size,
                 MADV_DONTNEED);
     }
   }
@@ -377,7 +381,7 @@ result<void*> pager::map(uint64_t len, uint64_t alignment) {
                              " mapped)");
   for (uint64_t i = at; i < at + np; ++i) m.ptes[i].fetch_or(PS_VALID, std::memory_order_relaxed);
   void* addr = reinterpret_cast<void*>(m.page_addr(at));
-  if (::mprotect(addr, np << page_shift, PROT_READ | PROT_WRITE) != 0) {
+  if (sys::mprotect(addr, np << page_shift, PROT_READ | PROT_WRITE) != 0) {
     const int err = errno;
     for (uint64_t i = at; i < at + np; ++i) m.ptes[i].store(0, std::memory_order_relaxed);
     m.free_extents[at] = np;  // coalesced on the next free; correct either way
@@ -432,7 +436,7 @@ status pager::unmap(void* addr, uint64_t len) {
       continue;
     }
     m.release_pages(s, e - s, true);
-    ::mprotect(reinterpret_cast<void*>(m.page_addr(s)), (e - s) << page_shift, PROT_NONE);
+    sys::mprotect(reinterpret_cast<void*>(m.page_addr(s)), (e - s) << page_shift, PROT_NONE);
     it = m.mappings.erase(it);
     if (ms < s) m.mappings[ms] = s - ms;
     if (e < ms + mn) {
@@ -497,7 +501,7 @@ status pager::resize(void* addr, uint64_t old_len, uint64_t new_len) {
   if (new_end == old_end) return {};
   if (new_end < old_end) {
     m.release_pages(new_end, old_end - new_end, true);
-    ::mprotect(reinterpret_cast<void*>(m.page_addr(new_end)), (old_end - new_end) << page_shift,
+    sys::mprotect(reinterpret_cast<void*>(m.page_addr(new_end)), (old_end - new_end) << page_shift,
                PROT_NONE);
     it->second = new_end - ms;
     m.mapped_pages -= old_end - new_end;
@@ -509,7 +513,7 @@ status pager::resize(void* addr, uint64_t old_len, uint64_t new_len) {
     return error(ENOMEM, "uffd: no free arena space after the mapping to grow it in place");
   const uint64_t grow = new_end - old_end, fn = f->second;
   for (uint64_t i = old_end; i < new_end; ++i) m.ptes[i].fetch_or(PS_VALID, std::memory_order_relaxed);
-  if (::mprotect(reinterpret_cast<void*>(m.page_addr(old_end)), grow << page_shift,
+  if (sys::mprotect(reinterpret_cast<void*>(m.page_addr(old_end)), grow << page_shift,
                  PROT_READ | PROT_WRITE) != 0) {
     const int err = errno;
     for (uint64_t i = old_end; i < new_end; ++i) m.ptes[i].store(0, std::memory_order_relaxed);

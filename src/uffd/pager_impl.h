@@ -147,6 +147,10 @@ struct pager::impl {
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
   } c;
 
+  // A pidfd of this process, for process_madvise(MADV_DONTNEED) of a whole eviction pass with one
+  // TLB flush; -1 when the kernel lacks it (per-run madvise then).
+  int self_pidfd = -1;
+
   // handler_thread mode.
   int stop_fd = -1;
   std::vector<std::thread> handlers;

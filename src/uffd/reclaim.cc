@@ -2,11 +2,15 @@
 // eviction (shrink_folio_list: try_to_unmap + swap_writepage), batched by runs of consecutive
 // pages so that write-protection and MADV_DONTNEED cost one system call per run.
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 
 #include "pager_impl.h"
+#include "sys.h"
 
 namespace uswap {
 
@@ -257,18 +261,34 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
       if (kind[i] != failed)
         opts.evict_hook(opts.evict_hook_arg, reinterpret_cast<void*>(page_addr(v[i])));
 
-  // 3. Drop the pages: their PTEs go, the next access is a missing-page fault.
+  // 3. Drop the pages: their PTEs go, the next access is a missing-page fault. All runs in one
+  //    process_madvise call when the kernel has it, so that the whole pass costs one TLB flush.
+  iovec iov[max_reclaim_batch];
+  unsigned nio = 0;
   for_each_run(
       v, n, [&](unsigned i) { return kind[i] != failed; },
       [&](unsigned i, unsigned len) {
-        if (::madvise(reinterpret_cast<void*>(page_addr(v[i])), uint64_t{len} << page_shift,
-                      MADV_DONTNEED) == 0)
-          return;
-        for (unsigned j = i; j < i + len; ++j) {
-          if (kind[j] == stored) store->release(newh[j]);
-          kind[j] = failed;
-        }
+        iov[nio++] = {reinterpret_cast<void*>(page_addr(v[i])), size_t{len} << page_shift};
       });
+  size_t want = 0;
+  for (unsigned i = 0; i < nio; ++i) want += iov[i].iov_len;
+  const bool vectored =
+      nio > 1 && self_pidfd >= 0 &&
+      ::syscall(SYS_process_madvise, self_pidfd, iov, nio, MADV_DONTNEED, 0) ==
+          static_cast<long>(want);
+  if (!vectored) {
+    for_each_run(
+        v, n, [&](unsigned i) { return kind[i] != failed; },
+        [&](unsigned i, unsigned len) {
+          if (sys::madvise(reinterpret_cast<void*>(page_addr(v[i])), uint64_t{len} << page_shift,
+                           MADV_DONTNEED) == 0)
+            return;
+          for (unsigned j = i; j < i + len; ++j) {
+            if (kind[j] == stored) store->release(newh[j]);
+            kind[j] = failed;
+          }
+        });
+  }
 
   // 4. New states. A failed victim stays mapped (and write-protected if it got that far: its
   //    next write faults and unprotects it) and goes back on the clock.

@@ -15,6 +15,8 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 #include <ucontext.h>
 
@@ -57,6 +59,7 @@ std::once_flag atfork_once;
 // eviction (a fault on it means the program dropped it behind the pager's back).
 thread_local readahead_state tls_ra [[gnu::tls_model("initial-exec")]];
 thread_local uintptr_t tls_copying_page [[gnu::tls_model("initial-exec")]] = 0;
+thread_local int tls_pager_depth [[gnu::tls_model("initial-exec")]] = 0;
 
 uint64_t now_ns() noexcept {
   timespec ts;
@@ -94,17 +97,25 @@ void forward(int sig, siginfo_t* si, void* uc) {
     return;
   }
   // Default action: return with SIGBUS reset, the access faults again and kills the process.
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(SIGBUS, &dfl, nullptr);
+  // The raw system call, because the preload shim's sigaction keeps SIGBUS for the pager.
+  struct {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    uint64_t mask;
+  } dfl{SIG_DFL, 0, nullptr, 0};
+  ::syscall(SYS_rt_sigaction, SIGBUS, &dfl, nullptr, sizeof dfl.mask);
 }
 
 void sigbus_action(int sig, siginfo_t* si, void* uc) {
   const int saved_errno = errno;
   const auto addr = reinterpret_cast<uintptr_t>(si->si_addr);
   int r = -1;  // -1: no pager owns the address
+  ++tls_pager_depth;
+  // Only a SIGBUS the kernel raised for a fault (si_code > 0) has a fault address; one sent with
+  // kill, tgkill or raise (si_code <= 0) goes straight to the program's handler.
   for (registry_slot& s : slots) {
+    if (si->si_code <= 0) break;
     const uintptr_t start = s.start.load(std::memory_order_acquire);
     if (start == 0 || addr < start || addr >= s.end.load(std::memory_order_acquire)) continue;
     s.inflight.fetch_add(1, std::memory_order_seq_cst);
@@ -126,6 +137,7 @@ void sigbus_action(int sig, siginfo_t* si, void* uc) {
     s.inflight.fetch_sub(1, std::memory_order_release);
     break;
   }
+  --tls_pager_depth;
   if (r != 0) forward(sig, si, uc);
   errno = saved_errno;
 }
@@ -149,6 +161,8 @@ void install_locked() {
 }  // namespace
 
 void set_copying_page(uintptr_t page) noexcept { tls_copying_page = page; }
+
+int& pager_depth() noexcept { return tls_pager_depth; }
 
 unsigned current_fork_generation() noexcept {
   return fork_gen.load(std::memory_order_relaxed);

@@ -27,6 +27,18 @@ void sigbus_chain(const struct sigaction* act, struct sigaction* old);
 // Marks the page this thread is copying out for an eviction (0: none).
 void set_copying_page(uintptr_t page) noexcept;
 
+// How deep the calling thread is in pager code: the SIGBUS handler, a handler thread, or a call
+// the preload shim makes into the pager. The shim routes nothing back into a pager while this is
+// non-zero (a zspage or a compression stream allocated while resolving a fault must come from
+// libc, not from the memory being paged).
+int& pager_depth() noexcept;
+struct pager_scope {
+  pager_scope() noexcept { ++pager_depth(); }
+  ~pager_scope() { --pager_depth(); }
+  pager_scope(const pager_scope&) = delete;
+  pager_scope& operator=(const pager_scope&) = delete;
+};
+
 // Counts fork()s in this process's ancestry: a pager made in another generation belongs to the
 // parent and refuses to work (its userfaultfd still names the parent's address space).
 unsigned current_fork_generation() noexcept;
