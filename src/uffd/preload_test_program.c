@@ -1,0 +1,137 @@
+/* What the preload shim promises, checked from inside a C program run under `uswap run`: large
+ * malloc / calloc / realloc / posix_memalign / mmap memory is paged (pager statistics show it),
+ * realloc and mremap keep contents, madvise(MADV_DONTNEED) zeroes, fread / fwrite / read / write
+ * reach swapped-out buffers, the program's own SIGBUS handler still gets SIGBUS that is not a
+ * pager fault, and blocking SIGBUS is quietly refused. It also passes without the shim (the
+ * shim-only checks are skipped when USWAP_LIMIT is unset). Exits 0 when every check holds. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static int failures;
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+      ++failures;                                                                \
+    }                                                                            \
+  } while (0)
+
+#define MiB (1024u * 1024u)
+
+static void fill(uint64_t *p, size_t bytes, uint64_t tag) {
+  for (size_t i = 0; i < bytes / 8; ++i) p[i] = (i % 3) ? 0 : tag * 1000003u + i;
+}
+static int check(const uint64_t *p, size_t bytes, uint64_t tag) {
+  for (size_t i = 0; i < bytes / 8; ++i)
+    if (p[i] != ((i % 3) ? 0 : tag * 1000003u + i)) return 0;
+  return 1;
+}
+static int zeros(const uint8_t *p, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64)
+    if (p[i]) return 0;
+  return 1;
+}
+
+static volatile sig_atomic_t got_sigbus;
+static void on_sigbus(int sig) { got_sigbus = sig; }
+
+int main(void) {
+  const int shimmed = getenv("USWAP_LIMIT") != NULL;
+
+  /* malloc, more than the limit (8 MiB in the test), written and read back. */
+  uint64_t *big = malloc(24 * MiB);
+  CHECK(big != NULL);
+  fill(big, 24 * MiB, 1);
+  CHECK(check(big, 24 * MiB, 1));
+  CHECK(malloc_usable_size(big) >= 24 * MiB);
+  /* realloc grows and shrinks, contents kept. */
+  big = realloc(big, 32 * MiB);
+  CHECK(big != NULL && check(big, 24 * MiB, 1));
+  fill(big + 3 * MiB, 8 * MiB, 2);
+  big = realloc(big, 2 * MiB);
+  CHECK(big != NULL && check(big, 2 * MiB, 1));
+  free(big);
+
+  /* calloc is zero. */
+  uint8_t *z = calloc(4, 2 * MiB);
+  CHECK(z != NULL && zeros(z, 8 * MiB));
+  free(z);
+
+  /* posix_memalign with a 2 MiB alignment. */
+  void *al = NULL;
+  CHECK(posix_memalign(&al, 2 * MiB, 4 * MiB) == 0);
+  CHECK(((uintptr_t)al & (2 * MiB - 1)) == 0);
+  fill(al, 4 * MiB, 3);
+  CHECK(check(al, 4 * MiB, 3));
+  free(al);
+
+  /* mmap, madvise(MADV_DONTNEED), mremap, munmap. */
+  uint64_t *m = mmap(NULL, 16 * MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(m != MAP_FAILED);
+  fill(m, 16 * MiB, 4);
+  CHECK(madvise(m, 1 * MiB, MADV_DONTNEED) == 0);
+  CHECK(zeros((uint8_t *)m, 1 * MiB));
+  uint64_t *m2 = mremap(m, 16 * MiB, 20 * MiB, MREMAP_MAYMOVE);
+  CHECK(m2 != MAP_FAILED);
+  CHECK(zeros((uint8_t *)m2, 1 * MiB));
+  for (size_t i = MiB / 8; i < 16 * MiB / 8; i += 4099) CHECK(m2[i] == ((i % 3) ? 0 : 4 * 1000003u + i));
+  CHECK(zeros((uint8_t *)m2 + 16 * MiB, 4 * MiB));
+  CHECK(munmap(m2, 20 * MiB) == 0);
+
+  /* stdio and read/write on buffers that are mostly swapped out. */
+  uint64_t *src = malloc(12 * MiB), *dst = malloc(12 * MiB);
+  CHECK(src && dst);
+  fill(src, 12 * MiB, 5);
+  fill(dst, 12 * MiB, 6);
+  FILE *f = tmpfile();
+  CHECK(f != NULL);
+  CHECK(fwrite(src, 1, 12 * MiB, f) == 12 * MiB);
+  CHECK(fflush(f) == 0);
+  rewind(f);
+  CHECK(fread(dst, 1, 12 * MiB, f) == 12 * MiB);
+  CHECK(check(dst, 12 * MiB, 5));
+  fill(dst, 12 * MiB, 7);
+  CHECK(pread(fileno(f), dst, 12 * MiB, 0) == (ssize_t)(12 * MiB));
+  CHECK(check(dst, 12 * MiB, 5));
+  CHECK(ftruncate(fileno(f), 0) == 0);
+  fill(src, 12 * MiB, 8);
+  CHECK(pwrite(fileno(f), src, 12 * MiB, 0) == (ssize_t)(12 * MiB));
+  CHECK(pread(fileno(f), dst, 12 * MiB, 0) == (ssize_t)(12 * MiB));
+  CHECK(check(dst, 12 * MiB, 8));
+  fclose(f);
+  free(src);
+  free(dst);
+
+  /* The program's SIGBUS handler gets a SIGBUS that is not a pager fault. */
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigbus;
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGBUS, &sa, NULL) == 0);
+  CHECK(sigaction(SIGBUS, NULL, &old) == 0 && old.sa_handler == on_sigbus);
+  raise(SIGBUS);
+  CHECK(got_sigbus == SIGBUS);
+
+  /* Blocking SIGBUS is refused under the shim (the kernel would kill a thread faulting with it). */
+  sigset_t set, now;
+  sigemptyset(&set);
+  sigaddset(&set, SIGBUS);
+  sigaddset(&set, SIGUSR1);
+  CHECK(sigprocmask(SIG_BLOCK, &set, NULL) == 0);
+  CHECK(sigprocmask(SIG_BLOCK, NULL, &now) == 0);
+  CHECK(sigismember(&now, SIGUSR1) == 1);
+  if (shimmed) CHECK(sigismember(&now, SIGBUS) == 0);
+  CHECK(sigprocmask(SIG_UNBLOCK, &set, NULL) == 0);
+
+  if (failures) fprintf(stderr, "%d checks failed\n", failures);
+  else printf("preload test program: all checks passed\n");
+  return failures ? 1 : 0;
+}

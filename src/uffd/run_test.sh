@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Tests of `uswap run` and its preload shim. Usage:
+#   run_test.sh sort    USWAP SORT_PROGRAM MODE ACCESS [N LIMIT]
+#                       the sort of N values (default 32Mi: a 512 MiB working set, two arrays of
+#                       8-byte values) under --limit LIMIT (default 64M)
+#   run_test.sh shim    USWAP SHIM_TEST_PROGRAM          the shim's promises, checked inside C
+#   run_test.sh cli     USWAP                            errors and the statistics summary
+# MODE: sigbus | handler-thread; ACCESS: auto | user-mode-only.
+set -u
+what=$1
+uswap=$2
+failures=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# json_field FILE NAME: the first numeric value of "NAME": in FILE.
+json_field() {
+  grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2
+}
+
+case $what in
+sort)
+  prog=$3 mode=$4 access=$5 n=${6:-33554432} limit_arg=${7:-64M}
+  "$prog" "$n" >"$tmp/plain.out" 2>"$tmp/plain.err" || fail "the program alone failed: $(cat "$tmp/plain.err")"
+  "$uswap" run --limit "$limit_arg" --fault-mode "$mode" --access "$access" --json -- "$prog" "$n" \
+    >"$tmp/paged.out" 2>"$tmp/paged.err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "uswap run exited $rc: $(cat "$tmp/paged.err")"
+  if cmp -s "$tmp/plain.out" "$tmp/paged.out"; then
+    echo "ok: same output: $(cat "$tmp/paged.out")"
+  else
+    fail "output differs: plain '$(cat "$tmp/plain.out")' paged '$(cat "$tmp/paged.out")'"
+  fi
+  peak=$(json_field "$tmp/paged.err" peak_resident_bytes)
+  limit=$(json_field "$tmp/paged.err" limit_bytes)
+  outs=$(json_field "$tmp/paged.err" swap_outs)
+  ins=$(json_field "$tmp/paged.err" swap_ins)
+  over=$(json_field "$tmp/paged.err" overcharges)
+  echo "stats: $(cat "$tmp/paged.err")"
+  [ -n "$peak" ] && [ -n "$limit" ] || fail "no statistics from the shim"
+  want_limit=$(numfmt --from=iec "$limit_arg")
+  [ "${limit:-0}" -eq "$want_limit" ] || fail "limit $limit, wanted $want_limit"
+  [ "${peak:-1}" -le "${limit:-0}" ] || fail "peak resident $peak above the limit $limit"
+  # The working set is 16 bytes per value; at least all of it beyond the limit was swapped out
+  # once (the generation pass alone writes it), and read back at least half as often.
+  beyond=$(((16 * n - want_limit) / 4096))
+  [ "${outs:-0}" -ge "$beyond" ] || fail "only ${outs:-0} swap-outs, the working set exceeds the limit by $beyond pages"
+  [ "${ins:-0}" -ge $((beyond / 2)) ] || fail "only ${ins:-0} swap-ins"
+  [ "${over:-1}" -eq 0 ] || fail "$over overcharges"
+  ;;
+shim)
+  prog=$3
+  "$prog" >"$tmp/plain.out" 2>&1 || fail "the test program alone failed: $(cat "$tmp/plain.out")"
+  "$uswap" run --limit 8M --json -- "$prog" >"$tmp/paged.out" 2>"$tmp/paged.err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "under uswap run it exited $rc: $(cat "$tmp/paged.out" "$tmp/paged.err")"
+  outs=$(json_field "$tmp/paged.err" swap_outs)
+  [ "${outs:-0}" -gt 0 ] || fail "no swap-outs: the shim did not route the memory ($(cat "$tmp/paged.err"))"
+  "$uswap" run --limit 8M --access user-mode-only -- "$prog" >"$tmp/user.out" 2>"$tmp/user.err" ||
+    fail "with UFFD_USER_MODE_ONLY it failed: $(cat "$tmp/user.out" "$tmp/user.err")"
+  grep -q "UFFD_USER_MODE_ONLY" "$tmp/user.err" || fail "the summary does not name the user-mode-only descriptor"
+  ;;
+cli)
+  "$uswap" run --limit 8M >"$tmp/o" 2>&1 && fail "run without a program succeeded"
+  "$uswap" run --limit 8M --fault-mode fast -- true >"$tmp/o" 2>&1
+  [ $? -eq 2 ] && grep -q "sigbus, handler-thread" "$tmp/o" || fail "bad --fault-mode: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M --comp gzip -- true >"$tmp/o" 2>&1
+  [ $? -eq 2 ] || fail "bad --comp accepted"
+  "$uswap" run --limit 8M -- /nonexistent/program >"$tmp/o" 2>&1
+  [ $? -eq 127 ] && grep -q "cannot run" "$tmp/o" || fail "missing program: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M -- sh -c 'exit 7' >"$tmp/o" 2>&1
+  [ $? -eq 7 ] || fail "the program's exit status was not passed on"
+  # A program that pages: the human summary names every figure.
+  "$uswap" run --limit 1M -- dd if=/dev/urandom of=/dev/null bs=4M count=4 status=none >"$tmp/o" 2>&1
+  for want in "peak resident" "swap-outs" "swap-ins" "ratio" "ms in faults"; do
+    grep -q "$want" "$tmp/o" || fail "the summary lacks '$want': $(cat "$tmp/o")"
+  done
+  ;;
+*)
+  echo "usage: $0 sort|shim|cli ..."
+  exit 2
+  ;;
+esac
+if [ $failures -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "all checks passed"
