@@ -1,0 +1,494 @@
+// `uswap uffdbench`: usemem-style writes over real memory paged by a uswap region, side by side
+// with the kernel's own swap to a zram device under a memory cgroup of the same limit, on the
+// same data, in alternating rounds (A B A B ...).
+//
+// The workload is vm-scalability's usemem: every 8-byte word of SIZE bytes of fresh anonymous
+// memory gets its index (usemem's p[idx] = idx), page by page, in address order (seq) or in one
+// fixed random permutation of the pages (rand; each page once, as usemem -R). With a limit of a
+// quarter of SIZE, three quarters of what is written must be swapped out while it is written:
+// the throughput is SIZE / time of the write pass.
+//   uswap side   a region with a pager of its own (uswap::region), limit --limit, zram --comp;
+//   kernel side  a child process in a memory cgroup (v1 memory.limit_in_bytes, or v2
+//                memory.max) of the same limit, with swap on a kernel zram device (--comp) as
+//                the only swap, mapping SIZE bytes with mmap and writing them the same way.
+// Set-up needs root; the command uses /sys/block/zram0 if it is unused, else hot-adds a zram
+// device, and undoes everything afterwards (swapoff, zram reset / hot_remove, cgroup removed).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/swap.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <initializer_list>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "uswap/base/page.h"
+#include "uswap/uffd/region.h"
+
+namespace uswap::tools {
+namespace {
+
+struct bench_config {
+  uint64_t size = 1ull << 30;
+  uint64_t limit = 0;  // 0: size / 4
+  std::string pattern = "both";
+  unsigned rounds = 5;
+  std::string comp = "lz4";
+  std::string fault_mode = "sigbus";
+  unsigned reclaim_batch = pager_options{}.reclaim_batch;
+  bool no_kernel = false;
+  bool verify = false;
+  bool json = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The workload, shared by both sides.
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// usemem's write pass: word idx gets idx, page by page in `order` (null: address order).
+double write_pass(uint64_t* base, uint64_t pages, const std::vector<uint32_t>* order) {
+  constexpr uint64_t words = page_size / 8;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t k = 0; k < pages; ++k) {
+    const uint64_t p = order ? (*order)[k] : k;
+    volatile uint64_t* w = base + p * words;
+    for (uint64_t i = 0; i < words; ++i) w[i] = p * words + i;
+  }
+  return seconds_since(t0);
+}
+
+uint64_t verify_pass(const uint64_t* base, uint64_t pages) {
+  constexpr uint64_t words = page_size / 8;
+  uint64_t bad = 0;
+  for (uint64_t p = 0; p < pages; ++p)
+    for (uint64_t i = 0; i < words; ++i)
+      if (base[p * words + i] != p * words + i) {
+        ++bad;
+        break;
+      }
+  return bad;
+}
+
+double cpu_seconds(const rusage& r) {
+  return double(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         double(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+struct side_result {
+  double seconds = 0;
+  double cpu = 0;
+  uint64_t swapped_out = 0;  // pages: pager swap_outs, or the kernel's pswpout delta
+  uint64_t bad_pages = 0;
+  std::string error;
+  double mbps(uint64_t bytes) const { return seconds > 0 ? double(bytes) / seconds / 1e6 : 0; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The uswap side.
+
+side_result uswap_round(const bench_config& c, const std::vector<uint32_t>* order) {
+  side_result res;
+  pager_options o;
+  o.limit = c.limit;
+  o.comp_algorithm = c.comp;
+  o.mode = *parse_fault_mode(c.fault_mode);
+  o.reclaim_batch = c.reclaim_batch;
+  auto r = region::create(c.size, o);
+  if (!r) {
+    res.error = r.error().to_string();
+    return res;
+  }
+  const uint64_t pages = (*r)->size() / page_size;
+  rusage r0{}, r1{};
+  ::getrusage(RUSAGE_SELF, &r0);
+  res.seconds = write_pass(static_cast<uint64_t*>((*r)->data()), pages, order);
+  ::getrusage(RUSAGE_SELF, &r1);
+  res.cpu = cpu_seconds(r1) - cpu_seconds(r0);
+  res.swapped_out = (*r)->owner().stats().swap_outs;
+  if (c.verify) res.bad_pages = verify_pass(static_cast<const uint64_t*>((*r)->data()), pages);
+  const pager_stats s = (*r)->owner().stats();
+  if (s.overcharges) res.error = std::to_string(s.overcharges) + " overcharges";
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel side: zram swap device and memory cgroup.
+
+bool write_file(const std::string& path, const std::string& value, std::string* err) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = "open " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  const ssize_t n = ::write(fd, value.data(), value.size());
+  const int e = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size())) {
+    *err = "write '" + value + "' to " + path + ": " + std::strerror(e);
+    return false;
+  }
+  return true;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+uint64_t vmstat(const char* key) {
+  std::ifstream f("/proc/vmstat");
+  std::string k;
+  uint64_t v;
+  while (f >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+class kernel_swap {
+ public:
+  ~kernel_swap() { teardown(); }
+
+  bool setup(const bench_config& c, std::string* err) {
+    if (::geteuid() != 0) {
+      *err = "the kernel side needs root (swapon, zram, cgroups); use --no-kernel";
+      return false;
+    }
+    // A zram device nobody uses: zram0 if it is unused, else a new one.
+    if (exists("/sys/block/zram0") && read_file("/sys/block/zram0/disksize") == "0") {
+      dev_ = "zram0";
+    } else if (exists("/sys/class/zram-control/hot_add")) {
+      const std::string id = read_file("/sys/class/zram-control/hot_add");
+      if (id.empty()) {
+        *err = "zram hot_add failed";
+        return false;
+      }
+      dev_ = "zram" + id;
+      hot_added_ = id;
+    } else {
+      *err = "no unused zram device (is the zram module loaded?)";
+      return false;
+    }
+    const std::string sys = "/sys/block/" + dev_;
+    if (!write_file(sys + "/comp_algorithm", c.comp, err)) return false;
+    if (!write_file(sys + "/disksize", std::to_string(c.size + (64ull << 20)), err)) return false;
+    configured_ = true;
+    const std::string node = "/dev/" + dev_;
+    const std::string cmd = "mkswap " + node + " >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      *err = "mkswap " + node + " failed";
+      return false;
+    }
+    if (::swapon(node.c_str(), SWAP_FLAG_PREFER | (32767 << SWAP_FLAG_PRIO_SHIFT)) != 0) {
+      *err = "swapon " + node + ": " + std::strerror(errno);
+      return false;
+    }
+    swapped_on_ = node;
+    // The memory cgroup: v1's memory controller if it is mounted, else v2.
+    const std::string name = "uswap-uffdbench-" + std::to_string(::getpid());
+    if (exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
+      cgroup_ = "/sys/fs/cgroup/memory/" + name;
+      if (::mkdir(cgroup_.c_str(), 0755) != 0) {
+        *err = "mkdir " + cgroup_ + ": " + std::strerror(errno);
+        cgroup_.clear();
+        return false;
+      }
+      if (!write_file(cgroup_ + "/memory.limit_in_bytes", std::to_string(c.limit), err))
+        return false;
+      cgroup_version_ = "v1 memory.limit_in_bytes";
+    } else {
+      std::string root = "/sys/fs/cgroup";
+      if (read_file(root + "/cgroup.controllers").find("memory") == std::string::npos)
+        root = "/sys/fs/cgroup/unified";
+      if (read_file(root + "/cgroup.controllers").find("memory") == std::string::npos) {
+        *err = "no memory cgroup controller (neither v1 nor v2)";
+        return false;
+      }
+      (void)write_file(root + "/cgroup.subtree_control", "+memory", err);
+      cgroup_ = root + "/" + name;
+      if (::mkdir(cgroup_.c_str(), 0755) != 0) {
+        *err = "mkdir " + cgroup_ + ": " + std::strerror(errno);
+        cgroup_.clear();
+        return false;
+      }
+      if (!write_file(cgroup_ + "/memory.max", std::to_string(c.limit), err)) return false;
+      cgroup_version_ = "v2 memory.max";
+    }
+    return true;
+  }
+
+  const std::string& device() const { return dev_; }
+  const std::string& cgroup_version() const { return cgroup_version_; }
+
+  side_result round(const bench_config& c, const std::vector<uint32_t>* order) {
+    side_result res;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      res.error = std::string("pipe: ") + std::strerror(errno);
+      return res;
+    }
+    const uint64_t out0 = vmstat("pswpout");
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      res.error = std::string("fork: ") + std::strerror(errno);
+      return res;
+    }
+    if (pid == 0) {
+      // The child joins the cgroup, then maps and writes its memory. Only system calls and the
+      // plain workload run here (the parent may have threads).
+      double out[2] = {-1, 0};
+      const std::string self = std::to_string(::getpid());
+      std::string e;
+      if (write_file(cgroup_ + "/cgroup.procs", self, &e)) {
+        void* m = ::mmap(nullptr, c.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        if (m != MAP_FAILED) {
+          ::madvise(m, c.size, MADV_NOHUGEPAGE);
+          const uint64_t pages = c.size / page_size;
+          out[0] = write_pass(static_cast<uint64_t*>(m), pages, order);
+          if (c.verify) out[1] = double(verify_pass(static_cast<const uint64_t*>(m), pages));
+        }
+      }
+      (void)!::write(fds[1], out, sizeof out);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    double got[2] = {-1, 0};
+    const ssize_t n = ::read(fds[0], got, sizeof got);
+    ::close(fds[0]);
+    int status = 0;
+    rusage ru{};
+    while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+    }
+    if (n != sizeof got || got[0] < 0) {
+      res.error = "the kernel-side child failed (killed by the OOM killer?)";
+      return res;
+    }
+    res.seconds = got[0];
+    res.bad_pages = static_cast<uint64_t>(got[1]);
+    res.cpu = cpu_seconds(ru);
+    res.swapped_out = vmstat("pswpout") - out0;
+    return res;
+  }
+
+  void teardown() {
+    std::string err;
+    if (!cgroup_.empty()) {
+      for (int i = 0; i < 100 && ::rmdir(cgroup_.c_str()) != 0 && errno == EBUSY; ++i)
+        ::usleep(10000);
+      cgroup_.clear();
+    }
+    if (!swapped_on_.empty()) {
+      if (::swapoff(swapped_on_.c_str()) != 0)
+        std::cerr << "uswap uffdbench: swapoff " << swapped_on_ << ": " << std::strerror(errno)
+                  << "\n";
+      swapped_on_.clear();
+    }
+    if (configured_) {
+      (void)write_file("/sys/block/" + dev_ + "/reset", "1", &err);
+      configured_ = false;
+    }
+    if (!hot_added_.empty()) {
+      (void)write_file("/sys/class/zram-control/hot_remove", hot_added_, &err);
+      hot_added_.clear();
+    }
+  }
+
+ private:
+  std::string dev_;
+  std::string hot_added_;
+  bool configured_ = false;
+  std::string swapped_on_;
+  std::string cgroup_;
+  std::string cgroup_version_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::string machine_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + "-core " + model;
+}
+
+std::string today() {
+  char b[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(b, sizeof b, "%Y-%m-%d", std::gmtime(&t));
+  return b;
+}
+
+int run_uffdbench(bench_config c) {
+  if (c.limit == 0) c.limit = c.size / 4;
+  c.size = round_up_to_page(c.size);
+  if (c.size < (4ull << 20) || c.limit < (256ull << 10) || c.limit > c.size) {
+    std::cerr << "uswap uffdbench: need --size >= 4M and 256K <= --limit <= --size\n";
+    return 2;
+  }
+  if (!parse_fault_mode(c.fault_mode)) {
+    std::cerr << "uswap uffdbench: --fault-mode must be sigbus or handler-thread\n";
+    return 2;
+  }
+  if (c.pattern != "seq" && c.pattern != "rand" && c.pattern != "both") {
+    std::cerr << "uswap uffdbench: --pattern must be seq, rand or both\n";
+    return 2;
+  }
+  if (c.rounds == 0) {
+    std::cerr << "uswap uffdbench: --rounds must be positive\n";
+    return 2;
+  }
+  const uint64_t pages = c.size / page_size;
+  std::vector<uint32_t> perm(pages);
+  for (uint64_t i = 0; i < pages; ++i) perm[i] = static_cast<uint32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(20240611));
+
+  kernel_swap ks;
+  if (!c.no_kernel) {
+    std::string err;
+    if (!ks.setup(c, &err)) {
+      std::cerr << "uswap uffdbench: kernel side: " << err << "\n";
+      return 1;
+    }
+  }
+  std::vector<std::string> patterns;
+  if (c.pattern != "rand") patterns.push_back("seq");
+  if (c.pattern != "seq") patterns.push_back("rand");
+
+  nlohmann::json out{{"machine", machine_name()},
+                     {"date", today()},
+                     {"size_bytes", c.size},
+                     {"limit_bytes", c.limit},
+                     {"comp", c.comp},
+                     {"fault_mode", c.fault_mode},
+                     {"reclaim_batch", c.reclaim_batch},
+                     {"kernel_device", c.no_kernel ? "" : ks.device()},
+                     {"kernel_cgroup", c.no_kernel ? "" : ks.cgroup_version()},
+                     {"patterns", nlohmann::json::object()}};
+  if (!c.json)
+    std::cout << "uswap uffdbench: usemem writes of " << (c.size >> 20) << " MiB, limit "
+              << (c.limit >> 20) << " MiB, " << c.comp << ", fault mode " << c.fault_mode
+              << "; kernel: swap on /dev/" << (c.no_kernel ? "-" : ks.device()) << ", cgroup "
+              << (c.no_kernel ? "-" : ks.cgroup_version()) << "\n"
+              << machine_name() << ", " << today() << "; rounds alternate uswap, kernel\n\n"
+              << "pattern round  uswap MB/s (cpu s, swap-outs)   kernel MB/s (cpu s, pswpout)\n";
+  int rc = 0;
+  for (const std::string& pat : patterns) {
+    const std::vector<uint32_t>* order = pat == "rand" ? &perm : nullptr;
+    std::vector<double> u, k, ratio;
+    nlohmann::json rounds = nlohmann::json::array();
+    for (unsigned i = 0; i < c.rounds; ++i) {
+      const side_result a = uswap_round(c, order);
+      side_result b;
+      if (!c.no_kernel) b = ks.round(c, order);
+      for (const side_result* s : std::initializer_list<const side_result*>{&a, &b})
+        if (!s->error.empty() || s->bad_pages) {
+          std::cerr << "uswap uffdbench: " << (s == &a ? "uswap" : "kernel") << " round "
+                    << i + 1 << ": " << (s->error.empty() ? "" : s->error)
+                    << (s->bad_pages ? " " + std::to_string(s->bad_pages) + " pages wrong" : "")
+                    << "\n";
+          rc = 1;
+        }
+      u.push_back(a.mbps(c.size));
+      if (!c.no_kernel) {
+        k.push_back(b.mbps(c.size));
+        if (k.back() > 0) ratio.push_back(u.back() / k.back());
+      }
+      rounds.push_back({{"uswap_mbps", a.mbps(c.size)},
+                        {"uswap_cpu_s", a.cpu},
+                        {"uswap_swap_outs", a.swapped_out},
+                        {"kernel_mbps", b.mbps(c.size)},
+                        {"kernel_cpu_s", b.cpu},
+                        {"kernel_pswpout", b.swapped_out}});
+      if (!c.json) {
+        char line[200];
+        std::snprintf(line, sizeof line, "%-7s %5u  %8.1f (%5.2f, %7lu)        %8.1f (%5.2f, %7lu)\n",
+                      pat.c_str(), i + 1, a.mbps(c.size), a.cpu,
+                      static_cast<unsigned long>(a.swapped_out), b.mbps(c.size), b.cpu,
+                      static_cast<unsigned long>(b.swapped_out));
+        std::cout << line << std::flush;
+      }
+    }
+    const auto [rmin, rmax] = ratio.empty() ? std::pair<double, double>{0, 0}
+                                            : std::pair<double, double>{
+                                                  *std::min_element(ratio.begin(), ratio.end()),
+                                                  *std::max_element(ratio.begin(), ratio.end())};
+    out["patterns"][pat] = {{"rounds", rounds},
+                            {"uswap_median_mbps", median(u)},
+                            {"kernel_median_mbps", median(k)},
+                            {"ratio_median", median(ratio)},
+                            {"ratio_min", rmin},
+                            {"ratio_max", rmax}};
+    if (!c.json) {
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "%-7s median uswap %.1f MB/s, kernel %.1f MB/s: uswap/kernel %.2f "
+                    "(rounds %.2f-%.2f)\n\n",
+                    pat.c_str(), median(u), median(k), median(ratio), rmin, rmax);
+      std::cout << line;
+    }
+  }
+  if (c.json) std::cout << out.dump(2) << "\n";
+  return rc;
+}
+
+void add_uffdbench_command(CLI::App& app, command_table& table) {
+  static bench_config c;
+  auto* sub = app.add_subcommand(
+      "uffdbench",
+      "usemem writes over a uswap region vs the kernel's swap to zram under a memory cgroup of "
+      "the same limit, alternating rounds (kernel side needs root)");
+  add_size_option(*sub, "--size", c.size, "Bytes written per round");
+  add_size_option(*sub, "--limit", c.limit, "Resident limit of both sides (0: size/4)");
+  sub->add_option("--pattern", c.pattern, "seq, rand or both")->capture_default_str();
+  sub->add_option("--rounds", c.rounds, "Rounds per pattern (each: uswap, then kernel)")
+      ->capture_default_str();
+  sub->add_option("--comp", c.comp, "Compression on both sides: lz4, lzo, zstd")
+      ->capture_default_str();
+  sub->add_option("--fault-mode", c.fault_mode, "uswap side: sigbus or handler-thread")
+      ->capture_default_str();
+  sub->add_option("--reclaim-batch", c.reclaim_batch, "uswap side: pages evicted per reclaim pass")
+      ->capture_default_str();
+  sub->add_flag("--no-kernel", c.no_kernel, "Run the uswap side only (no root needed)");
+  sub->add_flag("--verify", c.verify, "Read every page back after each round (not timed)");
+  sub->add_flag("--json", c.json, "Print the results as JSON");
+  table.add(sub, [] { return run_uffdbench(c); });
+}
+
+const command_registrar reg{71, add_uffdbench_command};
+
+}  // namespace
+}  // namespace uswap::tools
