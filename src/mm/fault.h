@@ -29,6 +29,12 @@ fault_result handle_pte_fault(vm_area_struct* vma, uint64_t addr, pte_table* t, 
                               page_access_fn* fn);
 fault_result do_anonymous_page(vm_area_struct* vma, uint64_t addr, pte_table* t,
                                access_type type, page_access_fn* fn);
+// A file VMA's pte_none fault: do_read_fault, do_shared_fault or do_cow_fault (filemap.cc).
+fault_result do_file_fault(vm_area_struct* vma, uint64_t addr, pte_table* t, access_type type,
+                           page_access_fn* fn);
+// A write to a present, write-protected pte `orig`: reuse the page or copy it (do_wp_page).
+fault_result do_wp_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_t orig,
+                        page_access_fn* fn);
 // orig is the swap pte found at addr.
 fault_result do_swap_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_t orig,
                           access_type type, page_access_fn* fn);

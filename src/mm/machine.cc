@@ -156,10 +156,11 @@ result<page*> machine::alloc_page() {
     // page on the LRU or isolated). A round that found the LRU emptied by other reclaimers,
     // who hold the pages isolated right now, says nothing: wait for them, so that a slow or
     // descheduled reclaimer does not make this allocation fail while it is still freeing.
+    const bool none_isolated = nr_isolated_.load(std::memory_order_relaxed) == 0;
     const bool nothing_to_scan =
-        !can_reclaim_anon() ||
-        (lru_size(LRU_INACTIVE_ANON) + lru_size(LRU_ACTIVE_ANON) == 0 &&
-         nr_isolated_.load(std::memory_order_relaxed) == 0);
+        (!can_reclaim_anon() ||
+         (lru_size(LRU_INACTIVE_ANON) + lru_size(LRU_ACTIVE_ANON) == 0 && none_isolated)) &&
+        lru_size(LRU_INACTIVE_FILE) + lru_size(LRU_ACTIVE_FILE) == 0 && none_isolated;
     if (scanned > 0 || nothing_to_scan) {
       if (++no_progress >= MAX_RECLAIM_RETRIES) {
         events_.count(OOM_KILL);
@@ -196,6 +197,8 @@ void machine::free_frozen_page(page* p) noexcept {
   if (anon_vma* av = p->anon_vma_of()) {
     p->mapping.store(0, std::memory_order_relaxed);
     put_anon_vma(av);
+  } else {
+    p->mapping.store(0, std::memory_order_relaxed);  // a page cache page removed from its file
   }
   p->flags.store(0, std::memory_order_relaxed);
   events_.count(PGFREE);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "fault.h"
+#include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
@@ -90,11 +91,116 @@ fault_result do_anonymous_page(vm_area_struct* vma, uint64_t addr, pte_table* t,
 fault_result handle_pte_fault(vm_area_struct* vma, uint64_t addr, pte_table* t,
                               access_type type, page_access_fn* fn) {
   const pte_t orig = t->pte[pte_index(addr)].load(std::memory_order_relaxed);
-  if (pte_none(orig)) return do_anonymous_page(vma, addr, t, type, fn);
+  if (pte_none(orig))
+    return vma->vm_file ? do_file_fault(vma, addr, t, type, fn)
+                        : do_anonymous_page(vma, addr, t, type, fn);
   if (is_swap_pte(orig)) return do_swap_page(vma, addr, t, orig, type, fn);
-  // Present but not writable for a write access: anonymous private VMAs are always mapped
-  // writable when VM_WRITE, and access() checked VM_WRITE, so only a race brings us here.
-  return fault_result::retry();
+  // Present but not writable for a write access (access() checked VM_WRITE): copy-on-write.
+  if (pte_present(orig) && type == access_type::write && !pte_write(orig))
+    return do_wp_page(vma, addr, t, orig, fn);
+  return fault_result::retry();  // the pte changed under us
+}
+
+// do_wp_page: a write to a write-protected pte of a VMA that allows writing.
+//   - A shared file mapping makes the pte writable (wp_page_shared), under the page lock so that
+//     it cannot race reclaim's writeback of the page.
+//   - A private mapping reuses an anonymous page that no other pte and no swap pte refers to
+//     (wp_page_reuse: the last mm of a fork tree still holding it), and otherwise copies the
+//     page into a new anonymous page of this VMA's anon_vma (wp_page_copy). The copy is made
+//     while this pte still maps the old page, so every other mapper also sees it mapped more
+//     than once and copies rather than reuses: nobody can write the old page meanwhile.
+fault_result do_wp_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_t orig,
+                        page_access_fn* fn) {
+  mm_struct* mm = vma->vm_mm;
+  machine& m = mm->mach();
+  std::atomic<pte_t>& ptep = t->pte[pte_index(addr)];
+  page* old = m.pfn_to_page(pte_pfn(orig));
+  auto same_pte = [&] {
+    const pte_t cur = ptep.load(std::memory_order_relaxed);
+    return pte_present(cur) && pte_pfn(cur) == old->pfn && !pte_write(cur);
+  };
+  auto make_writable_and_access = [&] {
+    ptep.fetch_or(_PAGE_RW | _PAGE_DIRTY | _PAGE_ACCESSED, std::memory_order_relaxed);
+    if (fn) (*fn)(addr, m.mem().page_span(old));
+  };
+
+  t->ptl.lock();
+  if (!same_pte()) {
+    t->ptl.unlock();
+    return fault_result::retry();
+  }
+  if (vma->vm_flags & VM_SHARED) {
+    old->get();
+    t->ptl.unlock();
+    old->lock(m.page_lock_class());
+    t->ptl.lock();
+    const bool ok = same_pte();
+    if (ok) make_writable_and_access();
+    t->ptl.unlock();
+    old->unlock();
+    m.put_page(old);
+    if (!ok) return fault_result::retry();
+    m.event_counters().count(PGFAULT);
+    return fault_result::done();
+  }
+  if (old->anon() && old->mapcount() == 1) {
+    bool reuse = !old->test(PG_swapcache);
+    // In the swap cache: reusable once no swap pte refers to its slot (the slot is freed, the
+    // page becomes ordinary dirty anonymous memory). Only try-lock: the pte lock is held.
+    if (!reuse && old->trylock(m.page_lock_class())) {
+      reuse = old->mapcount() == 1 && m.try_to_free_swap(old);
+      old->unlock();
+    }
+    if (reuse) {
+      make_writable_and_access();
+      t->ptl.unlock();
+      m.event_counters().count(PGFAULT);
+      return fault_result::done();
+    }
+  }
+  old->get();
+  t->ptl.unlock();
+
+  // wp_page_copy.
+  if (status st = anon_vma_prepare(vma); !st.ok()) {
+    m.put_page(old);
+    return fault_result::fail(std::move(st));
+  }
+  auto r = m.alloc_page();
+  if (!r) {
+    m.put_page(old);
+    return fault_result::fail(r.error());
+  }
+  page* fresh = *r;
+  std::memcpy(m.page_address(fresh), m.page_address(old), page_size);
+  fresh->set(PG_uptodate);
+  fresh->set(PG_swapbacked);
+  t->ptl.lock();
+  if (!same_pte()) {
+    t->ptl.unlock();
+    m.put_page(fresh);
+    m.put_page(old);
+    return fault_result::retry();
+  }
+  const pte_t prev = ptep.load(std::memory_order_relaxed);
+  page_add_new_anon_rmap(fresh, vma, addr);
+  if (old->anon()) {
+    if (pte_dirty(prev)) old->set(PG_dirty);
+  } else {
+    mm->add_counter(MM_FILEPAGES, -1);
+    mm->add_counter(MM_ANONPAGES, 1);
+  }
+  page_remove_rmap(old);
+  ptep.store(pfn_pte(fresh->pfn, _PAGE_RW | _PAGE_DIRTY | _PAGE_ACCESSED), std::memory_order_relaxed);
+  if (fn) (*fn)(addr, m.mem().page_span(fresh));
+  t->ptl.unlock();
+  m.lru_cache_add(fresh);
+  // The old pte's reference and ours.
+  m.free_swap_cache(old);
+  m.put_page(old);
+  m.put_page(old);
+  m.event_counters().count(PGFAULT);
+  return fault_result::done();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -185,13 +291,14 @@ void mm_struct::unmap_page_range(vm_area_struct*, uint64_t start, uint64_t end) 
     // not held across frees, swap-slot releases and zram frees.
     page* pages[PTRS_PER_TABLE];
     uint64_t entries[PTRS_PER_TABLE];
-    unsigned nr_pages = 0, nr_entries = 0;
+    unsigned nr_pages = 0, nr_entries = 0, nr_file = 0;
     t->ptl.lock();
     for (uint64_t b = a; b < table_end; b += page_size) {
       const pte_t pte = t->pte[pte_index(b)].exchange(0, std::memory_order_relaxed);
       if (pte_present(pte)) {
         page* p = m.pfn_to_page(pte_pfn(pte));
-        if (pte_dirty(pte)) p->set(PG_dirty);
+        if (pte_dirty(pte)) p->set(PG_dirty);  // a file page: set_page_dirty, written back later
+        if (!p->anon()) ++nr_file;
         page_remove_rmap(p);
         pages[nr_pages++] = p;
       } else if (is_swap_pte(pte)) {
@@ -199,7 +306,8 @@ void mm_struct::unmap_page_range(vm_area_struct*, uint64_t start, uint64_t end) 
       }
     }
     t->ptl.unlock();
-    if (nr_pages) add_counter(MM_ANONPAGES, -static_cast<int64_t>(nr_pages));
+    if (nr_pages > nr_file) add_counter(MM_ANONPAGES, -static_cast<int64_t>(nr_pages - nr_file));
+    if (nr_file) add_counter(MM_FILEPAGES, -static_cast<int64_t>(nr_file));
     if (nr_entries) add_counter(MM_SWAPENTS, -static_cast<int64_t>(nr_entries));
     // free_pages_and_swap_cache: a swap-cache page nobody maps any more gives its slot back.
     for (unsigned i = 0; i < nr_pages; ++i) {

@@ -1,9 +1,11 @@
-// Address-space layout (mm/mmap.c): mmap and munmap of anonymous private memory, find_vma,
-// __split_vma, free_pgtables and exit_mmap.
+// Address-space layout (mm/mmap.c): mmap of anonymous memory and of files, munmap, find_vma,
+// __split_vma, free_pgtables and exit_mmap; a file VMA joins its file's i_mmap tree on mmap and
+// leaves it on munmap (__vma_link_file, unlink_file_vma).
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
@@ -29,18 +31,42 @@ void free_dir(dir_table<Next>* d) {
 mm_struct::mm_struct(machine& m) : mmap_lock(m.mmap_lock_class()), machine_(&m) {}
 
 mm_struct::~mm_struct() {
-  // exit_mmap: no other thread may use the mm now, but reclaim may still walk its page tables
-  // through the anon_vmas until each VMA is unlinked, so the order is munmap's.
   mmap_lock.down_write();
+  exit_mmap_locked();
+  mmap_lock.up_write();
+}
+
+void link_file_vma(vm_area_struct* vma) {
+  address_space& as = vma->vm_file->mapping();
+  as.i_mmap_rwsem.lock_write();
+  vma_interval_tree_insert(vma, &as.i_mmap);
+  as.i_mmap_nr++;
+  as.i_mmap_rwsem.unlock_write();
+}
+
+void unlink_file_vma(vm_area_struct* vma) {
+  if (!vma->vm_file) return;
+  address_space& as = vma->vm_file->mapping();
+  as.i_mmap_rwsem.lock_write();
+  vma_interval_tree_remove(vma, &as.i_mmap);
+  as.i_mmap_nr--;
+  as.i_mmap_rwsem.unlock_write();
+}
+
+// exit_mmap: no other thread may use the mm now, but reclaim may still walk its page tables
+// through the anon_vmas and i_mmap trees until each VMA is unlinked, so the order is munmap's.
+void mm_struct::exit_mmap_locked() {
   std::vector<vm_area_struct*> all;
   all.reserve(vmas_.size());
   for (auto& [end, vma] : vmas_) all.push_back(vma);
   vmas_.clear();
   for (vm_area_struct* vma : all) unmap_page_range(vma, vma->vm_start, vma->vm_end);
-  for (vm_area_struct* vma : all) unlink_anon_vmas(vma);
+  for (vm_area_struct* vma : all) {
+    unlink_anon_vmas(vma);
+    unlink_file_vma(vma);
+  }
   free_pgtables(0, TASK_SIZE);
   for (vm_area_struct* vma : all) delete vma;
-  mmap_lock.up_write();
 }
 
 vm_area_struct* mm_struct::find_vma(uint64_t addr) const {
@@ -68,6 +94,29 @@ result<uint64_t> mm_struct::get_unmapped_area(uint64_t len) const {
 }
 
 result<uint64_t> mm_struct::mmap(uint64_t len, uint32_t prot, uint64_t addr) {
+  mmap_lock.down_write();
+  auto r = mmap_region(len, prot, addr, nullptr, 0, false);
+  mmap_lock.up_write();
+  return r;
+}
+
+result<uint64_t> mm_struct::mmap_file(std::shared_ptr<file> f, uint64_t offset, uint64_t len,
+                                      bool shared, uint32_t prot, uint64_t addr) {
+  if (!f) return error(EINVAL, "mmap: no file");
+  if (offset & ~page_mask) return error(EINVAL, "mmap: file offset not page aligned");
+  if (len == 0) return error(EINVAL, "mmap: length 0");
+  if (offset > f->size() || len > f->size() - offset)
+    return error(EINVAL, "mmap: [" + std::to_string(offset) + ", +" + std::to_string(len) +
+                             ") is past the end of file " + f->name() + " (" +
+                             std::to_string(f->size()) + " bytes)");
+  mmap_lock.down_write();
+  auto r = mmap_region(len, prot, addr, std::move(f), offset >> page_shift, shared);
+  mmap_lock.up_write();
+  return r;
+}
+
+result<uint64_t> mm_struct::mmap_region(uint64_t len, uint32_t prot, uint64_t addr,
+                                        std::shared_ptr<file> f, uint64_t pgoff, bool shared) {
   if (len == 0) return error(EINVAL, "mmap: length 0");
   if (len > TASK_SIZE) return error(ENOMEM, "mmap: length larger than the address space");
   if (prot & ~uint32_t{PROT_READ | PROT_WRITE})
@@ -81,31 +130,27 @@ result<uint64_t> mm_struct::mmap(uint64_t len, uint32_t prot, uint64_t addr) {
   uint32_t flags = 0;
   if (prot & PROT_READ) flags |= VM_READ;
   if (prot & PROT_WRITE) flags |= VM_WRITE | VM_READ;  // x86: writable implies readable
+  if (f && shared) flags |= VM_SHARED;
 
-  mmap_lock.down_write();
   if (addr) {
     const vm_area_struct* next = find_vma(addr);
-    if (next && next->vm_start < addr + len) {
-      mmap_lock.up_write();
+    if (next && next->vm_start < addr + len)
       return error(EEXIST, "mmap: [" + std::to_string(addr) + ", +" + std::to_string(len) +
                                ") overlaps an existing mapping");
-    }
   } else {
     auto where = get_unmapped_area(len);
-    if (!where) {
-      mmap_lock.up_write();
-      return where.error();
-    }
+    if (!where) return where.error();
     addr = *where;
   }
   auto* vma = new vm_area_struct;
   vma->vm_start = addr;
   vma->vm_end = addr + len;
-  vma->vm_pgoff = addr >> page_shift;
+  vma->vm_pgoff = f ? pgoff : addr >> page_shift;
   vma->vm_flags = flags;
   vma->vm_mm = this;
+  vma->vm_file = std::move(f);
+  if (vma->vm_file) link_file_vma(vma);
   vmas_.emplace(vma->vm_end, vma);
-  mmap_lock.up_write();
   return addr;
 }
 
@@ -118,18 +163,29 @@ status mm_struct::split_vma(vm_area_struct* vma, uint64_t addr) {
   tail->vm_pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> page_shift);
   tail->vm_flags = vma->vm_flags;
   tail->vm_mm = this;
+  tail->vm_file = vma->vm_file;
   tail->anon_vma.store(vma->anon_vma.load(std::memory_order_relaxed), std::memory_order_relaxed);
   // Link the tail first: until vma shrinks, a walker may find a page through both VMAs, which
   // is harmless (page_vma_mapped_walk checks the pte), while a gap would hide it.
   anon_vma_clone(tail, vma);
   vmas_.erase(vma->vm_end);
-  // rmap walkers read vm_end under the anon_vma lock (vma_adjust takes it for write).
-  if (anon_vma* av = vma->anon_vma.load(std::memory_order_relaxed)) {
-    anon_vma_lock_write(av);
-    vma->vm_end = addr;
-    anon_vma_unlock_write(av);
-  } else {
-    vma->vm_end = addr;
+  // rmap walkers read vm_end under the anon_vma lock and the i_mmap lock (vma_adjust takes both
+  // for write, i_mmap first); the i_mmap tree is keyed by the range, so vma leaves it and both
+  // halves enter it again.
+  address_space* as = vma->vm_file ? &vma->vm_file->mapping() : nullptr;
+  anon_vma* av = vma->anon_vma.load(std::memory_order_relaxed);
+  if (as) {
+    as->i_mmap_rwsem.lock_write();
+    vma_interval_tree_remove(vma, &as->i_mmap);
+  }
+  if (av) anon_vma_lock_write(av);
+  vma->vm_end = addr;
+  if (av) anon_vma_unlock_write(av);
+  if (as) {
+    vma_interval_tree_insert(vma, &as->i_mmap);
+    vma_interval_tree_insert(tail, &as->i_mmap);
+    as->i_mmap_nr++;
+    as->i_mmap_rwsem.unlock_write();
   }
   vmas_.emplace(vma->vm_end, vma);
   vmas_.emplace(tail->vm_end, tail);
@@ -165,7 +221,10 @@ status mm_struct::munmap(uint64_t addr, uint64_t len) {
   // unmap_region: zap the ptes, then hide the VMAs from rmap, then free the page tables that
   // no remaining VMA uses.
   for (vm_area_struct* vma : gone) unmap_page_range(vma, vma->vm_start, vma->vm_end);
-  for (vm_area_struct* vma : gone) unlink_anon_vmas(vma);
+  for (vm_area_struct* vma : gone) {
+    unlink_anon_vmas(vma);
+    unlink_file_vma(vma);
+  }
   if (!gone.empty()) free_pgtables(gone.front()->vm_start, gone.back()->vm_end);
   for (vm_area_struct* vma : gone) delete vma;
   mmap_lock.up_write();
@@ -173,7 +232,7 @@ status mm_struct::munmap(uint64_t addr, uint64_t len) {
 }
 
 // Frees every table level inside [start, end) that no VMA overlaps any more. Caller holds
-// mmap_lock for write and has unlinked the unmapped VMAs from their anon_vmas, so no fault and
+// mmap_lock for write and has unlinked the unmapped VMAs from their anon_vmas and files, so no fault and
 // no rmap walk can be inside these tables.
 void mm_struct::free_pgtables(uint64_t start, uint64_t end) {
   auto unused = [&](uint64_t from, uint64_t to) {

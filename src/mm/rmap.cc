@@ -1,7 +1,8 @@
-// The anonymous reverse map (mm/rmap.c): anon_vma and anon_vma_chain, rmap_walk,
-// page_referenced and try_to_unmap. See include/uswap/mm/rmap.h.
+// The reverse map (mm/rmap.c): anon_vma and anon_vma_chain, anon_vma_fork, rmap_walk over
+// anon_vma and i_mmap, page_referenced and try_to_unmap. See include/uswap/mm/rmap.h.
 #include "uswap/mm/rmap.h"
 
+#include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
 
 namespace uswap {
@@ -29,8 +30,9 @@ void avc_unlink_anon_vma(anon_vma_chain* avc, anon_vma* av) {
   avc->rb_prev = avc->rb_next = nullptr;
 }
 
-lock_class* anon_vma_lock_class(vm_area_struct* vma) {
-  return vma->vm_mm->mach().anon_vma_class();
+anon_vma* anon_vma_alloc(vm_area_struct* vma) {
+  machine& m = vma->vm_mm->mach();
+  return new anon_vma(m.rmap_mode(), m.anon_vma_class());
 }
 
 // Sets the page's anon_vma and index, taking the page's reference on the anon_vma. A page that
@@ -60,7 +62,7 @@ void put_anon_vma(anon_vma* av) noexcept {
 status anon_vma_prepare(vm_area_struct* vma) {
   if (vma->anon_vma.load(std::memory_order_acquire)) return {};
   auto* avc = new anon_vma_chain;
-  auto* av = new anon_vma(anon_vma_lock_class(vma));
+  auto* av = anon_vma_alloc(vma);
   mm_struct* mm = vma->vm_mm;
   anon_vma_lock_write(av);
   mm->page_table_lock.lock();
@@ -107,6 +109,30 @@ void anon_vma_clone(vm_area_struct* dst, vm_area_struct* src) {
   }
 }
 
+void anon_vma_fork(vm_area_struct* vma, vm_area_struct* pvma) {
+  anon_vma* pav = pvma->anon_vma.load(std::memory_order_relaxed);
+  if (!pav) return;
+  vma->anon_vma.store(nullptr, std::memory_order_relaxed);
+  // The child's VMA sees every page its parent's VMA can see.
+  anon_vma_clone(vma, pvma);
+  // Its own anon_vma, for the pages it will COW: in the parent's tree (same root, same lock), so
+  // a page of the child is walked in the child's VMAs (and its children's) only.
+  anon_vma* av = anon_vma_alloc(vma);
+  auto* avc = new anon_vma_chain;
+  av->root = pav->root;
+  av->parent = pav;
+  get_anon_vma(av->root);
+  av->num_active_vmas++;
+  vma->anon_vma.store(av, std::memory_order_release);
+  anon_vma_lock_write(av);
+  avc->vma = vma;
+  avc->anon_vma = av;
+  avc_link_vma(avc, vma);
+  avc_link_anon_vma(avc, av);
+  av->parent->num_children++;
+  anon_vma_unlock_write(av);
+}
+
 void unlink_anon_vmas(vm_area_struct* vma) {
   if (anon_vma* av = vma->anon_vma.load(std::memory_order_relaxed)) {
     anon_vma_lock_write(av);
@@ -148,26 +174,48 @@ uint64_t vma_address(const page* p, const vm_area_struct* vma) {
   return vma->vm_start + ((pgoff - vma->vm_pgoff) << page_shift);
 }
 
-void rmap_walk(page* p, const rmap_walk_control& rwc) {
-  anon_vma* av = p->anon_vma_of();
-  if (!av) return;
+namespace {
+
+// page_vma_mapped_walk + rmap_one for one VMA; false stops the walk.
+bool rmap_walk_one(page* p, vm_area_struct* vma, const rmap_walk_control& rwc) {
+  const uint64_t addr = vma_address(p, vma);
+  if (addr == ~uint64_t{0}) return true;
+  // Is the pte at addr mapping this very frame?
+  pte_table* t = vma->vm_mm->pte_table_of(addr, /*alloc=*/false);
+  if (!t) return true;
+  std::atomic<pte_t>& ptep = t->pte[pte_index(addr)];
+  t->ptl.lock();
+  const pte_t pte = ptep.load(std::memory_order_relaxed);
+  bool go_on = true;
+  if (pte_present(pte) && pte_pfn(pte) == p->pfn) go_on = rwc.rmap_one(p, vma, addr, &ptep, rwc.arg);
+  t->ptl.unlock();
+  return go_on && !(rwc.done && rwc.done(p, rwc.arg));
+}
+
+void rmap_walk_anon(page* p, anon_vma* av, const rmap_walk_control& rwc) {
   anon_vma_lock_read(av);
-  for (anon_vma_chain* avc = av->head; avc; avc = avc->rb_next) {
-    vm_area_struct* vma = avc->vma;
-    const uint64_t addr = vma_address(p, vma);
-    if (addr == ~uint64_t{0}) continue;
-    // page_vma_mapped_walk: is the pte at addr mapping this very frame?
-    pte_table* t = vma->vm_mm->pte_table_of(addr, /*alloc=*/false);
-    if (!t) continue;
-    std::atomic<pte_t>& ptep = t->pte[pte_index(addr)];
-    t->ptl.lock();
-    const pte_t pte = ptep.load(std::memory_order_relaxed);
-    bool go_on = true;
-    if (pte_present(pte) && pte_pfn(pte) == p->pfn) go_on = rwc.rmap_one(p, vma, addr, &ptep, rwc.arg);
-    t->ptl.unlock();
-    if (!go_on || (rwc.done && rwc.done(p, rwc.arg))) break;
-  }
+  for (anon_vma_chain* avc = av->head; avc; avc = avc->rb_next)
+    if (!rmap_walk_one(p, avc->vma, rwc)) break;
   anon_vma_unlock_read(av);
+}
+
+// rmap_walk_file: the VMAs of the page's file whose range covers page->index, from the i_mmap
+// interval tree, under i_mmap_rwsem for read.
+void rmap_walk_file(page* p, address_space* as, const rmap_walk_control& rwc) {
+  const uint64_t pgoff = p->index.load(std::memory_order_relaxed);
+  as->i_mmap_rwsem.lock_read();
+  vma_interval_tree_foreach(as->i_mmap, pgoff, pgoff,
+                            [&](vm_area_struct* vma) { return rmap_walk_one(p, vma, rwc); });
+  as->i_mmap_rwsem.unlock_read();
+}
+
+}  // namespace
+
+void rmap_walk(page* p, const rmap_walk_control& rwc) {
+  if (anon_vma* av = p->anon_vma_of())
+    rmap_walk_anon(p, av, rwc);
+  else if (address_space* as = page_mapping_file(p))
+    rmap_walk_file(p, as, rwc);
 }
 
 int page_referenced(page* p) {
@@ -185,10 +233,25 @@ int page_referenced(page* p) {
 }
 
 bool try_to_unmap(page* p, ttu_flags) {
-  if (!p->test(PG_swapcache)) return !p->mapped();  // an anonymous page needs its swap entry
   rmap_walk_control rwc;
   bool failed = false;
   rwc.arg = &failed;
+  rwc.done = [](page* pg, void*) { return !pg->mapped(); };
+  if (!p->anon()) {
+    // A file page: its ptes simply go; the page cache keeps the page (and the data).
+    rwc.rmap_one = [](page* pg, vm_area_struct* vma, uint64_t, std::atomic<pte_t>* ptep, void*) {
+      mm_struct* mm = vma->vm_mm;
+      const pte_t pteval = ptep->exchange(0, std::memory_order_relaxed);
+      if (pte_dirty(pteval)) pg->set(PG_dirty);
+      mm->add_counter(MM_FILEPAGES, -1);
+      page_remove_rmap(pg);
+      mm->mach().put_page(pg);  // the pte's reference; the caller's keeps the page alive
+      return true;
+    };
+    rmap_walk(p, rwc);
+    return !p->mapped();
+  }
+  if (!p->test(PG_swapcache)) return !p->mapped();  // an anonymous page needs its swap entry
   rwc.rmap_one = [](page* pg, vm_area_struct* vma, uint64_t, std::atomic<pte_t>* ptep, void* arg) {
     mm_struct* mm = vma->vm_mm;
     machine& m = mm->mach();
@@ -206,9 +269,22 @@ bool try_to_unmap(page* p, ttu_flags) {
     m.put_page(pg);  // the pte's reference; the caller's keeps the page alive
     return true;
   };
-  rwc.done = [](page* pg, void*) { return !pg->mapped(); };
   rmap_walk(p, rwc);
   return !failed && !p->mapped();
+}
+
+}  // namespace uswap
+
+namespace uswap {
+
+const char* to_string(rmap_lock_mode m) noexcept {
+  return m == rmap_lock_mode::spin ? "spin" : "rwsem";
+}
+
+result<rmap_lock_mode> parse_rmap_lock_mode(std::string_view text) {
+  if (text == "spin") return rmap_lock_mode::spin;
+  if (text == "rwsem") return rmap_lock_mode::rwsem;
+  return error(EINVAL, "unknown rmap lock mode '" + std::string(text) + "' (valid: spin, rwsem)");
 }
 
 }  // namespace uswap

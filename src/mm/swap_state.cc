@@ -225,19 +225,28 @@ fault_result do_swap_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_
     m.put_page(p);
     return fault_result::retry();
   }
-  // Drop the pte's swap count; if that was the last one, this pte is the page's only user.
+  // Drop the pte's swap count; if that was the last one and no other pte maps the page (another
+  // mm of the fork tree may have swapped it in already), this pte is the page's only user.
   auto left = m.swap_sys()->swap_free(swap_entry{entry});
-  const bool exclusive = left.ok() && *left == SWAP_HAS_CACHE;
+  const bool exclusive = left.ok() && *left == SWAP_HAS_CACHE && !p->mapped();
   page_add_anon_rmap(p, vma, addr, exclusive);
   mm->add_counter(MM_ANONPAGES, 1);
   mm->add_counter(MM_SWAPENTS, -1);
   const bool write = type == access_type::write;
+  // A page shared with other mms after fork is mapped read-only: a write copies it first
+  // (do_wp_page), so that the others keep seeing the contents they swapped out.
+  const bool writable = (vma->vm_flags & VM_WRITE) && exclusive;
   pte_t pte = pfn_pte(p->pfn, _PAGE_ACCESSED);
-  if (vma->vm_flags & VM_WRITE) pte |= _PAGE_RW;
-  if (write) pte |= _PAGE_DIRTY;
+  if (writable) pte |= _PAGE_RW;
+  if (write && writable) pte |= _PAGE_DIRTY;
   ptep.store(pte, std::memory_order_relaxed);
-  if (fn) (*fn)(addr, m.mem().page_span(p));
+  if (fn && (!write || writable)) (*fn)(addr, m.mem().page_span(p));
   t->ptl.unlock();
+  if (write && !writable) {  // the access is retried and takes the copy-on-write fault
+    p->unlock();
+    m.event_counters().count(PGFAULT);
+    return fault_result::retry();
+  }
   // The lookup's or allocation's reference now belongs to the pte.
   if (exclusive && (write || m.vm_swap_full())) m.try_to_free_swap(p);
   p->unlock();

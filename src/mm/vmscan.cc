@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/rmap.h"
 
@@ -12,9 +13,9 @@ namespace uswap {
 // inactive_is_low: the kernel keeps inactive * inactive_ratio >= active, inactive_ratio being
 // int_sqrt(10 * gigabytes of the list pair) (1 below 1 GiB), so that a larger memory keeps a
 // smaller share of it on the inactive list.
-bool machine::inactive_is_low() const {
-  const uint64_t inactive = lru_size(LRU_INACTIVE_ANON);
-  const uint64_t active = lru_size(LRU_ACTIVE_ANON);
+bool machine::inactive_is_low(bool file) const {
+  const uint64_t inactive = lru_size(file ? LRU_INACTIVE_FILE : LRU_INACTIVE_ANON);
+  const uint64_t active = lru_size(file ? LRU_ACTIVE_FILE : LRU_ACTIVE_ANON);
   const uint64_t gb = pages_to_bytes(inactive + active) >> 30;
   const uint64_t ratio = gb ? static_cast<uint64_t>(std::sqrt(10.0 * static_cast<double>(gb))) : 1;
   return inactive * ratio < active;
@@ -64,20 +65,29 @@ void machine::putback_lru_pages(page** pages, uint64_t n) {
 }
 
 // shrink_active_list: age the active list. Every page's young bits are cleared through the
-// reverse map and the page moves to the inactive list; an anonymous page referenced meanwhile
-// gets its second chance there (the kernel keeps only executable file pages active).
-void machine::shrink_active_list(uint64_t nr_to_scan, scan_control&) {
+// reverse map and the page moves to the inactive list; a page referenced meanwhile gets its
+// second chance there (the kernel keeps only executable file pages active). A file page's walk
+// needs its page lock (folio_referenced's trylock): one that is busy is just deactivated.
+void machine::shrink_active_list(uint64_t nr_to_scan, lru_list l, scan_control&) {
   page* batch[SWAP_CLUSTER_MAX];
   while (nr_to_scan) {
     uint64_t scanned = 0;
     const uint64_t n = isolate_lru_pages(std::min<uint64_t>(nr_to_scan, SWAP_CLUSTER_MAX),
-                                         LRU_ACTIVE_ANON, batch, &scanned);
+                                         l, batch, &scanned);
     nr_to_scan -= std::min(nr_to_scan, std::max<uint64_t>(scanned, 1));
     events_.count(PGREFILL, scanned);
     if (!n) break;
     for (uint64_t i = 0; i < n; ++i) {
-      if (batch[i]->mapped()) page_referenced(batch[i]);
-      batch[i]->clear(PG_active);
+      page* p = batch[i];
+      if (p->mapped()) {
+        if (p->anon()) {
+          page_referenced(p);
+        } else if (p->trylock(&cls_page_lock_)) {
+          page_referenced(p);
+          p->unlock();
+        }
+      }
+      p->clear(PG_active);
     }
     events_.count(PGDEACTIVATE, n);
     putback_lru_pages(batch, n);
@@ -85,12 +95,12 @@ void machine::shrink_active_list(uint64_t nr_to_scan, scan_control&) {
   }
 }
 
-void machine::shrink_inactive_list(uint64_t nr_to_scan, scan_control& sc) {
+void machine::shrink_inactive_list(uint64_t nr_to_scan, lru_list l, scan_control& sc) {
   page* batch[SWAP_CLUSTER_MAX];
   while (nr_to_scan && sc.nr_reclaimed < sc.nr_to_reclaim) {
     uint64_t scanned = 0;
     uint64_t n = isolate_lru_pages(std::min<uint64_t>(nr_to_scan, SWAP_CLUSTER_MAX),
-                                   LRU_INACTIVE_ANON, batch, &scanned);
+                                   l, batch, &scanned);
     nr_to_scan -= std::min(nr_to_scan, std::max<uint64_t>(scanned, 1));
     sc.nr_scanned += scanned;
     events_.count(sc.kswapd ? PGSCAN_KSWAPD : PGSCAN_DIRECT, scanned);
@@ -105,7 +115,8 @@ void machine::shrink_inactive_list(uint64_t nr_to_scan, scan_control& sc) {
 }
 
 // shrink_page_list (shrink_folio_list): for each isolated page, the kernel's sequence for
-// anonymous memory. Pages it frees leave `pages`; the rest stay there for putback (with
+// anonymous memory, or for a page cache page: unmap it (try_to_unmap), write it back if dirty
+// (pageout -> writepage), drop it from the cache (__remove_mapping). Pages it frees leave `pages`; the rest stay there for putback (with
 // PG_active set for those to activate). Returns how many it freed.
 uint64_t machine::shrink_page_list(page** pages, uint64_t& n, scan_control&) {
   uint64_t kept = 0, freed = 0;
@@ -125,7 +136,37 @@ uint64_t machine::shrink_page_list(page** pages, uint64_t& n, scan_control&) {
       keep();
       continue;
     }
-    if (!p->test(PG_swapbacked) || !swap_) {  // nothing to reclaim it to
+    if (!p->test(PG_swapbacked)) {
+      file* f = nullptr;
+      if (address_space* as = page_mapping_file(p)) f = as->host;
+      if (f) {
+        const int referenced_ptes = p->mapped() ? page_referenced(p) : 0;
+        p->test_and_clear(PG_referenced);
+        if (referenced_ptes) {
+          activate();
+          continue;
+        }
+        if (p->mapped() && !try_to_unmap(p)) {
+          activate();
+          continue;
+        }
+        if (p->test(PG_dirty)) {
+          f->writepage(p);
+          events_.count(NR_WRITTEN);
+        }
+      }
+      // A page whose file went away (truncated) only has to lose the isolation reference.
+      if (f ? !f->remove_mapping(p, 1) : !p->ref_freeze(1)) {
+        p->unlock();
+        keep();
+        continue;
+      }
+      p->unlock();
+      free_frozen_page(p);
+      ++freed;
+      continue;
+    }
+    if (!swap_) {  // nothing to reclaim it to
       activate();
       continue;
     }
@@ -170,27 +211,38 @@ uint64_t machine::shrink_page_list(page** pages, uint64_t& n, scan_control&) {
 }
 
 void machine::shrink_node(scan_control& sc) {
-  if (!can_reclaim_anon()) return;
-  const uint64_t inactive = lru_size(LRU_INACTIVE_ANON);
-  const uint64_t active = lru_size(LRU_ACTIVE_ANON);
   // get_scan_count: size >> priority of each list, at least a batch while the list has pages.
+  // Anonymous lists only while a swap slot is free; file lists always (clean pages just go,
+  // dirty ones are written back first).
   auto target = [&](uint64_t size) {
     return std::max<uint64_t>(size >> sc.priority, std::min<uint64_t>(size, SWAP_CLUSTER_MAX));
   };
-  uint64_t nr_inactive = target(inactive);
-  uint64_t nr_active = target(active);
-  while ((nr_inactive || nr_active) && sc.nr_reclaimed < sc.nr_to_reclaim) {
-    if (nr_active && inactive_is_low()) {
-      const uint64_t batch = std::min<uint64_t>(nr_active, SWAP_CLUSTER_MAX);
-      shrink_active_list(batch, sc);
-      nr_active -= batch;
-    }
-    if (nr_inactive) {
-      const uint64_t batch = std::min<uint64_t>(nr_inactive, SWAP_CLUSTER_MAX);
-      shrink_inactive_list(batch, sc);
-      nr_inactive -= batch;
-    } else if (nr_active && !inactive_is_low()) {
-      break;  // the inactive target is met and the lists are balanced
+  const bool anon = can_reclaim_anon();
+  uint64_t nr[NR_LRU_LISTS];
+  for (unsigned l = 0; l < NR_LRU_LISTS; ++l)
+    nr[l] = (l < LRU_INACTIVE_FILE && !anon) ? 0 : target(lru_size(static_cast<lru_list>(l)));
+  auto more = [&] {
+    for (uint64_t v : nr)
+      if (v) return true;
+    return false;
+  };
+  while (more() && sc.nr_reclaimed < sc.nr_to_reclaim) {
+    for (bool file : {false, true}) {
+      const lru_list inactive = file ? LRU_INACTIVE_FILE : LRU_INACTIVE_ANON;
+      const lru_list active = file ? LRU_ACTIVE_FILE : LRU_ACTIVE_ANON;
+      if (nr[active] && inactive_is_low(file)) {
+        const uint64_t batch = std::min<uint64_t>(nr[active], SWAP_CLUSTER_MAX);
+        shrink_active_list(batch, active, sc);
+        nr[active] -= batch;
+      }
+      if (nr[inactive]) {
+        const uint64_t batch = std::min<uint64_t>(nr[inactive], SWAP_CLUSTER_MAX);
+        shrink_inactive_list(batch, inactive, sc);
+        nr[inactive] -= batch;
+      } else if (nr[active] && !inactive_is_low(file)) {
+        nr[active] = 0;  // the inactive target is met and the lists are balanced
+      }
+      if (sc.nr_reclaimed >= sc.nr_to_reclaim) break;
     }
   }
 }

@@ -22,6 +22,7 @@ const char* vm_event_name(vm_event_item item) noexcept {
     case KSWAPD_WAKEUP: return "kswapd_wakeup";
     case SWAP_RA_HIT: return "swap_ra_hit";
     case OOM_KILL: return "oom_kill";
+    case NR_WRITTEN: return "nr_written";
     case NR_VM_EVENT_ITEMS: break;
   }
   return "?";

@@ -45,6 +45,7 @@
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/page.h"
 #include "uswap/mm/phys_mem.h"
+#include "uswap/mm/rmap_lock.h"
 #include "uswap/mm/swap_device.h"
 #include "uswap/mm/vmstat.h"
 #include "uswap/swap/swap.h"
@@ -71,9 +72,13 @@ struct machine_options {
   // zram device settings when swap_dev is zram (disksize is set to `swap`). Defaults: the zram
   // layer's (lzo, slot_bitlock, checksums on, no mem_limit).
   zram_options zram{};
+  // The reverse-map locks (anon_vma root lock, every file's i_mmap lock): rwsem (default, seed
+  // 001 and today's kernel) or spin (before the seed). See rmap_lock.h.
+  rmap_lock_mode rmap_lock = rmap_lock_mode::rwsem;
 };
 
-// The LRU lists (enum lru_list). File lists are used by the rmap issue's file pages.
+// The LRU lists (enum lru_list): anonymous pages (PG_swapbacked) on the anon lists, page cache
+// pages on the file lists.
 enum lru_list : unsigned {
   LRU_INACTIVE_ANON = 0,
   LRU_ACTIVE_ANON = 1,
@@ -168,6 +173,12 @@ class machine {
   lock_class* mmap_lock_class() noexcept { return &cls_mmap_lock_; }
   lock_class* ptl_class() noexcept { return &cls_ptl_; }
   lock_class* anon_vma_class() noexcept { return &cls_anon_vma_; }
+  lock_class* i_mmap_class() noexcept { return &cls_i_mmap_; }
+  lock_class* i_pages_class() noexcept { return &cls_i_pages_; }
+  rmap_lock_mode rmap_mode() const noexcept { return opts_.rmap_lock; }
+  // add_to_swap (swap_state.cc): a slot and the swap cache for a locked anonymous page. Public
+  // for the layer's tests, which drive try_to_unmap by hand.
+  bool add_to_swap(page* p);
   lock_class* page_lock_class() noexcept { return &cls_page_lock_; }
 
  private:
@@ -194,19 +205,18 @@ class machine {
   // Returns the pages freed; *scanned (if given) the pages looked at.
   uint64_t try_to_free_pages(uint64_t nr, bool kswapd, uint64_t* scanned = nullptr);
   void shrink_node(scan_control& sc);
-  void shrink_active_list(uint64_t nr_to_scan, scan_control& sc);
-  void shrink_inactive_list(uint64_t nr_to_scan, scan_control& sc);
+  void shrink_active_list(uint64_t nr_to_scan, lru_list l, scan_control& sc);
+  void shrink_inactive_list(uint64_t nr_to_scan, lru_list l, scan_control& sc);
   uint64_t isolate_lru_pages(uint64_t nr_to_scan, lru_list l, page** out, uint64_t* scanned);
   void putback_lru_pages(page** pages, uint64_t n);
   uint64_t shrink_page_list(page** pages, uint64_t& n, scan_control& sc);
-  bool inactive_is_low() const;
+  bool inactive_is_low(bool file) const;
   void wakeup_kswapd();
   void kswapd_main();
 
   // swap_state.cc
   bool can_reclaim_anon() const noexcept;
   uint64_t swap_count_of(const page* p) const;
-  bool add_to_swap(page* p);
   bool pageout(page* p);
   bool remove_mapping(page* p);
 
@@ -214,7 +224,11 @@ class machine {
   const uint64_t id_;  // unique per machine ever created: keys the thread-local pagevec cache
   lock_class cls_mmap_lock_{"mm.mmap_lock"};
   lock_class cls_ptl_{"mm.ptl"};
-  lock_class cls_anon_vma_{"mm.anon_vma"};
+  // Kernel names, so lock statistics read like /proc/lock_stat: the pre-seed names in spin mode.
+  lock_class cls_anon_vma_{opts_.rmap_lock == rmap_lock_mode::spin ? "anon_vma->lock"
+                                                                   : "anon_vma->rwsem"};
+  lock_class cls_i_mmap_{opts_.rmap_lock == rmap_lock_mode::spin ? "i_mmap_lock" : "i_mmap_rwsem"};
+  lock_class cls_i_pages_{"mm.i_pages"};
   lock_class cls_page_lock_{"mm.page_lock"};
   lock_class cls_lru_lock_{"mm.lru_lock"};
   lock_class cls_swap_cache_{"mm.swap_cache"};

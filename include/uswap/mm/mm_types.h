@@ -3,9 +3,10 @@
 //
 // An mm_struct belongs to one machine. Its VMAs live in a tree keyed by vm_end (the kernel's
 // maple tree; here a red-black tree, std::map) so find_vma(addr) is the first VMA ending above
-// addr. Anonymous private VMAs only in this layer's first form; the rmap issue adds file VMAs
-// and fork. VMAs are never merged with their neighbours; munmap of part of a VMA splits it
-// (__split_vma), the pieces sharing one anon_vma through anon_vma_clone.
+// addr. VMAs are anonymous private memory, or map a file (filemap.h) shared or private; fork
+// copies them (dup_mmap), exec replaces them. VMAs are never merged with their neighbours; munmap
+// of part of a VMA splits it (__split_vma), the pieces sharing one anon_vma through
+// anon_vma_clone and both sitting in the file's i_mmap tree.
 //
 // Memory is reached only through access(): it walks the page tables, faults the page in when it
 // is not present (handle_mm_fault: a zeroed frame on first touch, or swap-in), and runs the
@@ -28,7 +29,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
+#include <vector>
 #include <type_traits>
 
 #include <sys/mman.h>  // PROT_READ, PROT_WRITE for mmap()
@@ -45,13 +48,15 @@ class machine;
 struct anon_vma;
 struct anon_vma_chain;
 struct mm_struct;
+class file;
 
 // vm_flags (include/linux/mm.h).
 inline constexpr uint32_t VM_READ = 0x1;
 inline constexpr uint32_t VM_WRITE = 0x2;
+inline constexpr uint32_t VM_SHARED = 0x8;  // MAP_SHARED: writes go to the file's page cache
 
 // rss_stat counters (NR_MM_COUNTERS).
-enum mm_counter : unsigned { MM_ANONPAGES = 0, MM_SWAPENTS = 1, NR_MM_COUNTERS = 2 };
+enum mm_counter : unsigned { MM_ANONPAGES = 0, MM_SWAPENTS = 1, MM_FILEPAGES = 2, NR_MM_COUNTERS = 3 };
 
 // What a memory access does.
 enum class access_type { read, write };
@@ -71,6 +76,16 @@ struct vm_area_struct {
   // Every anon_vma_chain of this VMA (the kernel's vma->anon_vma_chain list); changed under
   // mmap_lock held for write, or for read plus page_table_lock in anon_vma_prepare.
   anon_vma_chain* anon_vma_chain_head = nullptr;
+  // A file mapping's file (nullptr: anonymous); vm_pgoff is then the file page at vm_start.
+  std::shared_ptr<file> vm_file;
+  // The VMA's node in its file's i_mmap interval tree (the kernel's vma->shared.rb), under the
+  // address_space's i_mmap_rwsem.
+  struct {
+    vm_area_struct* left = nullptr;
+    vm_area_struct* right = nullptr;
+    uint64_t prio = 0;
+    uint64_t subtree_last = 0;
+  } shared;
 
   uint64_t pages() const { return (vm_end - vm_start) >> page_shift; }
   bool contains(uint64_t addr) const { return addr >= vm_start && addr < vm_end; }
@@ -119,6 +134,33 @@ struct mm_struct {
   // straddle the range. Unmapping a range with nothing mapped is not an error (as munmap(2)).
   // EINVAL for an unaligned address or length 0.
   status munmap(uint64_t addr, uint64_t len);
+  // Maps `len` bytes of file `f` from byte `offset` (page aligned), shared (MAP_SHARED: writes
+  // reach the page cache and every other shared mapping) or private (MAP_PRIVATE: the first
+  // write to a page copies it into anonymous memory). EINVAL for a bad offset / length / prot,
+  // a range past the end of the file, or a null file; otherwise as mmap.
+  result<uint64_t> mmap_file(std::shared_ptr<file> f, uint64_t offset, uint64_t len, bool shared,
+                             uint32_t prot = PROT_READ | PROT_WRITE, uint64_t addr = 0);
+
+  // fork's dup_mmap: a new mm with a copy of every VMA. Anonymous pages (present or swapped out)
+  // are shared copy-on-write: present ones are write-protected in both mms, swap ptes take a swap
+  // count each (swap_duplicate); the child's VMAs join the parent's anon_vma trees
+  // (anon_vma_fork) and file VMAs their files' i_mmap trees. Shared file mappings are not
+  // copied page by page; the child faults them in from the page cache. ENOMEM (swap count
+  // continuation or the host refusing memory) leaves the parent as it was.
+  result<std::unique_ptr<mm_struct>> fork();
+
+  // An exec: every mapping is torn down (as exit) and the image's mappings take their place.
+  // A failure part-way leaves the mm with the mappings made so far (exec's point of no return).
+  struct exec_mapping {
+    std::shared_ptr<file> f;  // nullptr: anonymous memory (stack, bss)
+    uint64_t offset = 0;      // byte offset in the file
+    uint64_t len = 0;
+    bool shared = false;
+    uint32_t prot = PROT_READ;
+    uint64_t addr = 0;        // 0: anywhere
+  };
+  // Returns the address of each mapping, in order.
+  result<std::vector<uint64_t>> exec(const std::vector<exec_mapping>& image);
 
   // Runs fn on every page of [addr, addr + len) in ascending order (addr and len need not be
   // aligned; fn always gets whole pages), faulting pages in as needed. Errors: EFAULT for an
@@ -135,6 +177,7 @@ struct mm_struct {
   // --- inspection, for tests and the tools ---
   uint64_t rss_anon() const noexcept { return counter(MM_ANONPAGES); }
   uint64_t swap_ents() const noexcept { return counter(MM_SWAPENTS); }
+  uint64_t rss_file() const noexcept { return counter(MM_FILEPAGES); }
   size_t map_count() const;  // number of VMAs
   // The pte of addr (0 if its table does not exist), read under the pte lock.
   pte_t pte_of(uint64_t addr);
@@ -161,6 +204,13 @@ struct mm_struct {
 
   status access_locked(uint64_t addr, uint64_t len, access_type type, page_access_fn fn);
   result<uint64_t> get_unmapped_area(uint64_t len) const;
+  // mmap's common part; caller holds mmap_lock for write.
+  result<uint64_t> mmap_region(uint64_t len, uint32_t prot, uint64_t addr,
+                               std::shared_ptr<file> f, uint64_t pgoff, bool shared);
+  // exit_mmap's body; caller holds mmap_lock for write.
+  void exit_mmap_locked();
+  // fork's copy_pte_range for one VMA; caller holds both mmap_locks for write.
+  status copy_page_range(mm_struct& dst, vm_area_struct* dst_vma, vm_area_struct* src_vma);
   status split_vma(vm_area_struct* vma, uint64_t addr);
   void remove_vma_range(uint64_t start, uint64_t end);
   void free_pgtables(uint64_t start, uint64_t end);

@@ -1,16 +1,22 @@
-// The reverse map for anonymous pages (mm/rmap.c): from a page to every pte that maps it.
+// The reverse map (mm/rmap.c): from a page to every pte that maps it. Anonymous pages are found
+// through anon_vma (below), file pages through their address_space's i_mmap interval tree
+// (filemap.h); rmap_walk, page_referenced and try_to_unmap handle both.
 //
 // An anonymous page's mapping points to an anon_vma; every VMA that may map pages of that
 // anon_vma is linked to it by an anon_vma_chain (avc), which also sits on the VMA's own list of
 // avcs. A VMA has one avc per anon_vma it may see pages of: its own, and (after fork, in the rmap
-// issue) those of its ancestors. rmap_walk takes the anon_vma's root lock for read, visits each
+// fork) those of its ancestors: anon_vma_fork links the child's VMA to every anon_vma of the
+// parent's VMA (anon_vma_clone) and gives it a new anon_vma of its own whose root is the parent's
+// root. rmap_walk takes the anon_vma's root lock for read, visits each
 // linked VMA whose range covers page->index, and runs the walker's rmap_one there under the pte
 // lock. Linking and unlinking (anon_vma_prepare, anon_vma_clone, unlink_anon_vmas) take the root
 // lock for write. The lock taken is always the root's (anon_vma->root->rwsem), as in the kernel
 // since 2.6.36, so a whole fork tree shares one lock.
 //
-// Lock forms: the root lock is a sync::rw_semaphore (the kernel's since 3.8, seed 001's
-// design); the rmap issue adds the pre-seed exclusive form behind anon_vma_lock_read/_write.
+// Lock forms (rmap_lock.h, chosen by machine_options::rmap_lock): `rwsem`, a sync rw_semaphore
+// taken shared by walks (the kernel's since 3.8, seed 001's design), or `spin`, the pre-seed
+// exclusive lock (a spin-then-park mutex) that walks take exclusively too. The same mode is used
+// for every file's i_mmap_rwsem.
 //
 // Lifetime, and how it differs from the kernel: the kernel frees anon_vmas with
 // SLAB_TYPESAFE_BY_RCU and page_lock_anon_vma_read re-validates page->mapping under RCU. uswap
@@ -30,15 +36,15 @@
 #include "uswap/base/status.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/page.h"
-#include "uswap/sync/rw_semaphore.h"
+#include "uswap/mm/rmap_lock.h"
 
 namespace uswap {
 
 struct anon_vma {
-  explicit anon_vma(lock_class* cls) : rwsem(cls) {}
+  anon_vma(rmap_lock_mode mode, lock_class* cls) : rwsem(mode, cls) {}
   anon_vma* root = this;    // whose rwsem serialises this tree
   anon_vma* parent = this;  // fork: the anon_vma of the parent VMA
-  rw_semaphore rwsem;       // only the root's is ever taken
+  rmap_lock rwsem;          // only the root's is ever taken (anon_vma->rwsem; ->lock pre-3.8)
   std::atomic<int32_t> refcount{1};
   // The chains linking VMAs to this anon_vma (the kernel's rb_root, an interval tree keyed by
   // pgoff; here a list, and rmap_walk filters by range). Under root->rwsem.
@@ -60,10 +66,10 @@ struct anon_vma_chain {
 // --- anon_vma lifetime and locks ---
 void get_anon_vma(anon_vma* av) noexcept;
 void put_anon_vma(anon_vma* av) noexcept;
-inline void anon_vma_lock_write(anon_vma* av) noexcept { av->root->rwsem.down_write(); }
-inline void anon_vma_unlock_write(anon_vma* av) noexcept { av->root->rwsem.up_write(); }
-inline void anon_vma_lock_read(anon_vma* av) noexcept { av->root->rwsem.down_read(); }
-inline void anon_vma_unlock_read(anon_vma* av) noexcept { av->root->rwsem.up_read(); }
+inline void anon_vma_lock_write(anon_vma* av) noexcept { av->root->rwsem.lock_write(); }
+inline void anon_vma_unlock_write(anon_vma* av) noexcept { av->root->rwsem.unlock_write(); }
+inline void anon_vma_lock_read(anon_vma* av) noexcept { av->root->rwsem.lock_read(); }
+inline void anon_vma_unlock_read(anon_vma* av) noexcept { av->root->rwsem.unlock_read(); }
 
 // Gives vma an anon_vma on its first anonymous fault. Caller holds mmap_lock (read suffices;
 // page_table_lock makes concurrent first faults on one VMA agree).
@@ -71,6 +77,9 @@ status anon_vma_prepare(vm_area_struct* vma);
 // Links dst to every anon_vma src is linked to (a split VMA, and fork). Caller holds mmap_lock
 // for write.
 void anon_vma_clone(vm_area_struct* dst, vm_area_struct* src);
+// fork: links the child's vma to pvma's anon_vmas and gives it its own anon_vma (root: pvma's
+// root). Nothing to do when pvma has no anon_vma. Caller holds both mmap_locks for write.
+void anon_vma_fork(vm_area_struct* vma, vm_area_struct* pvma);
 // Unlinks vma from its anon_vmas before it is freed. Caller holds mmap_lock for write.
 void unlink_anon_vmas(vm_area_struct* vma);
 
@@ -83,6 +92,8 @@ void page_add_new_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr);
 // entry was shared, after fork), so that every VMA of the fork tree finds it. Caller holds the
 // page lock and the pte lock.
 void page_add_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr, bool exclusive);
+// A pte now maps the page cache page p (page_add_file_rmap). Caller holds the pte lock.
+inline void page_add_file_rmap(page* p) noexcept { p->_mapcount.fetch_add(1, std::memory_order_acq_rel); }
 // One pte stopped mapping p.
 inline void page_remove_rmap(page* p) noexcept { p->_mapcount.fetch_sub(1, std::memory_order_acq_rel); }
 
@@ -99,17 +110,20 @@ struct rmap_walk_control {
   bool (*done)(page* p, void* arg) = nullptr;
 };
 // Caller holds a reference on p (so p's anon_vma stays alive) and, as the kernel requires for
-// try_to_unmap, usually the page lock. Pages without an anon_vma are skipped.
+// try_to_unmap, usually the page lock; for a file page the page lock is required (it keeps
+// page->mapping, and so the address_space, stable). Pages without either are skipped.
+// Anonymous pages: anon_vma root lock for read; file pages: i_mmap_rwsem for read.
 void rmap_walk(page* p, const rmap_walk_control& rwc);
 
 // Test-and-clears the young bit of every pte mapping p; returns how many were young.
 int page_referenced(page* p);
 
 enum ttu_flags : unsigned { TTU_NONE = 0 };
-// Replaces every pte mapping the anonymous page p by a swap pte of p's swap entry (p must be
-// in the swap cache), moving the ptes' dirty bits to PG_dirty and taking one swap count per pte
-// (swap_duplicate). Caller holds the page lock and a reference. Returns true when p is no longer
-// mapped anywhere (false: a pte could not be converted, e.g. swap_duplicate failed).
+// Unmaps p from every pte, moving the ptes' dirty bits to PG_dirty. An anonymous page (which
+// must be in the swap cache) gets a swap pte of its entry in each, taking one swap count per pte
+// (swap_duplicate); a file page's ptes become empty (the next access refaults from the page
+// cache). Caller holds the page lock and a reference. Returns true when p is no longer mapped
+// anywhere (false: a pte could not be converted, e.g. swap_duplicate failed).
 bool try_to_unmap(page* p, ttu_flags flags = TTU_NONE);
 
 }  // namespace uswap

@@ -35,6 +35,7 @@ enum vm_event_item : unsigned {
   KSWAPD_WAKEUP,    // times kswapd was woken
   SWAP_RA_HIT,      // swap-in faults that found the page in the swap cache
   OOM_KILL,         // allocations that failed with ENOMEM (the kernel would OOM-kill)
+  NR_WRITTEN,       // dirty file pages written back to their file by reclaim or invalidate
   NR_VM_EVENT_ITEMS
 };
 

@@ -1,0 +1,216 @@
+// Reverse-map walks racing fork, munmap, exit and exec, in both rmap lock modes (spin, rwsem),
+// with more threads than the machine's 2 cores, on a machine small enough that reclaim (kswapd
+// and direct) walks the anon_vma and i_mmap trees all the time:
+//   - forkers fork a parent, write copy-on-write pages, shared file pages and private file pages
+//     in the child, verify them and the parent's pages, munmap part of the child (splitting
+//     VMAs), and exit it or exec it;
+//   - the parent is read back continuously: it never sees a child's write;
+//   - a churner maps and partly unmaps the file again and again and invalidates it
+//     (unmap_mapping_range dropping and retaking i_mmap_rwsem when contended);
+//   - reclaimers shrink the machine.
+// Afterwards every frame, swap slot, swap-cache page and zram object is free.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "uswap/mm/filemap.h"
+#include "uswap/mm/machine.h"
+#include "uswap/mm/mm_types.h"
+#include "uswap/mm/rmap.h"
+#include "uswap/swap/swap_system.h"
+
+namespace uswap {
+namespace {
+
+#if defined(USWAP_TSAN)
+constexpr int iterations = 40;
+#else
+constexpr int iterations = 600;
+#endif
+
+void run_threads(int n, const std::function<void(int)>& fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i)
+    ts.emplace_back([&, i] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      fn(i);
+    });
+  while (ready.load() < n) std::this_thread::yield();
+  go.store(true, std::memory_order_release);
+  for (auto& t : ts) t.join();
+}
+
+uint64_t word(uint64_t tag, uint64_t page, uint64_t i) { return (tag << 40) ^ (page << 12) ^ (i * 0x9e37); }
+
+status fill(mm_struct& mm, uint64_t base, uint64_t first, uint64_t n, uint64_t tag,
+            uint64_t page_bias = 0) {
+  return mm.access(base + first * page_size, n * page_size, access_type::write,
+                   [&](uint64_t a, std::span<std::byte, page_size> pg) {
+                     auto* w = reinterpret_cast<uint64_t*>(pg.data());
+                     const uint64_t p = ((a - base) >> page_shift) + page_bias;
+                     for (uint64_t i = 0; i < page_size / 8; i += 8) w[i] = word(tag, p, i);
+                   });
+}
+
+// Pages that differ from fill's pattern; an access error counts every page.
+uint64_t check(mm_struct& mm, uint64_t base, uint64_t first, uint64_t n, uint64_t tag,
+               std::string* err, uint64_t page_bias = 0) {
+  uint64_t bad = 0;
+  status st = mm.access(base + first * page_size, n * page_size, access_type::read,
+                        [&](uint64_t a, std::span<std::byte, page_size> pg) {
+                          const auto* w = reinterpret_cast<const uint64_t*>(pg.data());
+                          const uint64_t p = ((a - base) >> page_shift) + page_bias;
+                          for (uint64_t i = 0; i < page_size / 8; i += 8)
+                            if (w[i] != word(tag, p, i)) {
+                              ++bad;
+                              break;
+                            }
+                        });
+  if (!st.ok()) {
+    if (err) *err = st.to_string();
+    return n;
+  }
+  return bad;
+}
+
+class RmapConcurrency : public ::testing::TestWithParam<rmap_lock_mode> {};
+
+INSTANTIATE_TEST_SUITE_P(Modes, RmapConcurrency, ::testing::ValuesIn(all_rmap_lock_modes),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
+  machine_options o;
+  o.ram = pages_to_bytes(320);
+  o.swap = pages_to_bytes(8192);
+  o.swap_dev = swap_dev_kind::zram;
+  o.kswapd = true;
+  o.rmap_lock = GetParam();
+  auto mr = machine::create(o);
+  ASSERT_TRUE(mr.ok()) << mr.error().to_string();
+  machine& m = **mr;
+
+  constexpr uint64_t anon_pages = 192;
+  constexpr uint64_t file_pages = 96;
+  constexpr uint64_t shared_per_forker = 16;  // forker i writes file pages [16 i, 16 i + 16)
+  constexpr uint64_t private_first = 64;      // file pages [64, 96): only ever COWed
+  constexpr int forkers = 3;
+  auto fr = file::create(m, file_pages * page_size, "shared");
+  ASSERT_TRUE(fr.ok());
+  std::shared_ptr<file> f = std::move(*fr);
+  for (uint64_t p = private_first; p < file_pages; ++p) {
+    std::vector<uint64_t> w(page_size / 8);
+    for (uint64_t i = 0; i < w.size(); i += 8) w[i] = word(77, p, i);
+    ASSERT_TRUE(f->write_backing(p * page_size, w.data(), page_size).ok());
+  }
+
+  auto parent = m.mm_alloc();
+  auto anon = parent->mmap(anon_pages * page_size);
+  auto shared = parent->mmap_file(f, 0, file_pages * page_size, true);
+  auto priv = parent->mmap_file(f, private_first * page_size, (file_pages - private_first) * page_size, false);
+  ASSERT_TRUE(anon.ok() && shared.ok() && priv.ok());
+  ASSERT_TRUE(fill(*parent, *anon, 0, anon_pages, 1).ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<int> forkers_left{forkers};
+  std::string first_error;
+  std::mutex err_lock;
+  auto fail = [&](const std::string& what) {
+    failures.fetch_add(1);
+    std::lock_guard lk(err_lock);
+    if (first_error.empty()) first_error = what;
+  };
+
+  // threads: 0..forkers-1 fork; then a parent reader, a churner, two reclaimers.
+  run_threads(forkers + 4, [&](int id) {
+    if (id < forkers) {
+      for (int it = 0; it < iterations; ++it) {
+        auto cr = parent->fork();
+        if (!cr.ok()) {
+          fail("fork: " + cr.error().to_string());
+          break;
+        }
+        std::unique_ptr<mm_struct> child = std::move(*cr);
+        const uint64_t tag = 100 + static_cast<uint64_t>(id) * 1000 + static_cast<uint64_t>(it);
+        const uint64_t mine = static_cast<uint64_t>(id) * 48;  // anon pages [mine, mine + 48)
+        std::string err;
+        if (!fill(*child, *anon, mine, 32, tag).ok()) fail("child anon write");
+        if (check(*child, *anon, mine, 32, tag, &err)) fail("child sees other data " + err);
+        if (check(*child, *anon, mine + 32, 16, 1, &err)) fail("child lost parent data " + err);
+        const uint64_t sfirst = static_cast<uint64_t>(id) * shared_per_forker;
+        if (!fill(*child, *shared, sfirst, shared_per_forker, tag).ok()) fail("child file write");
+        if (check(*child, *shared, sfirst, shared_per_forker, tag, &err)) fail("shared file " + err);
+        // Private file pages: copy on write, the file keeps its contents.
+        const uint64_t pp = static_cast<uint64_t>(id) * 8;
+        if (!fill(*child, *priv, pp, 8, tag, private_first).ok()) fail("child private write");
+        if (check(*child, *priv, pp, 8, tag, &err, private_first)) fail("private cow " + err);
+        // Split the child's VMAs, then check what is left still reads right.
+        if (!child->munmap(*anon + (mine + 8) * page_size, 8 * page_size).ok()) fail("munmap");
+        if (!child->munmap(*shared + (sfirst + 4) * page_size, 4 * page_size).ok()) fail("munmap file");
+        if (check(*child, *anon, mine, 8, tag, &err)) fail("after split " + err);
+        if (check(*child, *shared, sfirst, 4, tag, &err)) fail("after file split " + err);
+        if (it % 3 == 2) {
+          auto addrs = child->exec({{f, private_first * page_size, 8 * page_size, false, PROT_READ, 0},
+                                    {nullptr, 0, 8 * page_size, false, PROT_READ | PROT_WRITE, 0}});
+          if (!addrs.ok()) {
+            fail("exec: " + addrs.error().to_string());
+          } else {
+            if (check(*child, (*addrs)[0], 0, 8, 77, &err, private_first)) fail("exec text " + err);
+            if (!fill(*child, (*addrs)[1], 0, 8, tag).ok()) fail("exec stack");
+          }
+        }
+        child.reset();  // exit
+      }
+      forkers_left.fetch_sub(1);
+      return;
+    }
+    const int role = id - forkers;
+    std::string err;
+    while (forkers_left.load() > 0 && !stop.load()) {
+      if (role == 0) {
+        if (check(*parent, *anon, 0, anon_pages, 1, &err)) fail("parent sees a child's write " + err);
+        if (check(*parent, *priv, 0, file_pages - private_first, 77, &err, private_first))
+          fail("private file pages changed " + err);
+      } else if (role == 1) {
+        auto a = parent->mmap_file(f, 0, file_pages * page_size, true, PROT_READ);
+        if (!a.ok()) {
+          fail("churn mmap");
+          continue;
+        }
+        if (check(*parent, *a, private_first, 8, 77, &err)) fail("churn read " + err);
+        if (!parent->munmap(*a + 16 * page_size, 16 * page_size).ok()) fail("churn split");
+        if (!parent->munmap(*a, file_pages * page_size).ok()) fail("churn munmap");
+        if (!f->invalidate(0, file_pages * page_size).ok()) fail("invalidate");
+      } else {
+        m.shrink(64);
+        std::this_thread::yield();
+      }
+    }
+  });
+  EXPECT_EQ(failures.load(), 0u) << first_error;
+  EXPECT_EQ(parent->map_count(), 3u);
+  std::string err;
+  EXPECT_EQ(check(*parent, *anon, 0, anon_pages, 1, &err), 0u) << err;
+  EXPECT_GT(m.events()[PSWPOUT], 0u);
+  parent.reset();
+  EXPECT_EQ(f->nr_mappings(), 0u);
+  f.reset();
+  m.kswapd_quiesce();
+  m.lru_add_drain_all();
+  m.swap_sys()->drain_swap_slots_cache();
+  const swap_usage u = m.swap_stats();
+  EXPECT_EQ(u.inuse, 0u);
+  EXPECT_EQ(u.cached, 0u);
+  EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());
+  EXPECT_EQ(m.zram()->mm_stat().orig_data_size, 0u);
+}
+
+}  // namespace
+}  // namespace uswap

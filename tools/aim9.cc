@@ -1,0 +1,242 @@
+// `uswap aim9 fork|exec`: AIM9's fork_test and exec_test on a uswap machine (see aim9.h), with
+// the rmap lock modes in alternating rounds and seed 001's AIM9 samples beside.
+#include "aim9.h"
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli.h"
+#include "rmap_tool_util.h"
+#include "uswap/mm/filemap.h"
+#include "uswap/mm/machine.h"
+#include "uswap/mm/mm_types.h"
+
+namespace uswap::tools {
+
+const char* to_string(aim9_test t) noexcept { return t == aim9_test::fork ? "fork" : "exec"; }
+
+namespace {
+
+status touch_pages(mm_struct& mm, uint64_t base, uint64_t first, uint64_t n, access_type type) {
+  for (uint64_t p = first; p < first + n; ++p)
+    if (status st = mm.access(base + pages_to_bytes(p), 8, type,
+                              [&](uint64_t, std::span<std::byte, page_size> pg) {
+                                if (type == access_type::write)
+                                  reinterpret_cast<uint64_t*>(pg.data())[0] = p;
+                              });
+        !st.ok())
+      return st;
+  return {};
+}
+
+}  // namespace
+
+result<aim9_result> run_aim9(const aim9_config& cfg) {
+  if (!(cfg.seconds > 0)) return error(EINVAL, "aim9: the duration must be positive");
+  if (cfg.threads == 0) return error(EINVAL, "aim9: at least one thread");
+  machine_options mo;
+  mo.ram = uint64_t{256} << 20;
+  mo.rmap_lock = cfg.rmap_lock;
+  lockstat::enable(true);
+  auto mr = machine::create(mo);
+  if (!mr) return mr.error();
+  std::unique_ptr<machine> m = std::move(*mr);
+  aim9_result res;
+  {
+    auto text = file::create(*m, pages_to_bytes(64), "sh-text");
+    auto data = file::create(*m, pages_to_bytes(16), "sh-data");
+    auto prog = file::create(*m, pages_to_bytes(24), "prog");
+    if (!text || !data || !prog) return error(ENOMEM, "aim9: cannot create the files");
+    // The shell: text, data, heap and stack, all in use.
+    auto shell = m->mm_alloc();
+    auto t = shell->mmap_file(*text, 0, pages_to_bytes(64), false, PROT_READ);
+    auto d = shell->mmap_file(*data, 0, pages_to_bytes(16), false, PROT_READ | PROT_WRITE);
+    auto h = shell->mmap(pages_to_bytes(cfg.heap_pages));
+    auto s = shell->mmap(pages_to_bytes(16));
+    if (!t || !d || !h || !s) return error(ENOMEM, "aim9: cannot map the shell");
+    for (status st : {touch_pages(*shell, *t, 0, 32, access_type::read),
+                      touch_pages(*shell, *d, 0, 8, access_type::write),
+                      touch_pages(*shell, *h, 0, cfg.heap_pages, access_type::write),
+                      touch_pages(*shell, *s, 12, 4, access_type::write)})
+      if (!st.ok()) return st;
+    const std::vector<mm_struct::exec_mapping> image = {
+        {*prog, 0, pages_to_bytes(16), false, PROT_READ, 0},
+        {*prog, pages_to_bytes(16), pages_to_bytes(8), false, PROT_READ | PROT_WRITE, 0},
+        {nullptr, 0, pages_to_bytes(8), false, PROT_READ | PROT_WRITE, 0},   // bss
+        {nullptr, 0, pages_to_bytes(8), false, PROT_READ | PROT_WRITE, 0}};  // stack
+
+    lockstat::reset_all();
+    const vm_event_counts before = m->events();
+    std::atomic<uint64_t> ops{0}, errors{0};
+    std::atomic<double> cpu{0};
+    std::barrier start(static_cast<std::ptrdiff_t>(cfg.threads) + 1);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> ts;
+    for (unsigned i = 0; i < cfg.threads; ++i) {
+      ts.emplace_back([&] {
+        start.arrive_and_wait();
+        const rmap_util::cpu_times c0 = rmap_util::thread_times();
+        uint64_t mine = 0;
+        while (!stop.load(std::memory_order_relaxed)) {
+          auto child = shell->fork();
+          if (!child) {
+            errors.fetch_add(1);
+            break;
+          }
+          mm_struct& c = **child;
+          if (cfg.test == aim9_test::fork) {
+            // The child runs briefly (one copy-on-write fault on its stack) and exits.
+            if (!touch_pages(c, *s, 15, 1, access_type::write).ok()) errors.fetch_add(1);
+          } else {
+            auto a = c.exec(image);
+            if (!a || !touch_pages(c, (*a)[0], 0, 8, access_type::read).ok() ||
+                !touch_pages(c, (*a)[1], 0, 2, access_type::write).ok() ||
+                !touch_pages(c, (*a)[2], 0, 2, access_type::write).ok() ||
+                !touch_pages(c, (*a)[3], 7, 1, access_type::write).ok())
+              errors.fetch_add(1);
+          }
+          child->reset();  // exit
+          ++mine;
+        }
+        const rmap_util::cpu_times c1 = rmap_util::thread_times();
+        ops.fetch_add(mine);
+        double prev = cpu.load();
+        const double add = (c1.user - c0.user) + (c1.sys - c0.sys);
+        while (!cpu.compare_exchange_weak(prev, prev + add)) {
+        }
+      });
+    }
+    start.arrive_and_wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.seconds));
+    stop.store(true);
+    for (auto& th : ts) th.join();
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.operations = ops.load();
+    res.per_second = res.operations / res.seconds;
+    res.cpu_s = cpu.load();
+    res.errors = errors.load();
+    res.events = m->events();
+    (void)before;
+    res.locks = rmap_util::active_locks();
+  }
+  m->lru_add_drain_all();
+  res.teardown_clean = m->nr_free_pages() == m->mem().nr_pages();
+  return res;
+}
+
+namespace {
+
+struct cli_options {
+  aim9_config cfg;
+  std::string modes = "all";
+  unsigned rounds = 5;
+  bool json = false;
+};
+
+int run_cli(cli_options& o, aim9_test test) {
+  o.cfg.test = test;
+  auto modes = rmap_util::parse_modes(o.modes);
+  if (!modes) {
+    std::cerr << "aim9: " << modes.error().to_string() << "\n";
+    return 2;
+  }
+  if (o.rounds == 0) o.rounds = 1;
+  const char* unit = test == aim9_test::fork ? "Task Creations/second" : "Program Loads/second";
+  std::map<rmap_lock_mode, std::vector<double>> rate, cpu;
+  std::map<rmap_lock_mode, std::vector<lock_stats>> locks;
+  nlohmann::json out;
+  out["config"] = {{"test", std::string(to_string(test)) + "_test"}, {"seconds", o.cfg.seconds},
+                   {"threads", o.cfg.threads}, {"heap_pages", o.cfg.heap_pages}, {"rounds", o.rounds}};
+  int rc = 0;
+  for (unsigned round = 0; round < o.rounds; ++round) {
+    for (rmap_lock_mode md : *modes) {
+      aim9_config c = o.cfg;
+      c.rmap_lock = md;
+      auto r = run_aim9(c);
+      if (!r) {
+        std::cerr << "aim9: " << r.error().to_string() << "\n";
+        return 1;
+      }
+      if (r->errors || !r->teardown_clean) rc = 1;
+      rate[md].push_back(r->per_second);
+      cpu[md].push_back(r->operations / std::max(r->cpu_s, 1e-9));
+      rmap_util::add_locks(locks[md], r->locks);
+      if (!o.json)
+        std::printf("round %u, rmap %s: %s_test %.2f %s (%llu in %.2f s)%s\n", round + 1,
+                    to_string(md), to_string(test), r->per_second, unit,
+                    (unsigned long long)r->operations, r->seconds,
+                    r->errors ? ", ERRORS" : (r->teardown_clean ? "" : ", NOT CLEAN"));
+      out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                             {"operations", r->operations}, {"seconds", r->seconds},
+                             {"per_second", r->per_second}, {"cpu_s", r->cpu_s},
+                             {"errors", r->errors}, {"teardown_clean", r->teardown_clean}});
+    }
+  }
+  if (!o.json) std::printf("\naim9 %s_test, %u rounds alternating (median, min-max):\n", to_string(test), o.rounds);
+  for (rmap_lock_mode md : *modes) {
+    const auto& v = rate[md];
+    const double med = rmap_util::median(v);
+    if (!o.json)
+      std::printf("  %-6s %12.2f %s  (%.2f - %.2f), %.2f per CPU-second\n", to_string(md), med, unit,
+                  *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()),
+                  rmap_util::median(cpu[md]));
+    out["median"][to_string(md)] = {{"per_second", med}, {"rounds", v},
+                                    {"per_cpu_second", rmap_util::median(cpu[md])}};
+    out["locks_summed_over_rounds"][to_string(md)] = nlohmann::json::parse(lockstat::to_json(locks[md]));
+  }
+  if (rate.count(rmap_lock_mode::spin) && rate.count(rmap_lock_mode::rwsem)) {
+    const double ratio = rmap_util::median(rate[rmap_lock_mode::rwsem]) / rmap_util::median(rate[rmap_lock_mode::spin]);
+    out["rwsem_over_spin"] = ratio;
+    if (!o.json) std::printf("  rwsem/spin: %+.2f%%\n", (ratio - 1) * 100);
+    const auto seed = rmap_util::seed001_rows(test == aim9_test::fork ? "AIM9 fork_test" : "AIM9 exec_test");
+    for (const seed_row& r : seed) {
+      out["seed_001"].push_back({{"row", r.row}, {"before", r.baseline}, {"after", r.patched}, {"ratio", r.ratio()}});
+      if (!o.json)
+        std::printf("  seed 001 %s: %.2f -> %.2f %s (%+.2f%%)\n", r.row.c_str(), r.baseline, r.patched,
+                    unit, (r.ratio() - 1) * 100);
+    }
+  }
+  if (o.json)
+    std::cout << out.dump(2) << "\n";
+  else
+    for (rmap_lock_mode md : *modes)
+      std::printf("\nlock contention, rmap %s (summed over rounds):\n%s", to_string(md),
+                  lockstat::format_table(locks[md]).c_str());
+  return rc;
+}
+
+void add_options(CLI::App* sub, cli_options& o) {
+  sub->add_option("--seconds", o.cfg.seconds, "Duration of each measurement")->default_str("1");
+  sub->add_option("-t,--threads", o.cfg.threads, "Concurrent loops on the same shell")->default_str("1");
+  sub->add_option("--heap-pages", o.cfg.heap_pages, "The shell's touched heap pages")->default_str("256");
+  sub->add_option("--rmap-lock", o.modes, "rmap lock mode: spin, rwsem, a comma list, or all")
+      ->default_str("all");
+  sub->add_option("--rounds", o.rounds, "Rounds, alternating the lock modes in each")->default_str("5");
+  sub->add_flag("--json", o.json, "Print the results as JSON");
+}
+
+void add_aim9_command(CLI::App& app, command_table& table) {
+  auto* sub = app.add_subcommand("aim9", "AIM9's fork_test and exec_test (seed 001), rmap lock spin vs rwsem");
+  sub->require_subcommand(1);
+  auto of = std::make_shared<cli_options>();
+  auto* f = sub->add_subcommand("fork", "fork_test: fork the shell, the child writes its stack and exits");
+  add_options(f, *of);
+  table.add(f, [of] { return run_cli(*of, aim9_test::fork); });
+  auto oe = std::make_shared<cli_options>();
+  auto* e = sub->add_subcommand("exec", "exec_test: fork the shell, the child execs a small program and exits");
+  add_options(e, *oe);
+  table.add(e, [oe] { return run_cli(*oe, aim9_test::exec); });
+}
+
+const command_registrar reg{61, add_aim9_command};
+
+}  // namespace
+}  // namespace uswap::tools

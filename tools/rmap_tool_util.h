@@ -1,0 +1,110 @@
+// Plumbing shared by the rmap workloads' subcommands (pft.cc, aim9.cc, rmap_bench.cc):
+// --rmap-lock lists, per-thread CPU time, medians, summed lock statistics and seed 001's
+// published figures (compiled in, for when the shared reference file is not there).
+//
+// Thread-safety: pure functions, except thread_times() which reads the calling thread's usage.
+#pragma once
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "seed_reference.h"
+#include "uswap/base/status.h"
+#include "uswap/mm/rmap_lock.h"
+#include "uswap/sync/lockstat.h"
+
+namespace uswap::tools::rmap_util {
+
+// "spin", "rwsem", "all" (spin, rwsem) or a comma list.
+inline result<std::vector<rmap_lock_mode>> parse_modes(const std::string& text) {
+  if (text == "all") return std::vector<rmap_lock_mode>{rmap_lock_mode::spin, rmap_lock_mode::rwsem};
+  std::vector<rmap_lock_mode> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto r = parse_rmap_lock_mode(item);
+    if (!r) return r.error();
+    out.push_back(*r);
+  }
+  if (out.empty()) return error(EINVAL, "empty --rmap-lock list");
+  return out;
+}
+
+struct cpu_times {
+  double user = 0, sys = 0;
+};
+// The calling thread's user and system time so far (RUSAGE_THREAD).
+inline cpu_times thread_times() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return {ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6};
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Adds `rows` into `sum` by class name.
+inline void add_locks(std::vector<lock_stats>& sum, const std::vector<lock_stats>& rows) {
+  for (const lock_stats& s : rows) {
+    auto it = std::find_if(sum.begin(), sum.end(), [&](const lock_stats& x) { return x.name == s.name; });
+    if (it == sum.end()) {
+      sum.push_back(s);
+    } else {
+      it->acquisitions += s.acquisitions;
+      it->contended += s.contended;
+      it->wait_total_ns += s.wait_total_ns;
+      it->wait_max_ns = std::max(it->wait_max_ns, s.wait_max_ns);
+    }
+  }
+}
+
+// The lock classes with acquisitions right now (after a run that began with reset_all()).
+inline std::vector<lock_stats> active_locks() {
+  std::vector<lock_stats> out;
+  for (lock_stats& s : lockstat::snapshot_all())
+    if (s.acquisitions) out.push_back(std::move(s));
+  return out;
+}
+
+// Seed 001's rows: the shared reference file, else the thread's figures as posted.
+inline seed_table seed001() {
+  seed_table t = load_seed_rows(default_seed_results_path(), "001");
+  if (!t.rows.empty() && t.rows.front().seed == "001") return t;
+  const char* pft = "page fault test (file-backed; 250k faults per thread)";
+  t.rows = {
+      {"001", "AIM9 exec_test", "sample 1", 1048.95, 1025.50},
+      {"001", "AIM9 exec_test", "sample 2", 1057.00, 1019.00},
+      {"001", "AIM9 exec_test", "sample 3", 1047.50, 1038.96},
+      {"001", "AIM9 fork_test", "sample 1", 4775.22, 4945.16},
+      {"001", "AIM9 fork_test", "sample 2", 4930.14, 4760.00},
+      {"001", "AIM9 fork_test", "sample 3", 4760.48, 4925.07},
+      {"001", pft, "1 thread fault/wsec", 246536.848, 243323.477},
+      {"001", pft, "2 threads fault/wsec", 357800.362, 354671.772},
+      {"001", pft, "4 threads fault/wsec", 218846.742, 225528.586},
+      {"001", pft, "8 threads fault/wsec", 104461.093, 101027.423},
+      {"001", pft, "1 thread flt/cpu/s", 261555.860, 238813.108},
+      {"001", pft, "2 threads flt/cpu/s", 219709.015, 219706.818},
+      {"001", pft, "4 threads flt/cpu/s", 67810.629, 64619.728},
+      {"001", pft, "8 threads flt/cpu/s", 17548.427, 16644.421},
+  };
+  t.source = "compiled-in copy of seed 001's posted figures";
+  return t;
+}
+
+// The seed's rows of one experiment (prefix match on the experiment name).
+inline std::vector<seed_row> seed001_rows(const std::string& experiment_prefix) {
+  std::vector<seed_row> out;
+  for (const seed_row& r : seed001().rows)
+    if (r.experiment.rfind(experiment_prefix, 0) == 0) out.push_back(r);
+  return out;
+}
+
+}  // namespace uswap::tools::rmap_util
