@@ -22,30 +22,15 @@
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_system.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int iterations = 40;
-#else
-constexpr int iterations = 600;
-#endif
-
-void run_threads(int n, const std::function<void(int)>& fn) {
-  std::atomic<int> ready{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> ts;
-  for (int i = 0; i < n; ++i)
-    ts.emplace_back([&, i] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-      fn(i);
-    });
-  while (ready.load() < n) std::this_thread::yield();
-  go.store(true, std::memory_order_release);
-  for (auto& t : ts) t.join();
-}
+using testing::run_threads;
+// Fork iterations per forker: enough for several hundred forks racing reclaim; TSan runs ~10x
+// slower, so it does a tenth (work_scale).
+constexpr int iterations = 600 / testing::work_scale;
 
 uint64_t word(uint64_t tag, uint64_t page, uint64_t i) { return (tag << 40) ^ (page << 12) ^ (i * 0x9e37); }
 
