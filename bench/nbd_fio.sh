@@ -8,7 +8,13 @@
 # asks for.
 #
 #   bench/nbd_fio.sh [--build DIR] [--rounds N] [--runtime S] [--size SIZE] [--out DIR]
-#                    [--servers "uswap:slot_bitlock nbdkit:zstd ..."]
+#                    [--servers "uswap:slot_bitlock nbdkit:zstd ..."] [--first-round K] [--append]
+#                    [--report]
+#
+# A long sweep can be split into short runs (each under the machine's benchmark lock) that add
+# rounds to one results file: `--out D --rounds 1 --first-round K --append` for K = 1, 2, ...
+# (K's parity picks the server order, so the rounds still alternate), then `--out D --report`
+# prints the table of every round in D/nbd_fio_results.tsv without running anything.
 #
 # Workloads: 4K randread, 4K randwrite, 4K randrw (50/50), 16K sequential write; each 2 jobs
 # (2 connections), iodepth 4, buffer_compress_percentage=50, refill_buffers, time-based.
@@ -22,6 +28,9 @@ size=512M
 out=""
 servers="uswap:global_rwlock uswap:slot_cas uswap:slot_bitlock nbdkit:zstd nbdkit:sparse"
 comp=lz4
+first_round=1
+append=0
+report_only=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -31,13 +40,19 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --servers) servers=$2; shift 2 ;;
     --comp) comp=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --first-round) first_round=$2; shift 2 ;;
+    --append) append=1; shift ;;
+    --report) report_only=1; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "nbd_fio.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ "$report_only" = 1 ] && [ -z "$out" ]; then
+  echo "nbd_fio.sh: --report needs --out DIR" >&2; exit 2
+fi
 plugin=$build/lib/nbdkit-uswap-plugin.so
-[ -f "$plugin" ] || { echo "nbd_fio.sh: $plugin missing: build first (make build)" >&2; exit 1; }
-fio --enghelp 2>/dev/null | grep -qw nbd || { echo "nbd_fio.sh: fio lacks ioengine=nbd" >&2; exit 1; }
+[ "$report_only" = 1 ] || [ -f "$plugin" ] || { echo "nbd_fio.sh: $plugin missing: build first (make build)" >&2; exit 1; }
+[ "$report_only" = 1 ] || fio --enghelp 2>/dev/null | grep -qw nbd || { echo "nbd_fio.sh: fio lacks ioengine=nbd" >&2; exit 1; }
 
 work=$(mktemp -d /tmp/uswap-nbd-fio.XXXXXX)
 nbdkit_pid=""
@@ -49,7 +64,7 @@ trap cleanup EXIT
 [ -n "$out" ] || out=$work
 mkdir -p "$out"
 results=$out/nbd_fio_results.tsv
-: >"$results"
+[ "$append" = 1 ] || [ "$report_only" = 1 ] || : >"$results"
 
 start_server() {  # kind:variant
   local kind=${1%%:*} variant=${1#*:}
@@ -87,7 +102,8 @@ run_fio() {  # name rw bs numjobs iodepth [extra...]
 }
 
 workloads="randread randwrite randrw seqwrite16k"
-for r in $(seq "$rounds"); do
+[ "$report_only" = 1 ] && rounds=0
+for r in $(seq "$first_round" $((first_round + rounds - 1))); do
   order=$servers
   if [ $((r % 2)) -eq 0 ]; then order=$(echo "$servers" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for s in $order; do
@@ -106,12 +122,13 @@ for r in $(seq "$rounds"); do
     done
     stop_server
   done
+  echo "round $r done, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 
 # The table: median (min-max) IOPS per server and workload, then the ratios.
 echo
 echo "fio ioengine=nbd, 2 jobs x iodepth 4, 50%-compressible data, device $size, ${runtime}s per run,"
-echo "$rounds alternating rounds; median IOPS (min-max over rounds)"
+echo "$(cut -f1 "$results" | sort -u | wc -l) alternating rounds; median IOPS (min-max over rounds)"
 echo
 awk -F'\t' -v servers="$servers" -v workloads="$workloads" '
   { v[$2 "|" $3] = v[$2 "|" $3] " " $4 }
