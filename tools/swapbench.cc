@@ -92,6 +92,12 @@ struct round_result {
   uint64_t ops = 0;
   uint64_t pages = 0;  // swap-outs
   double ops_per_sec() const { return seconds > 0 ? static_cast<double>(ops) / seconds : 0; }
+  // Operations per CPU-second of the workers: what one operation costs in CPU time, lock waits
+  // (spinning) included. On a shared machine whose scheduler gives the workers less than a core
+  // this stays meaningful where ops_per_sec mostly measures the share the workers got.
+  double ops_per_cpu_sec() const {
+    return cpu_seconds > 0 ? static_cast<double>(ops) / cpu_seconds : 0;
+  }
   // Cores the workers actually got: on a shared machine, less than min(threads, CPUs).
   double cores() const { return seconds > 0 ? cpu_seconds / seconds : 0; }
   double pages_per_sec() const { return seconds > 0 ? static_cast<double>(pages) / seconds : 0; }
@@ -268,6 +274,7 @@ struct mode_result {
   std::vector<double> ops_per_sec;
   std::vector<double> pages_per_sec;
   std::vector<double> cores;
+  std::vector<double> ops_per_cpu_sec;
   std::vector<lock_stats> locks;
   uint64_t lockstat_ops = 0;
   double med() const { return median(ops_per_sec); }
@@ -354,7 +361,7 @@ int run_swapbench(config& cfg) {
   std::vector<std::vector<mode_result>> all;  // per thread count, per mode
   for (unsigned nthreads : cfg.threads) {
     std::vector<mode_result> res;
-    for (const mode_spec& m : cfg.modes) res.push_back({m, {}, {}, {}, {}, 0});
+    for (const mode_spec& m : cfg.modes) res.push_back({m, {}, {}, {}, {}, {}, 0});
     lockstat::enable(false);
     for (unsigned r = 0; r < cfg.rounds; ++r) {
       for (size_t i = 0; i < cfg.modes.size(); ++i) {
@@ -367,6 +374,7 @@ int run_swapbench(config& cfg) {
         res[i].ops_per_sec.push_back(rr->ops_per_sec());
         res[i].pages_per_sec.push_back(rr->pages_per_sec());
         res[i].cores.push_back(rr->cores());
+        res[i].ops_per_cpu_sec.push_back(rr->ops_per_cpu_sec());
         progress("swapbench: " + std::to_string(nthreads) + " threads, round " +
                  std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
                  cfg.modes[i].label + ": " + fixed(rr->ops_per_sec() / 1e6, 2) +
@@ -462,6 +470,8 @@ int run_swapbench(config& cfg) {
                          {"median_pages_per_sec", median(mr.pages_per_sec)},
                          {"cores", mr.cores},
                          {"median_cores", median(mr.cores)},
+                         {"ops_per_cpu_sec", mr.ops_per_cpu_sec},
+                         {"median_ops_per_cpu_sec", median(mr.ops_per_cpu_sec)},
                          {"ratio_to_baseline", base_med > 0 ? mr.med() / base_med : 0.0},
                          {"lockstat_round_ops", mr.lockstat_ops},
                          {"locks", locks}});
@@ -491,20 +501,22 @@ int run_swapbench(config& cfg) {
     const double base_med = all[k][base].med();
     out << "\n" << cfg.threads[k] << " threads\n";
     char line[256];
-    std::snprintf(line, sizeof line, "  %-13s %-10s %9s %17s %10s %12s %7s\n", "mode",
-                  "slot cache", "Mops/s", "min-max", "ratio", "pages/s", "cores");
+    std::snprintf(line, sizeof line, "  %-13s %-10s %9s %17s %10s %12s %7s %11s\n", "mode",
+                  "slot cache", "Mops/s", "min-max", "ratio", "pages/s", "cores", "Mops/CPU-s");
     out << line;
     for (const mode_result& mr : all[k]) {
-      std::snprintf(line, sizeof line, "  %-13s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f\n",
+      std::snprintf(line, sizeof line,
+                    "  %-13s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f %11.2f\n",
                     mr.spec.label.c_str(),
                     slot_cache_enabled(cfg.slot_cache, mr.spec.mode) ? "on" : "off",
                     mr.med() / 1e6, mr.lo() / 1e6, mr.hi() / 1e6,
                     base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6,
-                    median(mr.cores));
+                    median(mr.cores), median(mr.ops_per_cpu_sec) / 1e6);
       out << line;
     }
     out << "  cores = CPU time the workers got / wall time (median; less than min(threads, CPUs) "
-           "when other work shares the machine)\n";
+           "when other work shares the machine); Mops/CPU-s = operations per CPU-second of the "
+           "workers (median), the cost of an operation including lock spinning\n";
     out << "  ratio = median / median of " << base_name << ". seed 000: cluster/global = "
         << fixed(seed000_patched_gbs, 2) << "/" << fixed(seed000_baseline_gbs, 2)
         << " GB/s = " << fixed(seed_ratio, 2) << "x (+" << fixed(seed000_change_pct, 1)

@@ -42,6 +42,7 @@ expect zero 'seed 000: cluster/global = 2.11/1.61 GB/s = 1.31x \(\+30.7%\)' -- s
 expect zero 'percpu-atomic: cluster_lock' -- swapbench -t 3 "${small[@]}" --work 4K --mappings 2 --areas 2 --modes global,percpu,percpu-atomic
 expect zero '"ratio_to_baseline"' -- swapbench -t 2 "${small[@]}" --json
 expect zero '"change_pct": 30.7' -- swapbench -t 2 "${small[@]}" --json --no-lockstat
+expect zero '"median_ops_per_cpu_sec"' -- swapbench -t 2 "${small[@]}" --json --no-lockstat
 expect zero 'global +on ' -- swapbench -t 2 "${small[@]}" --slot-cache on --no-lockstat
 
 if [ $failures -ne 0 ]; then
