@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "iozone.h"
 #include "seed_reference.h"
 #include "uswap/base/units.h"
 #include "uswap/compress/page_fill.h"
@@ -62,19 +63,10 @@ enum test_id : unsigned {
   t_pread,
   nr_tests
 };
+static_assert(nr_tests == iozone_nr_tests);
 
-struct test_desc {
-  const char* name;  // as iozone -R and the seed's table print it
-  const char* key;   // for --tests
-};
-
-// In the seed's table order.
-constexpr test_desc tests[nr_tests] = {
-    {"Initial write", "write"},   {"Rewrite", "rewrite"},       {"Read", "read"},
-    {"Re-read", "reread"},        {"Reverse Read", "reverse"},  {"Stride read", "stride"},
-    {"Random read", "randread"},  {"Mixed workload", "mixed"},  {"Random write", "randwrite"},
-    {"Pwrite", "pwrite"},         {"Pread", "pread"},
-};
+using test_desc = iozone_test_desc;
+const auto& tests = iozone_tests;
 
 // iozone's execution order.
 constexpr test_id run_order[nr_tests] = {t_initial_write, t_rewrite,     t_read,
@@ -85,22 +77,15 @@ constexpr test_id run_order[nr_tests] = {t_initial_write, t_rewrite,     t_read,
 constexpr unsigned nr_buffers = 64;
 constexpr unsigned stride_records = 17;
 
-struct config {
-  unsigned threads = 4;
-  uint64_t record = 16 * 1024;
-  uint64_t size = 200ull << 20;
-  unsigned compress_pct = 50;
-  std::string comp = "lzo";
+// The command line's options: the measurement's configuration, and what to select and print.
+struct config : iozone_config {
   std::string lock = "all";
-  unsigned rounds = 5;
   std::string tests = "all";
   std::string reference = default_seed_results_path();
   bool json = false;
   std::string json_file;
-  bool verify = false;
   bool stat = false;
   bool lockstat = false;
-  bool checksum = true;
 };
 
 uint64_t mix64(uint64_t x) {
@@ -134,7 +119,7 @@ struct child {
 
 class runner {
  public:
-  runner(const config& c, zram_device& dev, std::vector<child>& children)
+  runner(const iozone_config& c, zram_device& dev, std::vector<child>& children)
       : c_(c), dev_(dev), children_(children) {}
 
   // Runs one test on every child at once; sets children-see KB/s (the sum of each child's rate)
@@ -259,7 +244,7 @@ class runner {
     return done * c_.record;
   }
 
-  const config& c_;
+  const iozone_config& c_;
   zram_device& dev_;
   std::vector<child>& children_;
 };
@@ -314,45 +299,19 @@ class progress_line {
   std::string last_;
 };
 
-int run_iozone(const config& c) {
-  // --- Validate.
-  if (c.threads == 0 || c.record == 0 || c.record % page_size || c.size < c.record) {
-    std::cerr << "uswap iozone: -r must be a positive multiple of 4K and -s at least one record "
-                 "(got -r "
-              << c.record << ", -s " << c.size << ")\n";
-    return 2;
-  }
-  if (c.rounds == 0 || c.compress_pct > 100) {
-    std::cerr << "uswap iozone: --rounds must be at least 1 and --compressibility 0..100\n";
-    return 2;
-  }
-  std::vector<zram_lock_mode> modes;
-  if (c.lock == "all") {
-    modes.assign(all_zram_lock_modes.begin(), all_zram_lock_modes.end());
-  } else {
-    auto m = parse_zram_lock_mode(c.lock);
-    if (!m.ok()) {
-      std::cerr << "uswap iozone: --lock: " << m.error().message() << " or all\n";
-      return 2;
-    }
-    modes.push_back(*m);
-  }
-  std::vector<bool> selected(nr_tests, c.tests == "all");
-  if (c.tests != "all") {
-    std::stringstream ss(c.tests);
-    std::string key;
-    while (std::getline(ss, key, ',')) {
-      bool found = false;
-      for (unsigned t = 0; t < nr_tests; ++t)
-        if (key == tests[t].key) selected[t] = found = true;
-      if (!found) {
-        std::cerr << "uswap iozone: --tests: unknown test '" << key << "'; known:";
-        for (const auto& d : tests) std::cerr << " " << d.key;
-        std::cerr << "\n";
-        return 2;
-      }
-    }
-  }
+// The measurement (see iozone.h).
+result<iozone_result> measure(const iozone_config& c, const iozone_progress_fn& progress) {
+  auto say = [&](const std::string& text, bool step) {
+    if (progress) progress(text, step);
+  };
+  if (c.threads == 0 || c.record == 0 || c.record % page_size || c.size < c.record)
+    return error(EINVAL, "-r must be a positive multiple of 4K and -s at least one record (got -r " +
+                             std::to_string(c.record) + ", -s " + std::to_string(c.size) + ")");
+  if (c.rounds == 0 || c.compress_pct > 100)
+    return error(EINVAL, "--rounds must be at least 1 and --compressibility 0..100");
+  if (c.modes.empty()) return error(EINVAL, "give at least one lock mode");
+  const auto& modes = c.modes;
+  const auto& selected = c.selected;
   const uint64_t size = c.size / c.record * c.record;
   const uint64_t nrec = size / c.record;
 
@@ -370,18 +329,18 @@ int run_iozone(const config& c) {
     ch.scratch.resize(c.record);
     ch.expected.assign(nrec, 0);
   }
-  if (c.lockstat) lockstat::enable(true);
 
-  const seed_table seed = load_seed_rows(c.reference, "002");
-  // results[mode][test] = KB/s per round
-  std::map<zram_lock_mode, std::vector<std::vector<double>>> results, parent, cpu;
+  iozone_result out;
+  out.size_per_thread = size;
+  auto& results = out.children_kbs;
+  auto& parent = out.parent_kbs;
+  auto& cpu = out.cpu_seconds;
   for (auto m : modes) {
     results[m].assign(nr_tests, {});
     parent[m].assign(nr_tests, {});
     cpu[m].assign(nr_tests, {});
   }
-  std::unique_ptr<zram_device> last;
-  progress_line progress;
+  std::unique_ptr<zram_device>& last = out.last;
 
   for (unsigned round = 0; round < c.rounds; ++round) {
     // A fresh device per mode for this round; every test then runs once per mode, back to back
@@ -399,11 +358,7 @@ int run_iozone(const config& c) {
       o.checksum = c.checksum;
       o.name = "zram" + std::to_string(k);
       auto dev = zram_device::create(o);
-      if (!dev.ok()) {
-        progress.done();
-        std::cerr << "uswap iozone: " << dev.error().to_string() << "\n";
-        return 1;
-      }
+      if (!dev.ok()) return dev.error();
       devs[mode] = std::move(*dev);
       kids[mode] = children;
       for (auto& ch : kids[mode]) ch.rng = mix64(ch.index + 7 * round + 1);
@@ -419,16 +374,13 @@ int run_iozone(const config& c) {
         std::ostringstream msg;
         msg << "iozone: round " << round + 1 << "/" << c.rounds << ": " << tests[t].name << " ("
             << to_string(mode) << ")";
-        progress.show(msg.str());
+        say(msg.str(), false);
         runner r(c, *devs[mode], kids[mode]);
         double kbs = 0, parent_kbs = 0, cpu_seconds = 0;
         const std::string err = r.run(t, &kbs, &parent_kbs, &cpu_seconds);
-        if (!err.empty()) {
-          progress.done();
-          std::cerr << "uswap iozone: " << tests[t].name << " (" << to_string(mode)
-                    << "): " << err << "\n";
-          return 1;
-        }
+        if (!err.empty())
+          return error(EIO, std::string(tests[t].name) + " (" + std::string(to_string(mode)) +
+                                "): " + err);
         if (selected[t]) {
           results[mode][t].push_back(kbs);
           parent[mode][t].push_back(parent_kbs);
@@ -438,10 +390,66 @@ int run_iozone(const config& c) {
     }
     std::ostringstream msg;
     msg << "iozone: round " << round + 1 << "/" << c.rounds << " done";
-    progress.step_done(msg.str());
-    last = std::move(devs[modes.back()]);
+    say(msg.str(), true);
+    if (c.keep_last_device) last = std::move(devs[modes.back()]);
   }
+  return out;
+}
+
+int run_iozone_cli(config& c) {
+  // --- Validate what only the command line names.
+  c.modes.clear();
+  if (c.lock == "all") {
+    c.modes.assign(all_zram_lock_modes.begin(), all_zram_lock_modes.end());
+  } else {
+    auto m = parse_zram_lock_mode(c.lock);
+    if (!m.ok()) {
+      std::cerr << "uswap iozone: --lock: " << m.error().message() << " or all\n";
+      return 2;
+    }
+    c.modes.push_back(*m);
+  }
+  c.selected.fill(c.tests == "all");
+  if (c.tests != "all") {
+    std::stringstream ss(c.tests);
+    std::string key;
+    while (std::getline(ss, key, ',')) {
+      bool found = false;
+      for (unsigned t = 0; t < nr_tests; ++t)
+        if (key == tests[t].key) c.selected[t] = found = true;
+      if (!found) {
+        std::cerr << "uswap iozone: --tests: unknown test '" << key << "'; known:";
+        for (const auto& d : tests) std::cerr << " " << d.key;
+        std::cerr << "\n";
+        return 2;
+      }
+    }
+  }
+  c.keep_last_device = c.stat || c.lockstat;
+  if (c.lockstat) lockstat::enable(true);
+  const seed_table seed = load_seed_rows(c.reference, "002");
+  progress_line progress;
+  auto measured = measure(c, [&](const std::string& text, bool step) {
+    if (step)
+      progress.step_done(text);
+    else
+      progress.show(text);
+  });
   progress.done();
+  if (!measured.ok()) {
+    const bool bad_input = measured.error().code() == EINVAL;
+    std::cerr << "uswap iozone: "
+              << (bad_input ? std::string(measured.error().message()) : measured.error().to_string())
+              << "\n";
+    return bad_input ? 2 : 1;
+  }
+  const auto& modes = c.modes;
+  const auto& selected = c.selected;
+  const uint64_t size = measured->size_per_thread;
+  auto& results = measured->children_kbs;
+  auto& parent = measured->parent_kbs;
+  auto& cpu = measured->cpu_seconds;
+  const std::unique_ptr<zram_device>& last = measured->last;
 
   // --- Report.
   const bool compare = modes.size() > 1;
@@ -624,10 +632,22 @@ void add_iozone_command(CLI::App& app, command_table& table) {
   sub->add_flag("!--no-checksum", c.checksum, "Store objects without checksums (as the kernel)");
   sub->add_flag("--json", c.json, "Print the results as JSON");
   sub->add_option("--json-file", c.json_file, "Also write the results as JSON to this file");
-  table.add(sub, [] { return run_iozone(c); });
+  table.add(sub, [] { return run_iozone_cli(c); });
 }
 
 const command_registrar reg{50, add_iozone_command};
 
 }  // namespace
+
+const std::array<iozone_test_desc, iozone_nr_tests> iozone_tests = {{
+    {"Initial write", "write"},   {"Rewrite", "rewrite"},       {"Read", "read"},
+    {"Re-read", "reread"},        {"Reverse Read", "reverse"},  {"Stride read", "stride"},
+    {"Random read", "randread"},  {"Mixed workload", "mixed"},  {"Random write", "randwrite"},
+    {"Pwrite", "pwrite"},         {"Pread", "pread"},
+}};
+
+result<iozone_result> run_iozone(const iozone_config& cfg, const iozone_progress_fn& progress) {
+  return measure(cfg, progress);
+}
+
 }  // namespace uswap::tools

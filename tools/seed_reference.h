@@ -19,6 +19,8 @@ struct seed_row {
   std::string row;         // "Mixed workload"
   double baseline = 0;
   double patched = 0;
+  double change_pct = 0;   // as published (rounded by the author); 0 if the file has none
+  std::string unit;        // "KB/s", "GB/s", ...
   double ratio() const { return baseline > 0 ? patched / baseline : 0; }
 };
 

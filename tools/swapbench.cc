@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "swapbench.h"
 #include "uswap/base/units.h"
 #include "uswap/swap/swap_system.h"
 #include "uswap/sync/lockstat.h"
@@ -51,13 +52,7 @@ constexpr double seed000_patched_gbs = 2.11;
 constexpr double seed000_change_pct = 30.7;
 constexpr const char* seed000_source = "/work/shared/reference/seed_results.csv (seed 000)";
 
-// A measured form: a lock mode, and for percpu whether inuse_pages is a per-thread-slot counter
-// ("percpu", uswap's default) or the kernel's single shared atomic ("percpu-atomic").
-struct mode_spec {
-  std::string label;
-  swap_lock_mode mode;
-  bool percpu_inuse_counter = true;
-};
+using mode_spec = swapbench_mode;
 
 result<mode_spec> parse_mode_spec(const std::string& text) {
   if (text == "percpu-atomic") return mode_spec{text, swap_lock_mode::percpu, false};
@@ -68,21 +63,10 @@ result<mode_spec> parse_mode_spec(const std::string& text) {
   return mode_spec{text, *m, true};
 }
 
-struct config {
-  std::vector<unsigned> threads{2, 16};
+// The command line's options: the measurement's configuration and how to print it.
+struct config : swapbench_config {
   std::vector<std::string> mode_names{"global", "cluster", "percpu"};
-  std::vector<mode_spec> modes;
   std::string slot_cache_text = "by-mode";
-  slot_cache_policy slot_cache = slot_cache_policy::by_mode;
-  unsigned rounds = 7;
-  double duration_s = 0.5;
-  uint64_t size = uint64_t{1} << 30;
-  uint64_t work = 0;
-  unsigned batch = 32;
-  unsigned resident = 2048;
-  unsigned mappings = 1;
-  unsigned areas = 1;
-  bool lockstat_round = true;
   bool json = false;
 };
 
@@ -149,7 +133,7 @@ void page_work(unsigned char* buf, uint64_t bytes, unsigned char v) {
 }
 
 // One round of one mode: a fresh system, `nthreads` workers for cfg.duration_s.
-result<round_result> run_round(const config& cfg, const mode_spec& spec, unsigned nthreads,
+result<round_result> run_round(const swapbench_config& cfg, const mode_spec& spec, unsigned nthreads,
                                mode_classes& cls) {
   const swap_lock_mode mode = spec.mode;
   swap_options so;
@@ -269,18 +253,7 @@ result<round_result> run_round(const config& cfg, const mode_spec& spec, unsigne
   return r;
 }
 
-struct mode_result {
-  mode_spec spec;
-  std::vector<double> ops_per_sec;
-  std::vector<double> pages_per_sec;
-  std::vector<double> cores;
-  std::vector<double> ops_per_cpu_sec;
-  std::vector<lock_stats> locks;
-  uint64_t lockstat_ops = 0;
-  double med() const { return median(ops_per_sec); }
-  double lo() const { return *std::min_element(ops_per_sec.begin(), ops_per_sec.end()); }
-  double hi() const { return *std::max_element(ops_per_sec.begin(), ops_per_sec.end()); }
-};
+using mode_result = swapbench_mode_result;
 
 std::string fixed(double v, int prec) {
   char buf[64];
@@ -305,7 +278,7 @@ void progress_done() {
   if (isatty(STDERR_FILENO)) std::cerr << "\r\033[K" << std::flush;
 }
 
-status validate(config& cfg) {
+status validate_impl(swapbench_config& cfg) {
   if (cfg.threads.empty()) return error(EINVAL, "--threads: give at least one thread count");
   for (unsigned t : cfg.threads)
     if (t == 0 || t > 1024)
@@ -324,16 +297,9 @@ status validate(config& cfg) {
                              std::to_string(MAX_SWAPFILES));
   if (cfg.work > (uint64_t{1} << 20))
     return error(EINVAL, "--work: " + format_size(cfg.work) + " is more than 1 MiB per page");
-  cfg.modes.clear();
-  for (const auto& name : cfg.mode_names) {
-    auto m = parse_mode_spec(name);
-    if (!m.ok()) return error(EINVAL, "--modes: " + std::string(m.error().message()));
-    cfg.modes.push_back(*m);
-  }
-  if (cfg.modes.empty()) return error(EINVAL, "--modes: give at least one mode");
-  auto sc = parse_slot_cache_policy(cfg.slot_cache_text);
-  if (!sc.ok()) return error(EINVAL, "--slot-cache: " + std::string(sc.error().message()));
-  cfg.slot_cache = *sc;
+  if (cfg.modes.empty())
+    for (const char* name : {"global", "cluster", "percpu"})
+      cfg.modes.push_back(*parse_swapbench_mode(name));
   // Each thread holds resident + batch slots, and its slot cache up to 64 more; the caches
   // switch off below 2 x 64 free slots per thread. Ask for that with a margin per area.
   const unsigned most = *std::max_element(cfg.threads.begin(), cfg.threads.end());
@@ -348,17 +314,29 @@ status validate(config& cfg) {
   return {};
 }
 
-int run_swapbench(config& cfg) {
-  if (status st = validate(cfg); !st.ok()) {
-    std::cerr << "uswap swapbench: " << st.message() << "\n";
-    return 2;
+// The command line's names first (their errors name the option), then the measurement's checks.
+status validate(config& cfg) {
+  if (cfg.threads.empty()) return error(EINVAL, "--threads: give at least one thread count");
+  cfg.modes.clear();
+  for (const auto& name : cfg.mode_names) {
+    auto m = parse_mode_spec(name);
+    if (!m.ok()) return error(EINVAL, "--modes: " + std::string(m.error().message()));
+    cfg.modes.push_back(*m);
   }
+  if (cfg.modes.empty()) return error(EINVAL, "--modes: give at least one mode");
+  auto sc = parse_slot_cache_policy(cfg.slot_cache_text);
+  if (!sc.ok()) return error(EINVAL, "--slot-cache: " + std::string(sc.error().message()));
+  cfg.slot_cache = *sc;
+  return validate_impl(cfg);
+}
+
+result<swapbench_result> measure(const swapbench_config& cfg, const swapbench_progress_fn& progress) {
   std::vector<std::unique_ptr<mode_classes>> classes;
   for (const mode_spec& m : cfg.modes) classes.push_back(std::make_unique<mode_classes>(m.label));
-  const std::string model = cpu_model();
-  const unsigned cpus = std::thread::hardware_concurrency();
-
-  std::vector<std::vector<mode_result>> all;  // per thread count, per mode
+  auto say = [&](const std::string& text) {
+    if (progress) progress(text);
+  };
+  swapbench_result out;
   for (unsigned nthreads : cfg.threads) {
     std::vector<mode_result> res;
     for (const mode_spec& m : cfg.modes) res.push_back({m, {}, {}, {}, {}, {}, 0});
@@ -366,19 +344,14 @@ int run_swapbench(config& cfg) {
     for (unsigned r = 0; r < cfg.rounds; ++r) {
       for (size_t i = 0; i < cfg.modes.size(); ++i) {
         auto rr = run_round(cfg, cfg.modes[i], nthreads, *classes[i]);
-        if (!rr.ok()) {
-          progress_done();
-          std::cerr << "uswap swapbench: " << rr.error().to_string() << "\n";
-          return 1;
-        }
+        if (!rr.ok()) return rr.error();
         res[i].ops_per_sec.push_back(rr->ops_per_sec());
         res[i].pages_per_sec.push_back(rr->pages_per_sec());
         res[i].cores.push_back(rr->cores());
         res[i].ops_per_cpu_sec.push_back(rr->ops_per_cpu_sec());
-        progress("swapbench: " + std::to_string(nthreads) + " threads, round " +
-                 std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
-                 cfg.modes[i].label + ": " + fixed(rr->ops_per_sec() / 1e6, 2) +
-                 " Mops/s");
+        say("swapbench: " + std::to_string(nthreads) + " threads, round " +
+            std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
+            cfg.modes[i].label + ": " + fixed(rr->ops_per_sec() / 1e6, 2) + " Mops/s");
       }
     }
     if (cfg.lockstat_round) {
@@ -389,21 +362,33 @@ int run_swapbench(config& cfg) {
         lockstat::enable(true);
         auto rr = run_round(cfg, cfg.modes[i], nthreads, *classes[i]);
         lockstat::enable(false);
-        if (!rr.ok()) {
-          progress_done();
-          std::cerr << "uswap swapbench: " << rr.error().to_string() << "\n";
-          return 1;
-        }
+        if (!rr.ok()) return rr.error();
         res[i].lockstat_ops = rr->ops;
         res[i].locks = {classes[i]->device.snapshot(), classes[i]->cluster.snapshot(),
                         classes[i]->cache.snapshot()};
-        progress("swapbench: " + std::to_string(nthreads) + " threads, lockstat round, " +
-                 cfg.modes[i].label);
+        say("swapbench: " + std::to_string(nthreads) + " threads, lockstat round, " +
+            cfg.modes[i].label);
       }
     }
-    all.push_back(std::move(res));
+    out.per.push_back(std::move(res));
   }
+  return out;
+}
+
+int run_swapbench_cli(config& cfg) {
+  if (status st = validate(cfg); !st.ok()) {
+    std::cerr << "uswap swapbench: " << st.message() << "\n";
+    return 2;
+  }
+  const std::string model = cpu_model();
+  const unsigned cpus = std::thread::hardware_concurrency();
+  auto measured = measure(cfg, progress);
   progress_done();
+  if (!measured.ok()) {
+    std::cerr << "uswap swapbench: " << measured.error().to_string() << "\n";
+    return 1;
+  }
+  const std::vector<std::vector<mode_result>>& all = measured->per;  // per thread count, per mode
 
   // The baseline of the ratios: global if measured, else the first mode.
   auto base_index = [&]() -> size_t {
@@ -578,10 +563,22 @@ void add_swapbench_command(CLI::App& app, command_table& table) {
   sub->add_flag("!--no-lockstat", cfg->lockstat_round,
                 "Skip the extra round per mode that collects lock statistics");
   sub->add_flag("--json", cfg->json, "Print the results as JSON");
-  table.add(sub, [cfg] { return run_swapbench(*cfg); });
+  table.add(sub, [cfg] { return run_swapbench_cli(*cfg); });
 }
 
 const command_registrar reg{60, add_swapbench_command};
 
 }  // namespace
+
+result<swapbench_mode> parse_swapbench_mode(const std::string& text) { return parse_mode_spec(text); }
+
+status validate_swapbench(swapbench_config& cfg) { return validate_impl(cfg); }
+
+double swapbench_mode_result::med() const { return median(ops_per_sec); }
+
+result<swapbench_result> run_swapbench(const swapbench_config& cfg,
+                                       const swapbench_progress_fn& progress) {
+  return measure(cfg, progress);
+}
+
 }  // namespace uswap::tools

@@ -33,7 +33,7 @@ expect nonzero "unknown command 'frobnicate'" -- frobnicate
 expect nonzero 'valid commands: .*demo' -- frobnicate
 expect nonzero 'not expected.*--bogus' -- --bogus
 expect nonzero 'not expected.*--bogus' -- demo --bogus
-expect zero 'uswap demo' -- demo
+expect zero 'uswap demo' -- demo --ram 16M --size 16M --tasks 2 --no-seeds
 
 # Every subcommand's --help works.
 for sub in $("$uswap" --help | awk '/^Subcommands:/{on=1; next} on && NF {print $1}'); do
