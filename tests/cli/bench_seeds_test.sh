@@ -72,6 +72,12 @@ check_json "seed 000 JSON: the seed's row measured in every form, and swapbench 
        ([.measured.forms[].form] == ["global", "cluster", "percpu"])) and
    all(.seeds[0].rows[]; all(.measured.forms[]; (.rounds | length == 2) and .median > 0))' \
   "$dir/s0.json"
+# Without the shared reference file, the compiled-in copy of the seed's figures is used.
+expect zero '\| swap-out throughput \| 16 \| GB/s \| 1\.610 \| 2\.110 \| \+30\.7% \|' \
+  -- bench seeds --quick --only 000 --rounds 1 --usemem-ram 8M --swapbench-duration 0.05 \
+     --reference "$dir/none.csv"
+grep -q "compiled-in copy of seed 000's posted table" "$out" && echo "ok: compiled-in seed 000 figures" \
+  || { echo "FAIL: no compiled-in copy named"; failures=$((failures + 1)); }
 expect zero 'chart: .*seed000_usemem\.png' \
   -- bench seeds --quick --only 000 --rounds 1 --threads 1,2 --usemem-ram 8M \
      --swapbench-duration 0.05 --plot "$dir/img"
