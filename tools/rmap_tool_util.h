@@ -74,30 +74,9 @@ inline std::vector<lock_stats> active_locks() {
   return out;
 }
 
-// Seed 001's rows: the shared reference file, else the thread's figures as posted.
-inline seed_table seed001() {
-  seed_table t = load_seed_rows(default_seed_results_path(), "001");
-  if (!t.rows.empty() && t.rows.front().seed == "001") return t;
-  const char* pft = "page fault test (file-backed; 250k faults per thread)";
-  t.rows = {
-      {"001", "AIM9 exec_test", "sample 1", 1048.95, 1025.50},
-      {"001", "AIM9 exec_test", "sample 2", 1057.00, 1019.00},
-      {"001", "AIM9 exec_test", "sample 3", 1047.50, 1038.96},
-      {"001", "AIM9 fork_test", "sample 1", 4775.22, 4945.16},
-      {"001", "AIM9 fork_test", "sample 2", 4930.14, 4760.00},
-      {"001", "AIM9 fork_test", "sample 3", 4760.48, 4925.07},
-      {"001", pft, "1 thread fault/wsec", 246536.848, 243323.477},
-      {"001", pft, "2 threads fault/wsec", 357800.362, 354671.772},
-      {"001", pft, "4 threads fault/wsec", 218846.742, 225528.586},
-      {"001", pft, "8 threads fault/wsec", 104461.093, 101027.423},
-      {"001", pft, "1 thread flt/cpu/s", 261555.860, 238813.108},
-      {"001", pft, "2 threads flt/cpu/s", 219709.015, 219706.818},
-      {"001", pft, "4 threads flt/cpu/s", 67810.629, 64619.728},
-      {"001", pft, "8 threads flt/cpu/s", 17548.427, 16644.421},
-  };
-  t.source = "compiled-in copy of seed 001's posted figures";
-  return t;
-}
+// Seed 001's rows: the shared reference file, else the thread's figures as posted (compiled into
+// seed_reference.cc with every seed's).
+inline seed_table seed001() { return load_seed_rows(default_seed_results_path(), "001"); }
 
 // The seed's rows of one experiment (prefix match on the experiment name).
 inline std::vector<seed_row> seed001_rows(const std::string& experiment_prefix) {
