@@ -19,7 +19,8 @@
  *   downgrade_write: fetch_add(reader - WL); if WF was set, wake().
  *   wake():     under wait_lock_: empty list -> clear WF; WL set (stolen) -> set HO if the head
  *               has waited handoff_ns, else nothing (the owner's up_write wakes again); head
- *               writer -> signal it if R==0 (under wait_lock_); head readers -> add every reader
+ *               writer -> signal it if R==0 (under wait_lock_, and only if not signalled
+ *               already: a signalled writer re-reads count_ anyway); head readers -> add every reader
  *               up to the next writer to R and clear HO (and WF if that empties the list),
  *               dequeue them, and signal them after dropping wait_lock_.
  *   trylocks:   the fast paths (down_write_trylock uses write_available).
@@ -208,9 +209,13 @@ inline wake() {
   }
   if
   :: wk != NONE ->
-     /* signal the writer under wait_lock_: it stays queued until it re-takes wait_lock_ */
-     signal[wk] = true;
-     futex_wake(wk);
+     /* signal the writer under wait_lock_: it stays queued until it re-takes wait_lock_;
+        already signalled (not yet back under wait_lock_): it will read count_ anyway, no
+        second futex_wake */
+     if
+     :: !signal[wk] -> signal[wk] = true; futex_wake(wk)
+     :: else -> skip
+     fi;
      wk = NONE;
      wl_unlock()
   :: else ->
@@ -290,6 +295,7 @@ w_lock:
      if :: got -> wl_unlock(); goto w_acquired :: else -> skip fi;
 w_wait:
      wl_unlock();
+w_sleep:
      wait_for_signal(me);
      wl_lock(me);
      atomic {
@@ -316,8 +322,19 @@ w_wait:
 #ifndef MUTANT_NO_HANDOFF
        if :: timer[me] == 2 -> HO = true :: else -> skip fi;
 #endif
+#ifndef MUTANT_SIGNAL_RESET_UNLOCKED
        signal[me] = false
+#else
+       skip
+#endif
      }
+#ifdef MUTANT_SIGNAL_RESET_UNLOCKED
+     /* the reset after dropping wait_lock_: a release in between finds the signal still set,
+        skips its futex_wake, and the reset then erases the only wake-up */
+     wl_unlock();
+     signal[me] = false;
+     goto w_sleep;
+#endif
      goto w_wait;
 
 w_acquired:

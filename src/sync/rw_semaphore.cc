@@ -222,9 +222,17 @@ void rw_semaphore::wake() noexcept {
     }
     if (wake_list && wake_list->writer) {
       // Signal the writer under wait_lock_: it stays queued (and its frame alive) until it
-      // re-takes wait_lock_.
-      wake_list->signal.store(1, std::memory_order_release);
-      futex_wake(&wake_list->signal, 1);
+      // re-takes wait_lock_. If it is already signalled (a release woke it and it has not yet
+      // re-taken wait_lock_ to look at count_), it will look at count_ as it is now, so this
+      // release needs no second futex_wake. Without this check every up_write under
+      // contention paid a system call: the releasing writer usually takes the lock again (it is
+      // running, the woken one is not yet), and each of its releases woke the same head again
+      // (sync_bench, 16 writers: 34151 futex calls in one 200 ms round against 123 for
+      // std::shared_mutex, at a quarter of its throughput).
+      if (!wake_list->signal.load(std::memory_order_relaxed)) {
+        wake_list->signal.store(1, std::memory_order_release);
+        futex_wake(&wake_list->signal, 1);
+      }
       return;
     }
   }
