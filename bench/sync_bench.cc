@@ -3,20 +3,20 @@
 //   bm_uncontended/<lock>                one thread, lock + unlock (the fast paths' cost);
 //   bm_contended/<lock>/<in>/<out>       T threads (1, 2, 4, 16 on a 2-core machine) each looping
 //                                        lock; `in` units of work on shared data; unlock; `out`
-//                                        units of private work. Reports throughput
+//                                        units of private work, for one round of round_ns (one
+//                                        benchmark iteration per thread). Reports throughput
 //                                        (items_per_second = acquisitions per second, all
 //                                        threads) and the wait of every acquisition, from just
 //                                        before lock() to just after it returns: maximum
 //                                        (max_wait_us) and 99th percentile (p99_wait_us) over all
 //                                        threads.
-//   bm_rw/<lock>/<mode>                  the same for rw_semaphore and std::shared_mutex, with
-//                                        every thread reading (mode read) or writing (write).
+//   <lock> = rwsem_read / shared_mutex_read: the same with every thread taking the lock shared
+//   (and only reading the shared data); rwsem_write / shared_mutex_write: exclusive.
 //
 // One unit of work is a dependent multiply-add chain of a few ns. The wait clock is
 // CLOCK_MONOTONIC (lockstat::now_ns), read twice per acquisition in every lock's run alike.
 // Compare locks only within one run and as ratios (docs/BENCHMARKS.md says how figures are made):
-//   build/bench/sync_bench --benchmark_enable_random_interleaving=true
-//       --benchmark_repetitions=5 --benchmark_min_time=0.2
+//   build/bench/sync_bench --benchmark_enable_random_interleaving=true --benchmark_repetitions=5
 //
 // Thread-safety: each benchmark's shared state is reset by thread 0 before the start barrier
 // and summarised by the last thread to report after the stop barrier.
@@ -27,6 +27,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 
@@ -43,6 +44,18 @@ using namespace uswap;
 // Every lock with the same lock()/unlock() shape.
 struct bit_lock_form {
   using bl = bit_lock<62, 63>;
+  alignas(64) std::atomic<uint64_t> word{0};
+  void lock() { bl::lock(word); }
+  void unlock() { bl::unlock(word); }
+};
+// bit_lock with another spin bound, to show what the bounded spin buys or costs.
+template <int N>
+struct spins_policy {
+  static constexpr int spins = N;
+};
+template <int N>
+struct bit_lock_spins_form {
+  using bl = bit_lock<62, 63, spins_policy<N>>;
   alignas(64) std::atomic<uint64_t> word{0};
   void lock() { bl::lock(word); }
   void unlock() { bl::unlock(word); }
@@ -72,6 +85,22 @@ struct shared_mutex_read_form {
   void lock() { s.lock_shared(); }
   void unlock() { s.unlock_shared(); }
 };
+
+// One contended round: every thread acquires the lock in a loop until this much time has passed
+// since the first thread of the round started (a thread finishes the acquisition it is waiting
+// for, so a round of a collapsing lock runs over). A fixed round rather than Google Benchmark's
+// iteration estimate, for two reasons: with few iterations the threads of a run do not even
+// overlap on 2 cores (the first ones finish before the last are scheduled), which looks
+// uncontended; and a collapsing spin lock (milliseconds per acquisition at 16 threads) would make
+// the estimate's next, 10x larger run last minutes.
+// USWAP_SYNC_BENCH_ROUND_MS overrides the default 200 ms (to see whether a maximum wait is bounded
+// by the lock or only by the round's end).
+uint64_t round_ns_from_env() {
+  const char* ms = std::getenv("USWAP_SYNC_BENCH_ROUND_MS");
+  const long v = ms ? std::strtol(ms, nullptr, 10) : 0;
+  return (v > 0 ? static_cast<uint64_t>(v) : 200) * 1'000'000;
+}
+const uint64_t round_ns = round_ns_from_env();
 
 // A unit of work: a short dependent chain the compiler cannot remove.
 inline uint64_t work(uint64_t x, int64_t units) {
@@ -141,6 +170,7 @@ template <class Lock>
 struct shared_state {
   Lock lock;
   alignas(64) uint64_t data = 0;  // written only under the lock (rw read mode: read only)
+  std::atomic<uint64_t> deadline_ns{0};  // end of the current round, set by its first thread
   run_summary summary;
 };
 
@@ -166,24 +196,34 @@ void bm_contended(benchmark::State& state) {
   auto& s = state_of<Lock>();
   const int64_t inside = state.range(0);
   const int64_t outside = state.range(1);
-  if (state.thread_index() == 0) s.summary.reset();
+  if (state.thread_index() == 0) {
+    s.summary.reset();
+    s.deadline_ns.store(0, std::memory_order_relaxed);
+  }
   wait_histogram h;
   uint64_t x = static_cast<uint64_t>(state.thread_index()) + 1;
-  for (auto _ : state) {
-    const uint64_t t0 = lockstat::now_ns();
-    s.lock.lock();
-    const uint64_t t1 = lockstat::now_ns();
-    if constexpr (Writes) {
-      s.data = work(s.data, inside);
-    } else {
-      x = work(x ^ s.data, inside);
+  int64_t acquisitions = 0;
+  for (auto _ : state) {  // one iteration: the whole timed round
+    // The first thread to get here opens the round; the others read its end.
+    const uint64_t start = lockstat::now_ns();
+    uint64_t deadline = 0;
+    if (s.deadline_ns.compare_exchange_strong(deadline, start + round_ns)) deadline = start + round_ns;
+    for (uint64_t t1 = start; t1 < deadline; ++acquisitions) {
+      const uint64_t t0 = lockstat::now_ns();
+      s.lock.lock();
+      t1 = lockstat::now_ns();
+      if constexpr (Writes) {
+        s.data = work(s.data, inside);
+      } else {
+        x = work(x ^ s.data, inside);
+      }
+      s.lock.unlock();
+      h.add(t1 - t0);
+      x = work(x, outside);
     }
-    s.lock.unlock();
-    h.add(t1 - t0);
-    x = work(x, outside);
   }
   benchmark::DoNotOptimize(x);
-  state.SetItemsProcessed(state.iterations());
+  state.SetItemsProcessed(acquisitions);
   uint64_t max_ns = 0, p99_ns = 0;
   const bool last = s.summary.merge(h, state.threads(), max_ns, p99_ns);
   // Counters are summed over threads: only the last thread reports the run's figures.
@@ -197,7 +237,7 @@ void bm_contended(benchmark::State& state) {
 void contended_args(benchmark::internal::Benchmark* b) {
   b->Args({1, 0})->Args({10, 100})->ArgNames({"in", "out"});
   for (int threads : {1, 2, 4, 16}) b->Threads(threads);
-  b->UseRealTime();
+  b->Iterations(1)->UseRealTime();
 }
 
 #define USWAP_LOCK_BENCH(name, type)                                                  \
@@ -205,6 +245,7 @@ void contended_args(benchmark::internal::Benchmark* b) {
   BENCHMARK_TEMPLATE(bm_contended, type)->Name("bm_contended/" name)->Apply(contended_args)
 
 USWAP_LOCK_BENCH("bit_lock", bit_lock_form);
+USWAP_LOCK_BENCH("bit_lock_spin0", bit_lock_spins_form<0>);
 USWAP_LOCK_BENCH("mutex", uswap::mutex);
 USWAP_LOCK_BENCH("std_mutex", std::mutex);
 USWAP_LOCK_BENCH("tas_spin", tas_spin_lock);
