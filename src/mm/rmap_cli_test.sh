@@ -8,31 +8,18 @@ failures=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-check() {  # check <want: zero|nonzero> <regex> -- args...
-  local want=$1 pattern=$2
-  shift 3
-  "$uswap" "$@" >"$out" 2>&1
-  local rc=$?
-  if { [ "$want" = zero ] && [ $rc -ne 0 ]; } || { [ "$want" = nonzero ] && [ $rc -eq 0 ]; } ||
-     ! grep -Eq -- "$pattern" "$out"; then
-    echo "FAIL: uswap $* (exit $rc, wanted $want, pattern '$pattern'):"
-    sed 's/^/    /' "$out"
-    failures=$((failures + 1))
-  else
-    echo "ok: uswap $*"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
 
-check zero 'rwsem/spin: fault/wsec [-+][0-9.]+%.*seed 001, 2 threads' -- pft -t 1,2 --pages 512 --reps 2 --rounds 1
-check zero 'anon_vma->rwsem' -- pft --anon -t 2 --pages 256 --rounds 1 --rmap-lock rwsem
-check zero 'i_mmap_lock' -- pft -t 2 --pages 256 --rounds 1 --rmap-lock spin
-check zero 'seed 001 sample 3: 4760.48 -> 4925.07' -- aim9 fork --seconds 0.2 --rounds 1
-check zero 'Program Loads/second' -- aim9 exec --seconds 0.2 --rounds 1 -t 3
-check zero 'rwsem/spin: [0-9.]+x' -- rmap-bench --seconds 0.3 --rounds 1 --anon-pages 512 --file-pages 512 --ram-pages 512 --forks 4 -t 3
-check nonzero "unknown rmap lock mode 'bogus'" -- pft --rmap-lock bogus --pages 16
-check nonzero "bad thread count '0'" -- pft -t 0 --pages 16
-check nonzero 'at least 64 pages' -- rmap-bench --ram-pages 8 --rounds 1
-check nonzero 'subcommand' -- aim9
+expect zero 'rwsem/spin: fault/wsec [-+][0-9.]+%.*seed 001, 2 threads' -- pft -t 1,2 --pages 512 --reps 2 --rounds 1
+expect zero 'anon_vma->rwsem' -- pft --anon -t 2 --pages 256 --rounds 1 --rmap-lock rwsem
+expect zero 'i_mmap_lock' -- pft -t 2 --pages 256 --rounds 1 --rmap-lock spin
+expect zero 'seed 001 sample 3: 4760.48 -> 4925.07' -- aim9 fork --seconds 0.2 --rounds 1
+expect zero 'Program Loads/second' -- aim9 exec --seconds 0.2 --rounds 1 -t 3
+expect zero 'rwsem/spin: [0-9.]+x' -- rmap-bench --seconds 0.3 --rounds 1 --anon-pages 512 --file-pages 512 --ram-pages 512 --forks 4 -t 3
+expect nonzero "unknown rmap lock mode 'bogus'" -- pft --rmap-lock bogus --pages 16
+expect nonzero "bad thread count '0'" -- pft -t 0 --pages 16
+expect nonzero 'at least 64 pages' -- rmap-bench --ram-pages 8 --rounds 1
+expect nonzero 'subcommand' -- aim9
 
 "$uswap" pft --anon -t 2 --pages 300 --reps 2 --rounds 1 --rmap-lock all --json >"$out" 2>&1
 if python3 - "$out" <<'PY'

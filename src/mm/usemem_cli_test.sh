@@ -8,30 +8,17 @@ failures=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-check() {  # check <want: zero|nonzero> <regex> -- args...
-  local want=$1 pattern=$2
-  shift 3
-  "$uswap" "$@" >"$out" 2>&1
-  local rc=$?
-  if { [ "$want" = zero ] && [ $rc -ne 0 ]; } || { [ "$want" = nonzero ] && [ $rc -eq 0 ]; } ||
-     ! grep -Eq -- "$pattern" "$out"; then
-    echo "FAIL: uswap $* (exit $rc, wanted $want, pattern '$pattern'):"
-    sed 's/^/    /' "$out"
-    failures=$((failures + 1))
-  else
-    echo "ok: uswap $*"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
 
-check zero 'verify: 0 mismatches in 4096 pages' -- usemem -t 4 --size 4M --ram 4M --verify -q
-check zero 'bytes / [0-9]+ usecs = [0-9]+ KB/s' -- usemem -n 3 --size 2M --ram 2M --swap-dev ram -q
-check zero 'mm_stat: +[0-9]+' -- usemem -t 2 --size 4M --ram 2M --random --verify -q
-check zero 'every frame, swap slot and zram object freed' -- usemem -t 2 --size 4M --ram 2M -q
-check zero 'swap-outs \(pswpout\) [1-9]' -- usemem -t 2 --size 4M --ram 2M -q
-check nonzero 'ENOMEM' -- usemem -t 2 --size 8M --ram 2M --swap 4M -q
-check nonzero "unknown swap lock mode 'bogus'" -- usemem --size 1M --swap-lock bogus
-check nonzero 'zram or ram' -- usemem --size 1M --swap-dev disk
-check zero 'ratio' -- usemem -t 2 --size 2M --ram 2M --swap-lock global,cluster --rounds 2 -q
+expect zero 'verify: 0 mismatches in 4096 pages' -- usemem -t 4 --size 4M --ram 4M --verify -q
+expect zero 'bytes / [0-9]+ usecs = [0-9]+ KB/s' -- usemem -n 3 --size 2M --ram 2M --swap-dev ram -q
+expect zero 'mm_stat: +[0-9]+' -- usemem -t 2 --size 4M --ram 2M --random --verify -q
+expect zero 'every frame, swap slot and zram object freed' -- usemem -t 2 --size 4M --ram 2M -q
+expect zero 'swap-outs \(pswpout\) [1-9]' -- usemem -t 2 --size 4M --ram 2M -q
+expect nonzero 'ENOMEM' -- usemem -t 2 --size 8M --ram 2M --swap 4M -q
+expect nonzero "unknown swap lock mode 'bogus'" -- usemem --size 1M --swap-lock bogus
+expect nonzero 'zram or ram' -- usemem --size 1M --swap-dev disk
+expect zero 'ratio' -- usemem -t 2 --size 2M --ram 2M --swap-lock global,cluster --rounds 2 -q
 
 # JSON: parses, and the verified page count and the task count are what was asked.
 "$uswap" usemem -t 2 --size 2M --ram 2M --verify --json -q >"$out" 2>&1

@@ -7,24 +7,9 @@ uswap=$1
 failures=0
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+out=$dir/out
 
-# expect <zero|nonzero> <regex> -- args...
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  "$uswap" "$@" >"$dir/out" 2>&1
-  local rc=$? ok=1
-  if [ "$want" = zero ] && [ $rc -ne 0 ]; then ok=0; fi
-  if [ "$want" = nonzero ] && [ $rc -eq 0 ]; then ok=0; fi
-  if ! grep -Eq -- "$pattern" "$dir/out"; then ok=0; fi
-  if [ $ok -eq 0 ]; then
-    echo "FAIL: uswap $* (exit $rc, wanted $want, pattern '$pattern'):"
-    sed 's/^/    /' "$dir/out" | head -40
-    failures=$((failures + 1))
-  else
-    echo "ok: uswap $*"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
 
 expect zero 'all match' -- zram --size 8M
 expect zero 'mm_stat +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+' -- zram --size 8M

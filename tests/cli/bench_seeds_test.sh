@@ -11,23 +11,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 out=$dir/out
 
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  "$uswap" "$@" >"$out" 2>&1
-  local rc=$?
-  local ok=1
-  if [ "$want" = zero ] && [ $rc -ne 0 ]; then ok=0; fi
-  if [ "$want" = nonzero ] && [ $rc -eq 0 ]; then ok=0; fi
-  if ! grep -Eq -- "$pattern" "$out"; then ok=0; fi
-  if [ $ok -eq 0 ]; then
-    echo "FAIL: uswap $* (exit $rc, wanted $want, pattern '$pattern'):"
-    sed 's/^/    /' "$out" | tail -60
-    failures=$((failures + 1))
-  else
-    echo "ok: uswap $*"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # check_json <description> <jq filter that must be true> <file>
 check_json() {

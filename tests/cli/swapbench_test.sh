@@ -8,24 +8,7 @@ failures=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-# expect <zero|nonzero> <regex that must appear in stdout+stderr> -- args...
-expect() {
-  local want=$1 pattern=$2
-  shift 3
-  "$uswap" "$@" >"$out" 2>&1
-  local rc=$?
-  local ok=1
-  if [ "$want" = zero ] && [ $rc -ne 0 ]; then ok=0; fi
-  if [ "$want" = nonzero ] && [ $rc -eq 0 ]; then ok=0; fi
-  if ! grep -Eq -- "$pattern" "$out"; then ok=0; fi
-  if [ $ok -eq 0 ]; then
-    echo "FAIL: uswap $* (exit $rc, wanted $want, pattern '$pattern'):"
-    sed 's/^/    /' "$out"
-    failures=$((failures + 1))
-  else
-    echo "ok: uswap $*"
-  fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 small=(--rounds 1 --duration 0.05 --size 64M --resident 256)
 expect nonzero '--threads: 0 is outside 1..1024' -- swapbench --threads 0
