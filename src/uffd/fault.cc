@@ -35,10 +35,11 @@ void pager::impl::charge(uint64_t n) noexcept {
         return;
       }
     }
-    // Over the limit: reclaim what is missing, and up to a batch, as direct reclaim does, so
-    // that the next faults find room without reclaiming one page each.
+    // Over the limit: reclaim what is missing, and up to a pass (down to the low watermark
+    // limit - reclaim_pass), so that the next faults find room without reclaiming one page
+    // each and a pass's system calls are shared by many pages.
     const uint64_t excess = cur + n - limit_pages;
-    if (shrink(excess, std::max<uint64_t>(excess, opts.reclaim_batch)) != 0) {
+    if (shrink(excess, std::max<uint64_t>(excess, reclaim_pass)) != 0) {
       fruitless = 0;
       continue;
     }

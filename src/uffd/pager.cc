@@ -176,6 +176,8 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   m->opts = o;
   m->opts.swap_size = swap_pages << page_shift;
   m->limit_pages = limit_pages;
+  m->reclaim_pass = static_cast<unsigned>(std::clamp<uint64_t>(
+      limit_pages / 32, o.reclaim_batch, max_reclaim_pass));
   m->nr_pages = nr_pages;
   note_fork_handlers();
   m->fork_generation = current_fork_generation();

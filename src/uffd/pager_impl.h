@@ -87,7 +87,19 @@ constexpr unsigned ps_pins(uint64_t w) noexcept {
 }
 
 inline constexpr uint32_t lru_nil = UINT32_MAX;
-inline constexpr unsigned max_reclaim_batch = 32;
+inline constexpr unsigned max_reclaim_batch = 32;  // the option's bound (SWAP_CLUSTER_MAX)
+// The most pages one eviction pass takes. A pass write-protects its victims with one ioctl per
+// run of consecutive pages and drops them all with one (process_)madvise: on this VM every such
+// call costs a TLB flush, an IPI to the other CPU and in a PVM guest a hypervisor exit, so a pass
+// of 256 pages pays those once where eight passes of 32 paid them eight times. A pass holds
+// the page locks of all its victims at once; ThreadSanitizer's deadlock detector tracks at most
+// 64 held locks per thread, so the TSan build keeps passes at 32 pages.
+#if defined(USWAP_TSAN)
+inline constexpr unsigned max_reclaim_pass = 32;
+#else
+inline constexpr unsigned max_reclaim_pass = 256;
+#endif
+static_assert(max_reclaim_pass >= max_reclaim_batch);
 inline constexpr unsigned max_readahead = 16;
 
 // Fault flags, from the x86 page-fault error code (SIGBUS mode) or the uffd message.
@@ -109,6 +121,10 @@ struct pager::impl {
   uintptr_t base = 0;
   uint64_t nr_pages = 0;
   uint64_t limit_pages = 0;
+  // Pages per eviction pass: 1/32 of the limit, at least opts.reclaim_batch, at most
+  // max_reclaim_pass. A fault over the limit evicts a whole pass, so the charge falls to a low
+  // watermark (limit - pass) and the next faults find room without reclaiming.
+  unsigned reclaim_pass = 0;
   unsigned fork_generation = 0;  // the process generation that created the pager
   int registry_slot = -1;        // SIGBUS registry slot (sigbus mode)
 

@@ -1,6 +1,7 @@
 // Reclaim: the clock over mapped pages (shrink_inactive_list / folio_check_references) and
-// eviction (shrink_folio_list: try_to_unmap + swap_writepage), batched by runs of consecutive
-// pages so that write-protection and MADV_DONTNEED cost one system call per run.
+// eviction (shrink_folio_list: try_to_unmap + swap_writepage), in passes of up to
+// max_reclaim_pass pages, batched by runs of consecutive pages so that write-protection costs one
+// system call per run and MADV_DONTNEED one per pass.
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -85,11 +86,10 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   uint64_t fruitless_budget;
   {
     std::lock_guard g(lru_lock);
-    fruitless_budget = lru_nr / (4 * opts.reclaim_batch) + 2;
+    fruitless_budget = lru_nr / (4 * reclaim_pass) + 2;
   }
   while (total < nr_min) {
-    const auto want = static_cast<unsigned>(std::min<uint64_t>(opts.reclaim_batch,
-                                                               nr_max - total));
+    const auto want = static_cast<unsigned>(std::min<uint64_t>(reclaim_pass, nr_max - total));
     const unsigned got = shrink_batch(want);
     total += got;
     if (got == 0 && fruitless_budget-- == 0) break;
@@ -98,9 +98,9 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
 }
 
 unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
-  uint32_t victims[max_reclaim_batch];
+  uint32_t victims[max_reclaim_pass];
   unsigned nv = 0;
-  uint32_t spared[4 * max_reclaim_batch];
+  uint32_t spared[4 * max_reclaim_pass];
   unsigned ns = 0;
   {
     std::lock_guard g(lru_lock);
@@ -139,7 +139,7 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
 
   // Lock the victims without waiting: a page whose lock is taken is being faulted or unmapped,
   // and is not a good victim anyway.
-  uint32_t busy[max_reclaim_batch];
+  uint32_t busy[max_reclaim_pass];
   unsigned nb = 0, nl = 0;
   for (unsigned i = 0; i < nv; ++i) {
     const uint32_t idx = victims[i];
@@ -179,12 +179,12 @@ void pager::impl::putback(const uint32_t* v, unsigned n) noexcept {
 void pager::impl::protect_spared(uint32_t* spared, unsigned n) noexcept {
   std::sort(spared, spared + n);
   n = static_cast<unsigned>(std::unique(spared, spared + n) - spared);  // a short list can lap
-  // In chunks of at most a batch, so that no thread ever holds more than a batch of page locks
-  // (ThreadSanitizer's deadlock detector tracks at most 64 held locks per thread).
-  for (unsigned at = 0; at < n; at += max_reclaim_batch) {
+  // In chunks of at most a pass, so that no thread ever holds more page locks than an eviction
+  // pass does (ThreadSanitizer's deadlock detector tracks at most 64 held locks per thread).
+  for (unsigned at = 0; at < n; at += max_reclaim_pass) {
     uint32_t* v = spared + at;
-    const unsigned m = std::min(n - at, max_reclaim_batch);
-    bool locked[max_reclaim_batch];
+    const unsigned m = std::min(n - at, max_reclaim_pass);
+    bool locked[max_reclaim_pass];
     for (unsigned i = 0; i < m; ++i) {
       locked[i] = false;
       std::atomic<uint64_t>& w = ptes[v[i]];
@@ -209,8 +209,8 @@ void pager::impl::protect_spared(uint32_t* spared, unsigned n) noexcept {
 
 unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
   enum : uint8_t { failed, stored, zero, clean };
-  uint8_t kind[max_reclaim_batch];
-  uint64_t newh[max_reclaim_batch];
+  uint8_t kind[max_reclaim_pass];
+  uint64_t newh[max_reclaim_pass];
 
   // 1. Write-protect first, so that from here on a write to a victim faults and waits for its
   //    page lock instead of landing in a page that is being copied out.
@@ -263,7 +263,7 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
 
   // 3. Drop the pages: their PTEs go, the next access is a missing-page fault. All runs in one
   //    process_madvise call when the kernel has it, so that the whole pass costs one TLB flush.
-  iovec iov[max_reclaim_batch];
+  iovec iov[max_reclaim_pass];  // IOV_MAX is 1024
   unsigned nio = 0;
   for_each_run(
       v, n, [&](unsigned i) { return kind[i] != failed; },

@@ -145,6 +145,65 @@ TEST_P(ConcurrencyTest, WritesRacingEvictionAreNeverLost) {
   EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
 }
 
+// The same race with whole eviction passes: under a 32 MiB limit a pass takes 256 pages (32 in
+// the TSan build), write-protected by runs and dropped with one madvise. Writers hammer counters
+// in pages scattered over the region (so a pass's victims form many runs) while reclaimers evict
+// passes; every increment must survive, and the pages around them keep their contents.
+TEST_P(ConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
+  const uint64_t limit = 32 * MiB / scale, size = limit + limit / 2;
+  auto rr = region::create(size, opts(limit, size));
+  ASSERT_TRUE(rr.ok()) << rr.error().to_string();
+  auto& r = *rr;
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = size / page_size;
+  for (uint64_t p = 0; p < pages; ++p) fill_page(base + p * page_size, p, 0);
+  constexpr unsigned writers = 6, pages_per_writer = 24, bursts = 8;
+  const unsigned iterations = 300 / scale;
+  // Counter pages: every 37th page, so that they are scattered among the filled ones.
+  auto counter_page = [&](unsigned w, unsigned k) {
+    return (uint64_t{w} * pages_per_writer + k) * 37 % pages;
+  };
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> reclaimers;
+  for (int i = 0; i < 2; ++i)
+    reclaimers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) r->owner().reclaim(256);
+    });
+  std::vector<std::thread> ws;
+  for (unsigned w = 0; w < writers; ++w) {
+    ws.emplace_back([&, w] {
+      for (unsigned it = 0; it < iterations; ++it)
+        for (unsigned k = 0; k < pages_per_writer; ++k) {
+          auto* word = reinterpret_cast<volatile uint64_t*>(base + counter_page(w, k) * page_size);
+          for (unsigned b = 0; b < bursts; ++b) word[0] = word[0] + 1;
+        }
+    });
+  }
+  for (auto& t : ws) t.join();
+  stop = true;
+  for (auto& t : reclaimers) t.join();
+  std::vector<bool> is_counter(pages);
+  for (unsigned w = 0; w < writers; ++w)
+    for (unsigned k = 0; k < pages_per_writer; ++k) {
+      const uint64_t p = counter_page(w, k);
+      is_counter[p] = true;
+      const auto* words = reinterpret_cast<const uint64_t*>(base + p * page_size);
+      uint8_t expect[page_size];
+      fill_page(expect, p, 0);
+      const uint64_t first = reinterpret_cast<const uint64_t*>(expect)[0];
+      ASSERT_EQ(words[0], first + uint64_t{iterations} * bursts) << "page " << p << " lost writes";
+      ASSERT_EQ(std::memcmp(expect + 8, base + p * page_size + 8, page_size - 8), 0) << p;
+    }
+  for (uint64_t p = 0; p < pages; ++p)
+    if (!is_counter[p]) {
+      ASSERT_TRUE(page_matches(base + p * page_size, p, 0)) << "page " << p;
+    }
+  const pager_stats s = r->owner().stats();
+  EXPECT_GT(s.swap_outs, pages / 2) << describe(s);
+  EXPECT_GT(s.wp_faults + s.swap_ins, 0u) << describe(s);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
 // The race forced: while eviction holds a victim between copying it out and dropping it (the
 // evict_hook), another thread writes to it. The write must wait (it hits the write-protection)
 // and then land in the swapped-in page; without the write-protection it would land in the page

@@ -11,8 +11,8 @@
 //   - first touch of a page: a read maps the shared zero page (UFFDIO_ZEROPAGE), a write a zeroed
 //     page (UFFDIO_COPY) [do_anonymous_page];
 //   - at most `limit` bytes are mapped at any time: a fault that would pass it first reclaims a
-//     batch [try_charge -> try_to_free_mem_cgroup_pages]. Victims come from a clock over the
-//     mapped pages in fault order: a page referenced since the hand last passed gets a second
+//     pass of pages [try_charge -> try_to_free_mem_cgroup_pages]. Victims come from a clock over
+//     the mapped pages in fault order: a page referenced since the hand last passed gets a second
 //     chance [shrink_inactive_list / folio_check_references]. References are seen through
 //     faults: every fault references its page, and with `track_writes` the hand write-protects
 //     a page it spares, so the next write to it faults once and marks it referenced (this
@@ -99,7 +99,10 @@ struct pager_options {
   unsigned handler_threads = 1;
   // Which userfaultfd to open. Default automatic.
   uffd_access access = uffd_access::automatic;
-  // Pages evicted per reclaim pass (the kernel's SWAP_CLUSTER_MAX), 1..32. Default 32.
+  // The fewest pages a reclaim pass evicts (the kernel's SWAP_CLUSTER_MAX), 1..32. Default 32.
+  // Under a larger limit a pass evicts 1/32 of the limit, up to 256 pages (32 in the TSan
+  // build): a fault over the limit reclaims down to that low watermark, so the system calls and
+  // TLB flushes of eviction are shared by more pages.
   unsigned reclaim_batch = 32;
   // Largest readahead / fault-around window in pages, 1..16; 1 turns readahead off. Default 8
   // (the kernel's page-cluster 3).
