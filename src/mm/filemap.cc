@@ -15,132 +15,35 @@
 namespace uswap {
 
 // ---------------------------------------------------------------------------------------------
-// The interval tree: a treap ordered by (vm_pgoff, address of the VMA), heap-ordered by a
-// priority hashed from the VMA's address, each node carrying the largest vma_last_pgoff of its
-// subtree. Expected depth O(log n); a query visits only subtrees whose subtree_last reaches the
-// query's start and whose keys start before its end.
+// The i_mmap interval tree: interval_tree.h over vm_area_struct::shared, keyed by the VMA's file
+// page range.
 
 namespace {
 
-using node = vm_area_struct;
-
-uint64_t hash_prio(const void* p) {
-  uint64_t x = reinterpret_cast<uintptr_t>(p) + 0x9e3779b97f4a7c15ull;  // splitmix64
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-bool key_less(const node* a, const node* b) {
-  if (a->vm_pgoff != b->vm_pgoff) return a->vm_pgoff < b->vm_pgoff;
-  return std::less<const node*>()(a, b);
-}
-
-void update(node* n) {
-  uint64_t last = vma_last_pgoff(n);
-  if (n->shared.left) last = std::max(last, n->shared.left->shared.subtree_last);
-  if (n->shared.right) last = std::max(last, n->shared.right->shared.subtree_last);
-  n->shared.subtree_last = last;
-}
-
-// Splits t into keys < k (l) and keys >= k (r).
-void split(node* t, const node* k, node*& l, node*& r) {
-  if (!t) {
-    l = r = nullptr;
-  } else if (key_less(t, k)) {
-    split(t->shared.right, k, t->shared.right, r);
-    l = t;
-    update(t);
-  } else {
-    split(t->shared.left, k, l, t->shared.left);
-    r = t;
-    update(t);
-  }
-}
-
-node* merge(node* a, node* b) {
-  if (!a) return b;
-  if (!b) return a;
-  if (a->shared.prio > b->shared.prio) {
-    a->shared.right = merge(a->shared.right, b);
-    update(a);
-    return a;
-  }
-  b->shared.left = merge(a, b->shared.left);
-  update(b);
-  return b;
-}
-
-node* insert(node* t, node* n) {
-  if (!t) return n;
-  if (n->shared.prio > t->shared.prio) {
-    split(t, n, n->shared.left, n->shared.right);
-    update(n);
-    return n;
-  }
-  if (key_less(n, t))
-    t->shared.left = insert(t->shared.left, n);
-  else
-    t->shared.right = insert(t->shared.right, n);
-  update(t);
-  return t;
-}
-
-node* erase(node* t, node* n) {
-  if (!t) return nullptr;  // not in the tree
-  if (t == n) return merge(n->shared.left, n->shared.right);
-  if (key_less(n, t))
-    t->shared.left = erase(t->shared.left, n);
-  else
-    t->shared.right = erase(t->shared.right, n);
-  update(t);
-  return t;
-}
-
-bool foreach(node* t, uint64_t first, uint64_t last, function_ref<bool(vm_area_struct*)>& fn) {
-  if (!t || t->shared.subtree_last < first) return true;
-  if (!foreach(t->shared.left, first, last, fn)) return false;
-  if (t->vm_pgoff > last) return true;  // this node and its right subtree start after `last`
-  if (vma_last_pgoff(t) >= first && !fn(t)) return false;
-  return foreach(t->shared.right, first, last, fn);
-}
-
-int64_t check(const node* t, const node* lo, const node* hi, uint64_t parent_prio) {
-  if (!t) return 0;
-  if (t->shared.prio > parent_prio) return -1;
-  if ((lo && key_less(t, lo)) || (hi && key_less(hi, t))) return -1;
-  const int64_t l = check(t->shared.left, lo, t, t->shared.prio);
-  const int64_t r = check(t->shared.right, t, hi, t->shared.prio);
-  if (l < 0 || r < 0) return -1;
-  uint64_t last = vma_last_pgoff(t);
-  if (t->shared.left) last = std::max(last, t->shared.left->shared.subtree_last);
-  if (t->shared.right) last = std::max(last, t->shared.right->shared.subtree_last);
-  if (last != t->shared.subtree_last) return -1;
-  return l + r + 1;
-}
+struct vma_tree_traits {
+  static interval_tree_node<vm_area_struct>& node(vm_area_struct* v) { return v->shared; }
+  static const interval_tree_node<vm_area_struct>& node(const vm_area_struct* v) { return v->shared; }
+  static uint64_t start(const vm_area_struct* v) { return vma_start_pgoff(v); }
+  static uint64_t last(const vm_area_struct* v) { return vma_last_pgoff(v); }
+};
+using vma_tree = interval_tree<vm_area_struct, vma_tree_traits>;
 
 }  // namespace
 
 void vma_interval_tree_insert(vm_area_struct* vma, vm_area_struct** root) {
-  vma->shared.left = vma->shared.right = nullptr;
-  vma->shared.prio = hash_prio(vma);
-  update(vma);
-  *root = insert(*root, vma);
+  vma_tree::insert(vma, root);
 }
 
 void vma_interval_tree_remove(vm_area_struct* vma, vm_area_struct** root) {
-  *root = erase(*root, vma);
-  vma->shared.left = vma->shared.right = nullptr;
+  vma_tree::remove(vma, root);
 }
 
 bool vma_interval_tree_foreach(vm_area_struct* root, uint64_t first, uint64_t last,
                                function_ref<bool(vm_area_struct*)> fn) {
-  return foreach(root, first, last, fn);
+  return vma_tree::foreach(root, first, last, fn);
 }
 
-int64_t vma_interval_tree_check(const vm_area_struct* root) {
-  return check(root, nullptr, nullptr, ~uint64_t{0});
-}
+int64_t vma_interval_tree_check(const vm_area_struct* root) { return vma_tree::check(root); }
 
 // ---------------------------------------------------------------------------------------------
 // address_space and file.

@@ -178,9 +178,16 @@ status mm_struct::split_vma(vm_area_struct* vma, uint64_t addr) {
     as->i_mmap_rwsem.lock_write();
     vma_interval_tree_remove(vma, &as->i_mmap);
   }
-  if (av) anon_vma_lock_write(av);
+  // vma's avcs are keyed by its range: they leave their anon_vma trees while it shrinks.
+  if (av) {
+    anon_vma_lock_write(av);
+    anon_vma_interval_tree_pre_update_vma(vma);
+  }
   vma->vm_end = addr;
-  if (av) anon_vma_unlock_write(av);
+  if (av) {
+    anon_vma_interval_tree_post_update_vma(vma);
+    anon_vma_unlock_write(av);
+  }
   if (as) {
     vma_interval_tree_insert(vma, &as->i_mmap);
     vma_interval_tree_insert(tail, &as->i_mmap);

@@ -15,20 +15,20 @@ void avc_link_vma(anon_vma_chain* avc, vm_area_struct* vma) {
 
 // Under the root's lock held for write.
 void avc_link_anon_vma(anon_vma_chain* avc, anon_vma* av) {
-  avc->rb_prev = nullptr;
-  avc->rb_next = av->head;
-  if (av->head) av->head->rb_prev = avc;
-  av->head = avc;
+  anon_vma_interval_tree_insert(avc, &av->rb_root);
 }
 
 void avc_unlink_anon_vma(anon_vma_chain* avc, anon_vma* av) {
-  if (avc->rb_prev)
-    avc->rb_prev->rb_next = avc->rb_next;
-  else
-    av->head = avc->rb_next;
-  if (avc->rb_next) avc->rb_next->rb_prev = avc->rb_prev;
-  avc->rb_prev = avc->rb_next = nullptr;
+  anon_vma_interval_tree_remove(avc, &av->rb_root);
 }
+
+struct avc_tree_traits {
+  static interval_tree_node<anon_vma_chain>& node(anon_vma_chain* a) { return a->rb; }
+  static const interval_tree_node<anon_vma_chain>& node(const anon_vma_chain* a) { return a->rb; }
+  static uint64_t start(const anon_vma_chain* a) { return avc_start_pgoff(a); }
+  static uint64_t last(const anon_vma_chain* a) { return avc_last_pgoff(a); }
+};
+using avc_tree = interval_tree<anon_vma_chain, avc_tree_traits>;
 
 anon_vma* anon_vma_alloc(vm_area_struct* vma) {
   machine& m = vma->vm_mm->mach();
@@ -47,6 +47,34 @@ void page_set_anon_rmap(page* p, vm_area_struct* vma, uint64_t addr, bool exclus
 }
 
 }  // namespace
+
+uint64_t avc_start_pgoff(const anon_vma_chain* avc) { return vma_start_pgoff(avc->vma); }
+uint64_t avc_last_pgoff(const anon_vma_chain* avc) { return vma_last_pgoff(avc->vma); }
+
+void anon_vma_interval_tree_insert(anon_vma_chain* avc, anon_vma_chain** root) {
+  avc_tree::insert(avc, root);
+}
+
+void anon_vma_interval_tree_remove(anon_vma_chain* avc, anon_vma_chain** root) {
+  avc_tree::remove(avc, root);
+}
+
+bool anon_vma_interval_tree_foreach(anon_vma_chain* root, uint64_t first, uint64_t last,
+                                    function_ref<bool(anon_vma_chain*)> fn) {
+  return avc_tree::foreach(root, first, last, fn);
+}
+
+int64_t anon_vma_interval_tree_check(const anon_vma_chain* root) { return avc_tree::check(root); }
+
+void anon_vma_interval_tree_pre_update_vma(vm_area_struct* vma) {
+  for (anon_vma_chain* avc = vma->anon_vma_chain_head; avc; avc = avc->same_vma_next)
+    anon_vma_interval_tree_remove(avc, &avc->anon_vma->rb_root);
+}
+
+void anon_vma_interval_tree_post_update_vma(vm_area_struct* vma) {
+  for (anon_vma_chain* avc = vma->anon_vma_chain_head; avc; avc = avc->same_vma_next)
+    anon_vma_interval_tree_insert(avc, &avc->anon_vma->rb_root);
+}
 
 void get_anon_vma(anon_vma* av) noexcept { av->refcount.fetch_add(1, std::memory_order_relaxed); }
 
@@ -146,7 +174,7 @@ void unlink_anon_vmas(vm_area_struct* vma) {
     anon_vma* av = avc->anon_vma;
     anon_vma_lock_write(av);
     avc_unlink_anon_vma(avc, av);
-    const bool empty = av->head == nullptr;
+    const bool empty = av->rb_root == nullptr;
     if (empty && av->parent != av) av->parent->num_children--;
     anon_vma_unlock_write(av);
     delete avc;
@@ -192,10 +220,13 @@ bool rmap_walk_one(page* p, vm_area_struct* vma, const rmap_walk_control& rwc) {
   return go_on && !(rwc.done && rwc.done(p, rwc.arg));
 }
 
+// rmap_walk_anon: the VMAs linked to the page's anon_vma whose range covers page->index, from
+// the anon_vma's interval tree, under the root lock for read.
 void rmap_walk_anon(page* p, anon_vma* av, const rmap_walk_control& rwc) {
+  const uint64_t pgoff = p->index.load(std::memory_order_relaxed);
   anon_vma_lock_read(av);
-  for (anon_vma_chain* avc = av->head; avc; avc = avc->rb_next)
-    if (!rmap_walk_one(p, avc->vma, rwc)) break;
+  anon_vma_interval_tree_foreach(av->rb_root, pgoff, pgoff,
+                                 [&](anon_vma_chain* avc) { return rmap_walk_one(p, avc->vma, rwc); });
   anon_vma_unlock_read(av);
 }
 

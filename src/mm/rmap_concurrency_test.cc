@@ -9,10 +9,14 @@
 //     (unmap_mapping_range dropping and retaking i_mmap_rwsem when contended);
 //   - reclaimers shrink the machine.
 // Afterwards every frame, swap slot, swap-cache page and zram object is free.
+// A second case races walks of the anon_vma interval tree (rmap_walk and direct tree queries
+// with invariant checks) against forks, grandchild forks, splitting munmaps and exits.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <functional>
+#include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -195,6 +199,139 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
   EXPECT_EQ(u.cached, 0u);
   EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());
   EXPECT_EQ(m.zram()->mm_stat().orig_data_size, 0u);
+}
+
+// The anon_vma interval tree under churn: forkers fork the parent (and sometimes a grandchild
+// from the child), split the child's VMA with munmaps of random parts, copy some pages on write,
+// verify contents and exit; walkers walk random pages of the parent, which never changes its own
+// mapping: every walk must find the page in the parent's VMA (its pte always maps the page),
+// every VMA a walk or a tree query returns must cover the page, and the tree's invariants (order,
+// heap, augmentation matching every VMA's current range) must hold whenever a walker holds the
+// lock. RAM is large enough that nothing is reclaimed, so the parent's frames stay put.
+TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) {
+  machine_options o;
+  o.ram = pages_to_bytes(4096);
+  o.swap = 0;
+  o.kswapd = false;
+  o.rmap_lock = GetParam();
+  auto mr = machine::create(o);
+  ASSERT_TRUE(mr.ok()) << mr.error().to_string();
+  machine& m = **mr;
+  constexpr uint64_t n = 64;
+  constexpr int forkers = 3, walkers = 4;
+  const int rounds = 1500 / testing::work_scale;
+  auto parent = m.mm_alloc();
+  auto a = parent->mmap(n * page_size);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(fill(*parent, *a, 0, n, 1).ok());
+  std::vector<page*> pages;
+  for (uint64_t i = 0; i < n; ++i) {
+    const pte_t pte = parent->pte_of(*a + i * page_size);
+    ASSERT_TRUE(pte_present(pte));
+    pages.push_back(m.pfn_to_page(pte_pfn(pte)));
+  }
+  parent->mmap_lock.down_read();
+  vm_area_struct* pvma = parent->find_vma(*a);
+  parent->mmap_lock.up_read();
+  anon_vma* av = pages[0]->anon_vma_of();
+  ASSERT_NE(av, nullptr);
+
+  std::atomic<uint64_t> failures{0}, walks{0};
+  std::atomic<int> forkers_left{forkers};
+  std::string first_error;
+  std::mutex err_lock;
+  auto fail = [&](const std::string& what) {
+    failures.fetch_add(1);
+    std::lock_guard lk(err_lock);
+    if (first_error.empty()) first_error = what;
+  };
+  struct walk_state {
+    vm_area_struct* pvma;
+    uint64_t pgoff;
+    bool saw_parent = false, stray = false;
+  };
+
+  run_threads(forkers + walkers, [&](int id) {
+    std::mt19937_64 rng(static_cast<uint64_t>(id) * 7919 + 1);
+    if (id < forkers) {
+      for (int it = 0; it < rounds; ++it) {
+        auto cr = parent->fork();
+        if (!cr.ok()) {
+          fail("fork: " + cr.error().to_string());
+          break;
+        }
+        std::unique_ptr<mm_struct> child = std::move(*cr);
+        std::unique_ptr<mm_struct> grandchild;
+        if (it % 4 == 1) {
+          auto gr = child->fork();
+          if (!gr.ok()) fail("grandchild fork");
+          else grandchild = std::move(*gr);
+        }
+        // Two holes at random places (0 to 2 splits each), then a COW write between them.
+        const uint64_t h1 = rng() % 20, h2 = 40 + rng() % 20;
+        if (!child->munmap(*a + h1 * page_size, (1 + rng() % 4) * page_size).ok()) fail("munmap 1");
+        if (!child->munmap(*a + h2 * page_size, (1 + rng() % 4) * page_size).ok()) fail("munmap 2");
+        const uint64_t tag = 1000 + static_cast<uint64_t>(id) * 1000 + static_cast<uint64_t>(it);
+        std::string err;
+        if (!fill(*child, *a, 30, 4, tag).ok()) fail("child write");
+        if (check(*child, *a, 30, 4, tag, &err)) fail("child reads back " + err);
+        if (check(*child, *a, 24, 6, 1, &err)) fail("child lost the parent's data " + err);
+        if (grandchild && check(*grandchild, *a, 30, 4, 1, &err)) fail("grandchild sees child's write " + err);
+        if (it % 2) {
+          child.reset();  // the parent of a grandchild may exit first
+          grandchild.reset();
+        } else {
+          grandchild.reset();
+          child.reset();
+        }
+      }
+      forkers_left.fetch_sub(1);
+      return;
+    }
+    while (forkers_left.load() > 0) {
+      page* p = pages[rng() % n];
+      walk_state ws{pvma, p->index.load()};
+      rmap_walk_control rwc;
+      rwc.arg = &ws;
+      rwc.rmap_one = [](page* pg, vm_area_struct* vma, uint64_t addr, std::atomic<pte_t>*, void* arg) {
+        auto* w = static_cast<walk_state*>(arg);
+        w->saw_parent = w->saw_parent || vma == w->pvma;
+        w->stray = w->stray || vma_address(pg, vma) != addr || addr == ~uint64_t{0};
+        return true;
+      };
+      p->get();
+      p->lock(m.page_lock_class());
+      rmap_walk(p, rwc);
+      p->unlock();
+      m.put_page(p);
+      if (!ws.saw_parent) fail("a walk missed the parent's mapping");
+      if (ws.stray) fail("a walk visited a VMA at the wrong address");
+      if (id % 2) {
+        anon_vma_lock_read(av);
+        const int64_t nodes = anon_vma_interval_tree_check(av->rb_root);
+        bool covers = true;
+        anon_vma_interval_tree_foreach(av->rb_root, ws.pgoff, ws.pgoff, [&](anon_vma_chain* avc) {
+          covers = covers && vma_start_pgoff(avc->vma) <= ws.pgoff && vma_last_pgoff(avc->vma) >= ws.pgoff;
+          return true;
+        });
+        anon_vma_unlock_read(av);
+        if (nodes < 1) fail("anon_vma tree invariant broken: " + std::to_string(nodes));
+        if (!covers) fail("a tree query returned a VMA not covering the page");
+      }
+      walks.fetch_add(1);
+      std::this_thread::yield();
+    }
+  });
+  EXPECT_EQ(failures.load(), 0u) << first_error;
+  EXPECT_GT(walks.load(), 0u);
+  anon_vma_lock_read(av);
+  EXPECT_EQ(anon_vma_interval_tree_check(av->rb_root), 1);  // only the parent's VMA is left
+  anon_vma_unlock_read(av);
+  std::string err;
+  EXPECT_EQ(check(*parent, *a, 0, n, 1, &err), 0u) << err;
+  parent.reset();
+  m.lru_add_drain_all();
+  EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());
 }
 
 }  // namespace

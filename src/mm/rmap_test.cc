@@ -3,7 +3,8 @@
 // back; one try_to_unmap unmaps a page shared by many forks from all of them; exit frees every
 // frame, slot and zram object; shared file mappings see each other's writes, also across
 // reclaim, which writes dirty file pages back; private file mappings copy on write; exec
-// replaces the mappings; the i_mmap interval tree answers as a brute-force search does; bad
+// replaces the mappings; the i_mmap and anon_vma interval trees answer as a brute-force search
+// does, and anon walks find exactly the VMAs covering a page after fork, splits and exits; bad
 // input is refused.
 #include <gtest/gtest.h>
 
@@ -176,6 +177,209 @@ TEST(VmaIntervalTree, AgreesWithBruteForceUnderRandomInsertsAndRemoves) {
     ASSERT_EQ(got, want) << "step " << step;
     ASSERT_TRUE(ordered);
   }
+}
+
+// The same tree instantiated over anon_vma_chain (anon_vma->rb_root), keyed through each avc's
+// VMA: it answers as a brute-force search, also after a VMA's range changes through
+// pre_update_vma / post_update_vma.
+TEST(AnonVmaIntervalTree, AgreesWithBruteForceUnderRandomInsertsRemovesAndRangeChanges) {
+  std::mt19937_64 rng(7);
+  std::vector<std::unique_ptr<vm_area_struct>> vmas;
+  std::vector<std::unique_ptr<anon_vma_chain>> pool;
+  std::vector<anon_vma_chain*> in;
+  anon_vma_chain* root = nullptr;
+  for (int step = 0; step < 3000; ++step) {
+    const unsigned op = static_cast<unsigned>(rng() % 4);
+    if (in.empty() || op < 2) {
+      auto v = std::make_unique<vm_area_struct>();
+      v->vm_pgoff = rng() % 500;
+      v->vm_start = 0;
+      v->vm_end = (1 + rng() % 40) * page_size;
+      auto avc = std::make_unique<anon_vma_chain>();
+      avc->vma = v.get();
+      anon_vma_interval_tree_insert(avc.get(), &root);
+      in.push_back(avc.get());
+      pool.push_back(std::move(avc));
+      vmas.push_back(std::move(v));
+    } else if (op == 2) {
+      const size_t i = rng() % in.size();
+      anon_vma_interval_tree_remove(in[i], &root);
+      in.erase(in.begin() + static_cast<long>(i));
+    } else {
+      // A range change (split / vma_adjust): out of the tree, new end, back in.
+      anon_vma_chain* avc = in[rng() % in.size()];
+      anon_vma_interval_tree_remove(avc, &root);
+      avc->vma->vm_end = (1 + rng() % 40) * page_size;
+      anon_vma_interval_tree_insert(avc, &root);
+    }
+    ASSERT_EQ(anon_vma_interval_tree_check(root), static_cast<int64_t>(in.size())) << "step " << step;
+    const uint64_t first = rng() % 560, last = first + rng() % 30;
+    std::set<anon_vma_chain*> want, got;
+    for (anon_vma_chain* a : in)
+      if (avc_start_pgoff(a) <= last && avc_last_pgoff(a) >= first) want.insert(a);
+    uint64_t prev = 0;
+    bool ordered = true;
+    anon_vma_interval_tree_foreach(root, first, last, [&](anon_vma_chain* a) {
+      ordered = ordered && avc_start_pgoff(a) >= prev;
+      prev = avc_start_pgoff(a);
+      got.insert(a);
+      return true;
+    });
+    ASSERT_EQ(got, want) << "step " << step;
+    ASSERT_TRUE(ordered);
+  }
+  // A range changed behind the tree's back is caught by check(): the augmentation is stale.
+  if (!in.empty()) {
+    anon_vma_chain* widest = in.front();
+    for (anon_vma_chain* a : in)
+      if (avc_last_pgoff(a) > avc_last_pgoff(widest)) widest = a;
+    widest->vma->vm_end += 1000 * page_size;
+    EXPECT_EQ(anon_vma_interval_tree_check(root), -1);
+  }
+}
+
+// What anon_vma_interval_tree_foreach returns for [pgoff, pgoff], and what a brute-force search
+// of every VMA of the given mms finds: those linked to `av` (on their own avc lists) whose range
+// covers pgoff. Also checks the tree's invariants and that it holds every linked VMA.
+struct anon_walk_sets {
+  std::set<vm_area_struct*> tree, brute;
+  int64_t tree_nodes = 0, linked = 0;
+};
+
+anon_walk_sets anon_walk_sets_of(anon_vma* av, uint64_t pgoff, uint64_t lo, uint64_t hi,
+                                 const std::vector<mm_struct*>& mms) {
+  anon_walk_sets s;
+  for (mm_struct* mm : mms) {
+    mm->mmap_lock.down_read();
+    for (vm_area_struct* v = mm->find_vma(lo); v && v->vm_start < hi; v = mm->find_vma(v->vm_end)) {
+      bool on_av = false;
+      for (anon_vma_chain* avc = v->anon_vma_chain_head; avc; avc = avc->same_vma_next)
+        on_av = on_av || avc->anon_vma == av;
+      if (!on_av) continue;
+      ++s.linked;
+      if (pgoff >= vma_start_pgoff(v) && pgoff <= vma_last_pgoff(v)) s.brute.insert(v);
+    }
+    mm->mmap_lock.up_read();
+  }
+  anon_vma_lock_read(av);
+  s.tree_nodes = anon_vma_interval_tree_check(av->rb_root);
+  anon_vma_interval_tree_foreach(av->rb_root, pgoff, pgoff, [&](anon_vma_chain* avc) {
+    s.tree.insert(avc->vma);
+    return true;
+  });
+  anon_vma_unlock_read(av);
+  return s;
+}
+
+// The VMAs in which rmap_walk finds p mapped (rmap_one runs only where the pte maps p).
+std::set<vm_area_struct*> walked_vmas(machine& m, page* p) {
+  std::set<vm_area_struct*> out;
+  rmap_walk_control rwc;
+  rwc.arg = &out;
+  rwc.rmap_one = [](page*, vm_area_struct* vma, uint64_t, std::atomic<pte_t>*, void* arg) {
+    static_cast<std::set<vm_area_struct*>*>(arg)->insert(vma);
+    return true;
+  };
+  p->get();
+  p->lock(m.page_lock_class());
+  rmap_walk(p, rwc);
+  p->unlock();
+  m.put_page(p);
+  return out;
+}
+
+// After fork (children and a grandchild), munmap of parts of VMAs in the parent and in
+// children (splits: the halves keep the anon_vma, their avcs are re-keyed), and exits, a walk of
+// each of the parent's pages asks the anon_vma tree for exactly the VMAs covering the page and
+// finds the page mapped in exactly those (nothing in the tree is stale, nothing is missing).
+TEST_P(RmapTest, AnonWalksFindExactlyTheVmasCoveringThePageAfterForkSplitsAndExit) {
+  auto m = make(1024, 0, GetParam());
+  auto parent = m->mm_alloc();
+  constexpr uint64_t n = 64;
+  auto a = parent->mmap(n * page_size);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(fill(*parent, *a, 0, n, 1).ok());
+  const uint64_t lo = *a, hi = *a + n * page_size;
+  // The parent's frames (never written again by the parent, so they stay its and stay put).
+  std::vector<page*> pages;
+  for (uint64_t i = 0; i < n; ++i) {
+    const pte_t pte = parent->pte_of(lo + i * page_size);
+    ASSERT_TRUE(pte_present(pte));
+    pages.push_back(m->pfn_to_page(pte_pfn(pte)));
+  }
+  anon_vma* av = pages[0]->anon_vma_of();
+  ASSERT_NE(av, nullptr);
+  std::vector<std::unique_ptr<mm_struct>> kids;
+  for (int i = 0; i < 6; ++i) {
+    auto c = parent->fork();
+    ASSERT_TRUE(c.ok());
+    kids.push_back(std::move(*c));
+  }
+  auto g = kids[0]->fork();  // a grandchild: its VMA is linked to the parent's anon_vma too
+  ASSERT_TRUE(g.ok());
+  kids.push_back(std::move(*g));
+
+  // Each of the parent's pages is mapped where the pte still maps the parent's frame: in every
+  // mm that has not unmapped the page or copied it on write. Checks all pages against both the
+  // tree and the brute force, and the node count against the linked VMAs.
+  auto verify = [&](const char* when) {
+    std::vector<mm_struct*> mms{parent.get()};
+    for (auto& k : kids)
+      if (k) mms.push_back(k.get());
+    for (uint64_t i = 0; i < n; ++i) {
+      page* p = pages[i];
+      std::set<vm_area_struct*> mapped;
+      for (mm_struct* mm : mms) {
+        const pte_t pte = mm->pte_of(lo + i * page_size);
+        if (pte_present(pte) && pte_pfn(pte) == p->pfn) {
+          mm->mmap_lock.down_read();
+          mapped.insert(mm->find_vma(lo + i * page_size));
+          mm->mmap_lock.up_read();
+        }
+      }
+      if (mapped.empty()) continue;  // unmapped everywhere: the frame is free, not ours to walk
+      const uint64_t pgoff = p->index.load();
+      ASSERT_EQ(pgoff, linear_page_index(*mapped.begin(), lo + i * page_size));
+      const anon_walk_sets s = anon_walk_sets_of(av, pgoff, lo, hi, mms);
+      ASSERT_EQ(s.tree_nodes, s.linked) << when << ", page " << i;
+      ASSERT_EQ(s.tree, s.brute) << when << ", page " << i;
+      ASSERT_EQ(walked_vmas(*m, p), mapped) << when << ", page " << i;
+      // Every VMA the walk visited covers the page (the tree query returned no other).
+      for (vm_area_struct* v : mapped) ASSERT_TRUE(s.tree.count(v)) << when << ", page " << i;
+    }
+  };
+  verify("after fork");
+  EXPECT_EQ(walked_vmas(*m, pages[5]).size(), 8u);  // parent, 6 children, 1 grandchild
+
+  // Splits: the parent punches a hole (its VMA becomes two), children unmap other parts, one
+  // writes (COW: its pte no longer maps the parent's frame, but its VMA still covers the page).
+  ASSERT_TRUE(parent->munmap(lo + 10 * page_size, 4 * page_size).ok());
+  ASSERT_TRUE(kids[1]->munmap(lo, 8 * page_size).ok());
+  ASSERT_TRUE(kids[2]->munmap(lo + 20 * page_size, page_size).ok());
+  ASSERT_TRUE(kids[2]->munmap(lo + 40 * page_size, 3 * page_size).ok());
+  ASSERT_TRUE(kids[3]->munmap(lo + 50 * page_size, 14 * page_size).ok());
+  ASSERT_TRUE(fill(*kids[4], *a, 30, 34, 4).ok());
+  EXPECT_EQ(parent->map_count(), 2u);
+  EXPECT_EQ(kids[2]->map_count(), 3u);
+  verify("after splits");
+  // A page the parent no longer maps is still found in the children that do.
+  EXPECT_EQ(walked_vmas(*m, pages[11]).size(), 7u);
+  EXPECT_EQ(walked_vmas(*m, pages[20]).size(), 7u);  // all but kids[2]
+  EXPECT_EQ(walked_vmas(*m, pages[31]).size(), 7u);  // all but kids[4], which copied it
+
+  // Exits: a child in the middle, the grandchild's parent before the grandchild.
+  kids[2].reset();
+  kids[0].reset();
+  verify("after exits");
+  EXPECT_EQ(walked_vmas(*m, pages[20]).size(), 6u);  // parent, kids 1, 3, 4, 5, grandchild
+  kids.clear();
+  verify("after every child exited");
+  EXPECT_EQ(walked_vmas(*m, pages[20]).size(), 1u);
+  anon_vma_lock_read(av);
+  EXPECT_EQ(anon_vma_interval_tree_check(av->rb_root), 2);  // the parent's two halves
+  anon_vma_unlock_read(av);
+  parent.reset();
+  expect_clean(*m);
 }
 
 TEST_P(RmapTest, ParentAndChildSeeOnlyTheirOwnWritesAfterFork) {

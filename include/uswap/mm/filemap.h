@@ -10,8 +10,8 @@
 //     the pgoff. A page enters the cache locked and not uptodate, is read from the backing store,
 //     then unlocked (filemap_fault's lock_page waits for the read).
 //   - i_mmap, every VMA mapping the file, as an interval tree keyed by the VMA's page range
-//     [vm_pgoff, vm_pgoff + pages - 1] (vma_interval_tree: a treap here, augmented with the
-//     largest range end in each subtree, the kernel's augmented rbtree's `shared.rb_subtree_last`).
+//     [vm_pgoff, vm_pgoff + pages - 1] (vma_interval_tree: interval_tree.h over the VMA's
+//     `shared` node, the same tree anon_vma->rb_root uses for anon_vma_chains).
 //     rmap_walk of a file page visits exactly the VMAs whose range covers page->index.
 //   - i_mmap_rwsem, an rmap_lock in the machine's mode: walks take it for read, mmap / munmap /
 //     fork / exit / split for write.

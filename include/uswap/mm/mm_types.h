@@ -38,6 +38,7 @@
 
 #include "uswap/base/page.h"
 #include "uswap/base/status.h"
+#include "uswap/mm/interval_tree.h"
 #include "uswap/mm/pgtable.h"
 #include "uswap/sync/mutex.h"
 #include "uswap/sync/rw_semaphore.h"
@@ -78,14 +79,9 @@ struct vm_area_struct {
   anon_vma_chain* anon_vma_chain_head = nullptr;
   // A file mapping's file (nullptr: anonymous); vm_pgoff is then the file page at vm_start.
   std::shared_ptr<file> vm_file;
-  // The VMA's node in its file's i_mmap interval tree (the kernel's vma->shared.rb), under the
-  // address_space's i_mmap_rwsem.
-  struct {
-    vm_area_struct* left = nullptr;
-    vm_area_struct* right = nullptr;
-    uint64_t prio = 0;
-    uint64_t subtree_last = 0;
-  } shared;
+  // The VMA's node in its file's i_mmap interval tree (the kernel's vma->shared.rb and
+  // rb_subtree_last), under the address_space's i_mmap_rwsem.
+  interval_tree_node<vm_area_struct> shared;
 
   uint64_t pages() const { return (vm_end - vm_start) >> page_shift; }
   bool contains(uint64_t addr) const { return addr >= vm_start && addr < vm_end; }

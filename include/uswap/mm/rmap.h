@@ -7,9 +7,12 @@
 // avcs. A VMA has one avc per anon_vma it may see pages of: its own, and (after fork, in the rmap
 // fork) those of its ancestors: anon_vma_fork links the child's VMA to every anon_vma of the
 // parent's VMA (anon_vma_clone) and gives it a new anon_vma of its own whose root is the parent's
-// root. rmap_walk takes the anon_vma's root lock for read, visits each
-// linked VMA whose range covers page->index, and runs the walker's rmap_one there under the pte
-// lock. Linking and unlinking (anon_vma_prepare, anon_vma_clone, unlink_anon_vmas) take the root
+// root. An anon_vma keeps its avcs in rb_root, an interval tree (interval_tree.h, the one
+// i_mmap uses) keyed by each avc's VMA range [vm_pgoff, vm_pgoff + pages - 1] in the anon_vma's
+// linear page space. rmap_walk takes the anon_vma's root lock for read, asks the tree for the
+// avcs covering [page->index, page->index] (anon_vma_interval_tree_foreach), so a walk visits
+// only the VMAs that can map the page however many other VMAs the fork tree has, and runs the
+// walker's rmap_one there under the pte lock. Linking and unlinking (anon_vma_prepare, anon_vma_clone, unlink_anon_vmas) take the root
 // lock for write. The lock taken is always the root's (anon_vma->root->rwsem), as in the kernel
 // since 2.6.36, so a whole fork tree shares one lock.
 //
@@ -26,14 +29,17 @@
 // its root. The anon_vma's own "linked" reference is dropped when its last avc is unlinked.
 //
 // Thread-safety: as described; functions say which locks their caller must hold.
-// Invariants: avc on anon_vma list <=> avc on its VMA's list; anon_vma->root->root == root;
-// refcount >= 1 while any avc links it or any page points to it.
+// Invariants: avc in anon_vma->rb_root <=> avc on its VMA's list, keyed by the VMA's current
+// range (a VMA whose range changes leaves its anon_vmas' trees first: anon_vma_interval_tree_
+// pre_update_vma / post_update_vma); anon_vma->root->root == root; refcount >= 1 while any avc
+// links it or any page points to it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
 #include "uswap/base/status.h"
+#include "uswap/mm/interval_tree.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/page.h"
 #include "uswap/mm/rmap_lock.h"
@@ -46,9 +52,9 @@ struct anon_vma {
   anon_vma* parent = this;  // fork: the anon_vma of the parent VMA
   rmap_lock rwsem;          // only the root's is ever taken (anon_vma->rwsem; ->lock pre-3.8)
   std::atomic<int32_t> refcount{1};
-  // The chains linking VMAs to this anon_vma (the kernel's rb_root, an interval tree keyed by
-  // pgoff; here a list, and rmap_walk filters by range). Under root->rwsem.
-  anon_vma_chain* head = nullptr;
+  // The chains linking VMAs to this anon_vma: an interval tree of anon_vma_chain keyed by the
+  // VMA's page range (anon_vma_interval_tree_*). Under root->rwsem.
+  anon_vma_chain* rb_root = nullptr;
   // fork bookkeeping kept as the kernel does (anon_vma_clone / anon_vma_fork reuse): number of
   // child anon_vmas, and of VMAs whose vma->anon_vma is this one. Under root->rwsem.
   uint32_t num_children = 0;
@@ -59,9 +65,27 @@ struct anon_vma_chain {
   vm_area_struct* vma = nullptr;
   struct anon_vma* anon_vma = nullptr;
   anon_vma_chain* same_vma_next = nullptr;  // the VMA's list (vma->anon_vma_chain)
-  anon_vma_chain* rb_prev = nullptr;        // the anon_vma's list
-  anon_vma_chain* rb_next = nullptr;
+  interval_tree_node<anon_vma_chain> rb;    // in anon_vma->rb_root (rb, rb_subtree_last)
 };
+
+// --- the anon_vma interval tree (mm/interval_tree.c's anon_vma_interval_tree_*) ---
+// Caller holds the anon_vma's root lock (write for insert / remove, read for queries).
+uint64_t avc_start_pgoff(const anon_vma_chain* avc);
+uint64_t avc_last_pgoff(const anon_vma_chain* avc);
+void anon_vma_interval_tree_insert(anon_vma_chain* avc, anon_vma_chain** root);
+void anon_vma_interval_tree_remove(anon_vma_chain* avc, anon_vma_chain** root);
+// Calls fn(avc) for every avc whose VMA's page range overlaps [first, last], in pgoff order;
+// stops when fn returns false, and then returns false.
+bool anon_vma_interval_tree_foreach(anon_vma_chain* root, uint64_t first, uint64_t last,
+                                    function_ref<bool(anon_vma_chain*)> fn);
+// For tests: checks the tree's invariants (also that every node is keyed by its VMA's current
+// range); returns the node count, or -1 if one is broken. Caller holds the lock for read.
+int64_t anon_vma_interval_tree_check(const anon_vma_chain* root);
+// vma's range is about to change / has changed (__split_vma, vma_adjust): its avcs leave / enter
+// their anon_vmas' trees again, so they are keyed by the new range. Caller holds the root lock
+// of vma's anon_vma for write across both calls and the change.
+void anon_vma_interval_tree_pre_update_vma(vm_area_struct* vma);
+void anon_vma_interval_tree_post_update_vma(vm_area_struct* vma);
 
 // --- anon_vma lifetime and locks ---
 void get_anon_vma(anon_vma* av) noexcept;
