@@ -1,11 +1,11 @@
 // The frame pool and its lock-free free list; see include/uswap/mm/phys_mem.h.
 #include "uswap/mm/phys_mem.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
+
+#include "uswap/base/resident_memory.h"
 
 namespace uswap {
 
@@ -13,12 +13,10 @@ result<std::unique_ptr<phys_mem>> phys_mem::create(uint64_t nr_pages, watermarks
   if (nr_pages == 0) return error(EINVAL, "phys_mem: RAM size must be at least one page");
   if (nr_pages >= no_pfn) return error(EINVAL, "phys_mem: at most 2^32 - 2 page frames");
   const size_t bytes = static_cast<size_t>(pages_to_bytes(nr_pages));
-  // MAP_POPULATE: the machine's RAM is present from the start, as a real machine's is, so the
-  // host's own first-touch faults are not measured as part of the workload.
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
-  if (base == MAP_FAILED)
-    return error(ENOMEM, "phys_mem: cannot map " + std::to_string(bytes) + " bytes of frames");
+  // Present from the start, as a real machine's RAM is, so that a workload's first touch of a
+  // frame is not a host fault (see resident_memory.h for what that takes on this VM).
+  auto base = map_resident_memory(bytes, "phys_mem: frames");
+  if (!base) return base.error();
 
   // The kernel's init_per_zone_wmark_min: min_free_kbytes = sqrt(lowmem_kbytes * 16), then
   // low = min + min/4 and high = min + min/2 (watermark_scale_factor's floor).
@@ -31,7 +29,7 @@ result<std::unique_ptr<phys_mem>> phys_mem::create(uint64_t nr_pages, watermarks
   if (wm.high) w.high = wm.high;
   w.low = std::max(w.low, w.min);
   w.high = std::min(std::max(w.high, w.low), nr_pages);
-  return std::unique_ptr<phys_mem>(new phys_mem(nr_pages, static_cast<std::byte*>(base), w));
+  return std::unique_ptr<phys_mem>(new phys_mem(nr_pages, *base, w));
 }
 
 phys_mem::phys_mem(uint64_t nr_pages, std::byte* base, watermarks wm)
@@ -47,7 +45,7 @@ phys_mem::phys_mem(uint64_t nr_pages, std::byte* base, watermarks wm)
   nr_free_.store(static_cast<int64_t>(nr_pages), std::memory_order_relaxed);
 }
 
-phys_mem::~phys_mem() { ::munmap(base_, static_cast<size_t>(pages_to_bytes(nr_pages_))); }
+phys_mem::~phys_mem() { unmap_resident_memory(base_, static_cast<size_t>(pages_to_bytes(nr_pages_))); }
 
 page* phys_mem::alloc_page() noexcept {
   uint64_t head = free_head_.load(std::memory_order_acquire);

@@ -1,11 +1,10 @@
 // The swap devices: zram, and the uncompressed RAM disk. See include/uswap/mm/swap_device.h.
 #include "uswap/mm/swap_device.h"
 
-#include <sys/mman.h>
-
 #include <cstring>
 
 #include "uswap/base/page.h"
+#include "uswap/base/resident_memory.h"
 
 namespace uswap {
 
@@ -46,7 +45,7 @@ class zram_swap_device final : public swap_device {
 class ram_swap_device final : public swap_device {
  public:
   ram_swap_device(std::byte* base, uint64_t nr_pages) : base_(base), nr_pages_(nr_pages) {}
-  ~ram_swap_device() override { ::munmap(base_, static_cast<size_t>(pages_to_bytes(nr_pages_))); }
+  ~ram_swap_device() override { unmap_resident_memory(base_, static_cast<size_t>(pages_to_bytes(nr_pages_))); }
   status write_page(uint64_t offset, const void* src) override {
     if (offset >= nr_pages_) return error(EINVAL, "ram swap device: write past the end");
     std::memcpy(base_ + pages_to_bytes(offset), src, page_size);
@@ -78,14 +77,11 @@ result<std::unique_ptr<swap_device>> make_zram_swap_device(uint64_t nr_pages, zr
 
 result<std::unique_ptr<swap_device>> make_ram_swap_device(uint64_t nr_pages) {
   if (nr_pages == 0) return error(EINVAL, "ram swap device: size 0");
-  const size_t bytes = static_cast<size_t>(pages_to_bytes(nr_pages));
-  // Populated up front, like the seed's RAM-simulated PMEM: a write is a memcpy into memory
-  // that is already there, not a host page fault.
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_POPULATE, -1, 0);
-  if (base == MAP_FAILED)
-    return error(ENOMEM, "ram swap device: cannot map " + std::to_string(bytes) + " bytes");
-  return std::unique_ptr<swap_device>(new ram_swap_device(static_cast<std::byte*>(base), nr_pages));
+  // Present up front, like the seed's RAM-simulated PMEM: a write is a memcpy into memory that
+  // is already mapped, not a host fault (see resident_memory.h for what that takes on this VM).
+  auto base = map_resident_memory(static_cast<size_t>(pages_to_bytes(nr_pages)), "ram swap device");
+  if (!base) return base.error();
+  return std::unique_ptr<swap_device>(new ram_swap_device(*base, nr_pages));
 }
 
 }  // namespace uswap
