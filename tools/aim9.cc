@@ -108,7 +108,7 @@ result<aim9_result> run_aim9(const aim9_config& cfg) {
         const rmap_util::cpu_times c1 = rmap_util::thread_times();
         ops.fetch_add(mine);
         double prev = cpu.load();
-        const double add = (c1.user - c0.user) + (c1.sys - c0.sys);
+        const double add = c1.total - c0.total;
         while (!cpu.compare_exchange_weak(prev, prev + add)) {
         }
       });

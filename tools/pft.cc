@@ -71,14 +71,14 @@ result<pft_result> run_pft(const pft_config& cfg) {
         }
         t1[t] = clk::now();
         const rmap_util::cpu_times c1 = rmap_util::thread_times();
-        cpu[t] = {c1.user - c0.user, c1.sys - c0.sys};
+        cpu[t] = {c1.user - c0.user, c1.sys - c0.sys, c1.total - c0.total};
       });
     }
     for (auto& th : ts) th.join();
     const auto first = *std::min_element(t0.begin(), t0.end());
     const auto last = *std::max_element(t1.begin(), t1.end());
     res.wall_s += std::chrono::duration<double>(last - first).count();
-    for (const auto& c : cpu) res.user_s += c.user, res.sys_s += c.sys;
+    for (const auto& c : cpu) res.user_s += c.user, res.sys_s += c.sys, res.cpu_s += c.total;
     res.errors += errors.load();
     if (status st = mm->munmap(*a, pages_to_bytes(total)); !st.ok()) return st;
   }
@@ -86,8 +86,7 @@ result<pft_result> run_pft(const pft_config& cfg) {
   res.faults = after[PGFAULT] - before[PGFAULT];
   res.events = after;
   res.faults_per_wall_s = res.wall_s > 0 ? res.faults / res.wall_s : 0;
-  const double cpu = res.user_s + res.sys_s;
-  res.faults_per_cpu_s = cpu > 0 ? res.faults / cpu : 0;
+  res.faults_per_cpu_s = res.cpu_s > 0 ? res.faults / res.cpu_s : 0;
   res.locks = rmap_util::active_locks();
   mm.reset();
   f.reset();

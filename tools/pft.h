@@ -37,8 +37,9 @@ struct pft_result {
   double wall_s = 0;             // summed over reps: first thread start to last thread finish
   double user_s = 0;             // the threads' user time, summed
   double sys_s = 0;              // the threads' system time, summed
+  double cpu_s = 0;              // the threads' CPU time (CLOCK_THREAD_CPUTIME_ID), summed
   double faults_per_wall_s = 0;  // fault/wsec
-  double faults_per_cpu_s = 0;   // flt/cpu/s: faults / (user + system)
+  double faults_per_cpu_s = 0;   // flt/cpu/s: faults / cpu_s
   uint64_t errors = 0;           // failed accesses (must be 0)
   vm_event_counts events;
   std::vector<lock_stats> locks;  // lock classes with acquisitions during the run
