@@ -123,10 +123,18 @@ uint64_t machine::shrink_page_list(page** pages, uint64_t& n, scan_control&) {
   for (uint64_t i = 0; i < n; ++i) {
     page* p = pages[i];
     auto keep = [&] { pages[kept++] = p; };
+    // A swap-cache page whose last pte and swap pte went while we held its lock: the zap's
+    // trylock failed and left it to us (free_swap_cache, free_swap_and_cache), so a page kept
+    // here must not keep its slot, or it would stay in the cache, owned by no one, until some
+    // later scan. try_to_free_swap frees the slot only when no swap pte refers to it.
+    auto drop_orphan_slot = [&] {
+      if (!p->mapped()) try_to_free_swap(p);
+    };
     auto activate = [&] {
       // activate_locked: a page that cannot be reclaimed now goes to the active list; its swap
       // slot is given back if swap is filling up and nothing else refers to it.
       if (vm_swap_full()) try_to_free_swap(p);
+      drop_orphan_slot();
       p->set(PG_active);
       events_.count(PGACTIVATE);
       p->unlock();
@@ -198,6 +206,7 @@ uint64_t machine::shrink_page_list(page** pages, uint64_t& n, scan_control&) {
       }
     }
     if (!remove_mapping(p)) {  // someone took a reference: a fault is about to map it
+      drop_orphan_slot();
       p->unlock();
       keep();
       continue;
