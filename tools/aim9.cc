@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -150,52 +149,43 @@ int run_cli(cli_options& o, aim9_test test) {
   }
   if (o.rounds == 0) o.rounds = 1;
   const char* unit = test == aim9_test::fork ? "Task Creations/second" : "Program Loads/second";
-  std::map<rmap_lock_mode, std::vector<double>> rate, cpu;
-  std::map<rmap_lock_mode, std::vector<lock_stats>> locks;
   nlohmann::json out;
   out["config"] = {{"test", std::string(to_string(test)) + "_test"}, {"seconds", o.cfg.seconds},
                    {"threads", o.cfg.threads}, {"heap_pages", o.cfg.heap_pages}, {"rounds", o.rounds}};
   int rc = 0;
-  for (unsigned round = 0; round < o.rounds; ++round) {
-    for (rmap_lock_mode md : *modes) {
-      aim9_config c = o.cfg;
-      c.rmap_lock = md;
-      auto r = run_aim9(c);
-      if (!r) {
-        std::cerr << "aim9: " << r.error().to_string() << "\n";
-        return 1;
-      }
-      if (r->errors || !r->teardown_clean) rc = 1;
-      rate[md].push_back(r->per_second);
-      cpu[md].push_back(r->operations / std::max(r->cpu_s, 1e-9));
-      rmap_util::add_locks(locks[md], r->locks);
-      if (!o.json)
-        std::printf("round %u, rmap %s: %s_test %.2f %s (%llu in %.2f s)%s\n", round + 1,
-                    to_string(md), to_string(test), r->per_second, unit,
-                    (unsigned long long)r->operations, r->seconds,
-                    r->errors ? ", ERRORS" : (r->teardown_clean ? "" : ", NOT CLEAN"));
-      out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
-                             {"operations", r->operations}, {"seconds", r->seconds},
-                             {"per_second", r->per_second}, {"cpu_s", r->cpu_s},
-                             {"errors", r->errors}, {"teardown_clean", r->teardown_clean}});
-    }
+  auto all = rmap_util::run_rounds(
+      *modes, o.rounds, o.cfg, run_aim9,
+      [&](unsigned round, rmap_lock_mode md, const aim9_result& r) {
+        if (r.errors || !r.teardown_clean) rc = 1;
+        if (!o.json)
+          std::printf("round %u, rmap %s: %s_test %.2f %s (%llu in %.2f s)%s\n", round + 1,
+                      to_string(md), to_string(test), r.per_second, unit,
+                      (unsigned long long)r.operations, r.seconds,
+                      r.errors ? ", ERRORS" : (r.teardown_clean ? "" : ", NOT CLEAN"));
+        out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                               {"operations", r.operations}, {"seconds", r.seconds},
+                               {"per_second", r.per_second}, {"cpu_s", r.cpu_s},
+                               {"errors", r.errors}, {"teardown_clean", r.teardown_clean}});
+      });
+  if (!all) {
+    std::cerr << "aim9: " << all.error().to_string() << "\n";
+    return 1;
   }
+  // Operations per CPU-second of the loops.
+  auto per_cpu_second = [](const aim9_result& r) { return r.operations / std::max(r.cpu_s, 1e-9); };
   if (!o.json) std::printf("\naim9 %s_test, %u rounds alternating (median, min-max):\n", to_string(test), o.rounds);
-  for (rmap_lock_mode md : *modes) {
-    const auto& v = rate[md];
-    const double med = rmap_util::median(v);
+  for (const auto& m : *all) {
+    const auto v = m.values(&aim9_result::per_second);
+    const double med = median(v), cpu = median(m.values(per_cpu_second));
     if (!o.json)
-      std::printf("  %-6s %12.2f %s  (%.2f - %.2f), %.2f per CPU-second\n", to_string(md), med, unit,
-                  *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()),
-                  rmap_util::median(cpu[md]));
-    out["median"][to_string(md)] = {{"per_second", med}, {"rounds", v},
-                                    {"per_cpu_second", rmap_util::median(cpu[md])}};
-    out["locks_summed_over_rounds"][to_string(md)] = nlohmann::json::parse(lockstat::to_json(locks[md]));
+      std::printf("  %-6s %12.2f %s  (%.2f - %.2f), %.2f per CPU-second\n", to_string(m.mode), med,
+                  unit, min_of(v), max_of(v), cpu);
+    out["median"][to_string(m.mode)] = {{"per_second", med}, {"rounds", v}, {"per_cpu_second", cpu}};
   }
-  if (rate.count(rmap_lock_mode::spin) && rate.count(rmap_lock_mode::rwsem)) {
-    const double ratio = rmap_util::median(rate[rmap_lock_mode::rwsem]) / rmap_util::median(rate[rmap_lock_mode::spin]);
-    out["rwsem_over_spin"] = ratio;
-    if (!o.json) std::printf("  rwsem/spin: %+.2f%%\n", (ratio - 1) * 100);
+  rmap_util::add_locks_json(out, *all);
+  if (const auto ratio = rmap_util::rwsem_over_spin(*all, &aim9_result::per_second)) {
+    out["rwsem_over_spin"] = *ratio;
+    if (!o.json) std::printf("  rwsem/spin: %+.2f%%\n", (*ratio - 1) * 100);
     const auto seed = rmap_util::seed001_rows(test == aim9_test::fork ? "AIM9 fork_test" : "AIM9 exec_test");
     for (const seed_row& r : seed) {
       out["seed_001"].push_back({{"row", r.row}, {"before", r.baseline}, {"after", r.patched}, {"ratio", r.ratio()}});
@@ -207,9 +197,7 @@ int run_cli(cli_options& o, aim9_test test) {
   if (o.json)
     std::cout << out.dump(2) << "\n";
   else
-    for (rmap_lock_mode md : *modes)
-      std::printf("\nlock contention, rmap %s (summed over rounds):\n%s", to_string(md),
-                  lockstat::format_table(locks[md]).c_str());
+    rmap_util::print_lock_tables(*all);
   return rc;
 }
 

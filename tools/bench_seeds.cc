@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "alternate_rounds.h"
 #include "cli.h"
 #include "iozone.h"
 #include "seed_reference.h"
@@ -38,13 +39,6 @@ namespace uswap::tools {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
@@ -96,14 +90,20 @@ std::optional<seed_figures> seed_for(const seed_table& t, const std::string& row
   return s;
 }
 
-// Rounds in which the forms alternate: in round r the forms run in the order rotated by r
-// (A B C, B C A, C A B, ...), so that no form always runs first or last.
-template <class Fn>
-status alternate(unsigned rounds, size_t nforms, Fn&& run_one) {
-  for (unsigned r = 0; r < rounds; ++r)
-    for (size_t k = 0; k < nforms; ++k)
-      if (status st = run_one(r, (k + r) % nforms); !st.ok()) return st;
-  return {};
+// `run(form)` for every form in alternating rounds, the order rotating from round to round (A B C,
+// B C A, C A B ...) so that no form always runs first or last; says "<what>, round r/R, <form>"
+// before each run.
+template <class Form, class Run>
+auto alternate_forms(const std::vector<Form>& forms, unsigned rounds, const seeds_progress_fn& say,
+                     const std::string& what, Run&& run) {
+  return run_alternating_rounds(
+      forms, rounds,
+      [&](unsigned r, Form f) {
+        say(what + ", round " + std::to_string(r + 1) + "/" + std::to_string(rounds) + ", " +
+            to_string(f));
+        return run(f);
+      },
+      no_round_progress{}, round_order::rotate);
 }
 
 // --- seed 000 ---------------------------------------------------------------------------------
@@ -134,29 +134,28 @@ result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const s
     row.threads = n;
     row.unit = "GB/s";
     if (n == 16) row.seed = seed_for(ref, "swap-out throughput", "GB/s");
-    for (auto f : forms) row.forms.push_back({to_string(f), {}});
-    status st = alternate(rounds, forms.size(), [&](unsigned r, size_t k) -> status {
-      usemem_config c;
-      c.tasks = n;
-      c.separate_mms = true;
-      c.size = std::max<uint64_t>(page_size, round_up_to_page(total / n));
-      c.ram = ram;
-      c.swap_dev = swap_dev_kind::ram;
-      c.swap_lock = forms[k];
-      say("seed 000: usemem -n " + std::to_string(n) + ", round " + std::to_string(r + 1) + "/" +
-          std::to_string(rounds) + ", " + to_string(forms[k]));
-      auto res = run_usemem(c);
-      if (!res) return res.error();
-      if (res->errors || res->mismatches || !res->teardown_clean)
-        return error(EIO, "usemem (" + std::string(to_string(forms[k])) + ", " +
-                              std::to_string(n) + " tasks) failed: " +
-                              std::to_string(res->errors) + " task errors, " +
-                              std::to_string(res->mismatches) + " mismatches" +
-                              (res->teardown_clean ? "" : ", not clean at exit"));
-      row.forms[k].rounds.push_back(res->total_kbps * 1024.0 / 1e9);
-      return {};
-    });
-    if (!st.ok()) return st;
+    auto measured = alternate_forms(
+        forms, rounds, say, "seed 000: usemem -n " + std::to_string(n),
+        [&](swap_lock_mode f) -> result<double> {
+          usemem_config c;
+          c.tasks = n;
+          c.separate_mms = true;
+          c.size = std::max<uint64_t>(page_size, round_up_to_page(total / n));
+          c.ram = ram;
+          c.swap_dev = swap_dev_kind::ram;
+          c.swap_lock = f;
+          auto res = run_usemem(c);
+          if (!res) return res.error();
+          if (res->errors || res->mismatches || !res->teardown_clean)
+            return error(EIO, "usemem (" + std::string(to_string(f)) + ", " +
+                                  std::to_string(n) + " tasks) failed: " +
+                                  std::to_string(res->errors) + " task errors, " +
+                                  std::to_string(res->mismatches) + " mismatches" +
+                                  (res->teardown_clean ? "" : ", not clean at exit"));
+          return res->total_kbps * 1024.0 / 1e9;
+        });
+    if (!measured) return measured.error();
+    for (const auto& m : *measured) row.forms.push_back({to_string(m.mode), m.samples});
     rep.rows.push_back(std::move(row));
   }
 
@@ -260,9 +259,9 @@ std::optional<seed_figures> seed_samples(const seed_table& t, const std::string&
   }
   if (b.empty()) return std::nullopt;
   seed_figures s;
-  s.baseline = median_of(b);
-  s.patched = median_of(p);
-  s.change_pct = median_of(c);
+  s.baseline = median(b);
+  s.patched = median(p);
+  s.change_pct = median(c);
   s.unit = unit;
   s.source_rows = "median of " + std::to_string(b.size()) + " samples (changes " + changes + ")";
   return s;
@@ -298,26 +297,24 @@ result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const s
     const std::string th = std::to_string(n) + (n == 1 ? " thread " : " threads ");
     wall.seed = seed_for(ref, th + "fault/wsec", "faults/wall-second");
     cpu.seed = seed_for(ref, th + "flt/cpu/s", "faults/cpu-second");
-    for (auto f : forms) {
-      wall.forms.push_back({to_string(f), {}});
-      cpu.forms.push_back({to_string(f), {}});
+    auto measured = alternate_forms(
+        forms, rounds, say, "seed 001: pft " + std::to_string(n) + " threads",
+        [&](rmap_lock_mode f) -> result<pft_result> {
+          pft_config c;
+          c.threads = n;
+          c.pages_per_thread = pages;
+          c.rmap_lock = f;
+          auto res = run_pft(c);
+          if (res && res->errors)
+            return error(EIO, "pft (" + std::string(to_string(f)) + "): " +
+                                  std::to_string(res->errors) + " failed accesses");
+          return res;
+        });
+    if (!measured) return measured.error();
+    for (const auto& m : *measured) {
+      wall.forms.push_back({to_string(m.mode), m.values(&pft_result::faults_per_wall_s)});
+      cpu.forms.push_back({to_string(m.mode), m.values(&pft_result::faults_per_cpu_s)});
     }
-    status st = alternate(rounds, forms.size(), [&](unsigned r, size_t k) -> status {
-      pft_config c;
-      c.threads = n;
-      c.pages_per_thread = pages;
-      c.rmap_lock = forms[k];
-      say("seed 001: pft " + std::to_string(n) + " threads, round " + std::to_string(r + 1) +
-          "/" + std::to_string(rounds) + ", " + to_string(forms[k]));
-      auto res = run_pft(c);
-      if (!res) return res.error();
-      if (res->errors) return error(EIO, "pft (" + std::string(to_string(forms[k])) + "): " +
-                                             std::to_string(res->errors) + " failed accesses");
-      wall.forms[k].rounds.push_back(res->faults_per_wall_s);
-      cpu.forms[k].rounds.push_back(res->faults_per_cpu_s);
-      return {};
-    });
-    if (!st.ok()) return st;
     rep.rows.push_back(std::move(wall));
     rep.rows.push_back(std::move(cpu));
   }
@@ -328,24 +325,22 @@ result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const s
     row.threads = 1;
     row.unit = t == aim9_test::exec ? "program loads/s" : "task creations/s";
     row.seed = seed_samples(ref, "AIM9 " + row.row, row.unit);
-    for (auto f : forms) row.forms.push_back({to_string(f), {}});
-    status st = alternate(rounds, forms.size(), [&](unsigned r, size_t k) -> status {
-      aim9_config c;
-      c.test = t;
-      c.seconds = aim9_s;
-      c.rmap_lock = forms[k];
-      say("seed 001: aim9 " + row.row + ", round " + std::to_string(r + 1) + "/" +
-          std::to_string(rounds) + ", " + to_string(forms[k]));
-      auto res = run_aim9(c);
-      if (!res) return res.error();
-      if (res->errors || !res->teardown_clean)
-        return error(EIO, "aim9 " + row.row + " (" + std::string(to_string(forms[k])) + "): " +
-                              std::to_string(res->errors) + " errors" +
-                              (res->teardown_clean ? "" : ", not clean at exit"));
-      row.forms[k].rounds.push_back(res->per_second);
-      return {};
-    });
-    if (!st.ok()) return st;
+    auto measured = alternate_forms(
+        forms, rounds, say, "seed 001: aim9 " + row.row, [&](rmap_lock_mode f) -> result<double> {
+          aim9_config c;
+          c.test = t;
+          c.seconds = aim9_s;
+          c.rmap_lock = f;
+          auto res = run_aim9(c);
+          if (!res) return res.error();
+          if (res->errors || !res->teardown_clean)
+            return error(EIO, "aim9 " + row.row + " (" + std::string(to_string(f)) + "): " +
+                                  std::to_string(res->errors) + " errors" +
+                                  (res->teardown_clean ? "" : ", not clean at exit"));
+          return res->per_second;
+        });
+    if (!measured) return measured.error();
+    for (const auto& m : *measured) row.forms.push_back({to_string(m.mode), m.samples});
     rep.rows.push_back(std::move(row));
   }
   rep.charts.push_back({"seed001_pft.png", "seed 001: pft faults per wall-second (file mapping)",
@@ -371,13 +366,9 @@ result<seed_report> run_seed001(const seeds_options&, unsigned, const seed_table
 
 // --- rows -------------------------------------------------------------------------------------
 
-double form_series::median() const { return median_of(rounds); }
-double form_series::min() const {
-  return rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end());
-}
-double form_series::max() const {
-  return rounds.empty() ? 0 : *std::max_element(rounds.begin(), rounds.end());
-}
+double form_series::median() const { return tools::median(rounds); }
+double form_series::min() const { return min_of(rounds); }
+double form_series::max() const { return max_of(rounds); }
 
 namespace {
 std::vector<double> round_ratios(const bench_row& r, size_t k) {

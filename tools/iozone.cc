@@ -37,6 +37,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "alternate_rounds.h"
 #include "cli.h"
 #include "iozone.h"
 #include "seed_reference.h"
@@ -249,13 +250,6 @@ class runner {
   std::vector<child>& children_;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
-
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -365,8 +359,11 @@ result<iozone_result> measure(const iozone_config& c, const iozone_progress_fn& 
     }
     // The order rotates from round to round (A B C, B C A, C A B, ...), so that no mode always
     // runs first or last after another mode's test (caches, the other tenants of the machine).
+    // Not run_alternating_rounds: a round here is every test, each run once per mode on the
+    // round's own devices, so the modes alternate within each test.
     std::vector<zram_lock_mode> order;
-    for (size_t k = 0; k < modes.size(); ++k) order.push_back(modes[(k + round) % modes.size()]);
+    for (size_t k = 0; k < modes.size(); ++k)
+      order.push_back(modes[mode_at(round_order::rotate, round, k, modes.size())]);
     for (test_id t : run_order) {
       // Reads need data: the initial write always runs, reported only when selected.
       if (!selected[t] && t != t_initial_write) continue;

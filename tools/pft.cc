@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -136,52 +135,44 @@ int run_cli(cli_options& o) {
                 o.cfg.anon ? "anonymous" : "shared file",
                 (unsigned long long)o.cfg.pages_per_thread, o.cfg.reps, o.rounds);
   for (unsigned thr : threads) {
-    std::map<rmap_lock_mode, std::vector<double>> wsec, cpus, user, sys, wall;
-    std::map<rmap_lock_mode, std::vector<lock_stats>> locks;
     nlohmann::json jt;
     jt["threads"] = thr;
-    for (unsigned round = 0; round < o.rounds; ++round) {
-      for (rmap_lock_mode md : *modes) {
-        pft_config c = o.cfg;
-        c.threads = thr;
-        c.rmap_lock = md;
-        auto r = run_pft(c);
-        if (!r) {
-          std::cerr << "pft: " << r.error().to_string() << "\n";
-          return 1;
-        }
-        if (r->errors) rc = 1;
-        wsec[md].push_back(r->faults_per_wall_s);
-        cpus[md].push_back(r->faults_per_cpu_s);
-        user[md].push_back(r->user_s);
-        sys[md].push_back(r->sys_s);
-        wall[md].push_back(r->wall_s);
-        rmap_util::add_locks(locks[md], r->locks);
-        jt["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
-                              {"faults", r->faults}, {"wall_s", r->wall_s}, {"user_s", r->user_s},
-                              {"sys_s", r->sys_s}, {"fault_per_wsec", r->faults_per_wall_s},
-                              {"flt_per_cpu_s", r->faults_per_cpu_s}, {"errors", r->errors}});
-      }
+    pft_config cfg = o.cfg;
+    cfg.threads = thr;
+    auto all = rmap_util::run_rounds(
+        *modes, o.rounds, cfg, run_pft,
+        [&](unsigned round, rmap_lock_mode md, const pft_result& r) {
+          if (r.errors) rc = 1;
+          jt["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                                {"faults", r.faults}, {"wall_s", r.wall_s}, {"user_s", r.user_s},
+                                {"sys_s", r.sys_s}, {"fault_per_wsec", r.faults_per_wall_s},
+                                {"flt_per_cpu_s", r.faults_per_cpu_s}, {"errors", r.errors}});
+        });
+    if (!all) {
+      std::cerr << "pft: " << all.error().to_string() << "\n";
+      return 1;
     }
     if (!o.json) {
       std::printf("\n  %-6s %4s %4s %8s %8s %8s %14s %14s\n", "rmap", "Rep", "Thr", "User", "System",
                   "Wall", "flt/cpu/s", "fault/wsec");
     }
-    for (rmap_lock_mode md : *modes) {
-      const double mw = rmap_util::median(wsec[md]), mc = rmap_util::median(cpus[md]);
+    for (const auto& m : *all) {
+      const auto wsec = m.values(&pft_result::faults_per_wall_s);
+      const auto cpus = m.values(&pft_result::faults_per_cpu_s);
+      const double mw = median(wsec), mc = median(cpus);
       if (!o.json)
-        std::printf("  %-6s %4u %4u %7.2fs %7.2fs %7.2fs %14.3f %14.3f\n", to_string(md), o.cfg.reps,
-                    thr, rmap_util::median(user[md]), rmap_util::median(sys[md]),
-                    rmap_util::median(wall[md]), mc, mw);
-      jt["median"][to_string(md)] = {{"fault_per_wsec", mw}, {"flt_per_cpu_s", mc},
-                                     {"fault_per_wsec_rounds", wsec[md]},
-                                     {"flt_per_cpu_s_rounds", cpus[md]}};
-      jt["locks_summed_over_rounds"][to_string(md)] = nlohmann::json::parse(lockstat::to_json(locks[md]));
+        std::printf("  %-6s %4u %4u %7.2fs %7.2fs %7.2fs %14.3f %14.3f\n", to_string(m.mode), o.cfg.reps,
+                    thr, median(m.values(&pft_result::user_s)), median(m.values(&pft_result::sys_s)),
+                    median(m.values(&pft_result::wall_s)), mc, mw);
+      jt["median"][to_string(m.mode)] = {{"fault_per_wsec", mw}, {"flt_per_cpu_s", mc},
+                                         {"fault_per_wsec_rounds", wsec},
+                                         {"flt_per_cpu_s_rounds", cpus}};
     }
-    if (wsec.count(rmap_lock_mode::spin) && wsec.count(rmap_lock_mode::rwsem)) {
-      const double rw = rmap_util::median(wsec[rmap_lock_mode::rwsem]) / rmap_util::median(wsec[rmap_lock_mode::spin]);
-      const double rc2 = rmap_util::median(cpus[rmap_lock_mode::rwsem]) / rmap_util::median(cpus[rmap_lock_mode::spin]);
-      jt["rwsem_over_spin"] = {{"fault_per_wsec", rw}, {"flt_per_cpu_s", rc2}};
+    rmap_util::add_locks_json(jt, *all);
+    const auto rw = rmap_util::rwsem_over_spin(*all, &pft_result::faults_per_wall_s);
+    const auto rc2 = rmap_util::rwsem_over_spin(*all, &pft_result::faults_per_cpu_s);
+    if (rw && rc2) {
+      jt["rwsem_over_spin"] = {{"fault_per_wsec", *rw}, {"flt_per_cpu_s", *rc2}};
       std::string key = std::to_string(thr) + (thr == 1 ? " thread " : " threads ");
       const seed_row* sw = nullptr;
       const seed_row* sc = nullptr;
@@ -189,7 +180,7 @@ int run_cli(cli_options& o) {
         if (r.row == key + "fault/wsec") sw = &r;
         else if (r.row == key + "flt/cpu/s") sc = &r;
       if (!o.json) {
-        std::printf("  rwsem/spin: fault/wsec %+.1f%%, flt/cpu/s %+.1f%%", (rw - 1) * 100, (rc2 - 1) * 100);
+        std::printf("  rwsem/spin: fault/wsec %+.1f%%, flt/cpu/s %+.1f%%", (*rw - 1) * 100, (*rc2 - 1) * 100);
         if (sw && sc)
           std::printf("   (seed 001, %u threads: %+.1f%%, %+.1f%%)", thr, (sw->ratio() - 1) * 100,
                       (sc->ratio() - 1) * 100);
@@ -200,9 +191,9 @@ int run_cli(cli_options& o) {
                           {"flt_per_cpu_s", {sc->baseline, sc->patched, sc->ratio()}}};
     }
     if (!o.json)
-      for (rmap_lock_mode md : *modes)
-        std::printf("  lock contention, %s (summed over rounds):\n%s", to_string(md),
-                    lockstat::format_table(locks[md]).c_str());
+      for (const auto& m : *all)
+        std::printf("  lock contention, %s (summed over rounds):\n%s", to_string(m.mode),
+                    lockstat::format_table(m.locks).c_str());
     out["results"].push_back(jt);
   }
   if (o.json) std::cout << out.dump(2) << "\n";

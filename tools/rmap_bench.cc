@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -142,63 +141,52 @@ int run_cli(cli_options& o) {
   }
   o.cfg.swap_dev = *dev;
   if (o.rounds == 0) o.rounds = 1;
-  std::map<rmap_lock_mode, std::vector<double>> rate, frate;
-  std::map<rmap_lock_mode, std::vector<lock_stats>> locks;
   nlohmann::json out;
   out["config"] = {{"threads", o.cfg.threads}, {"forks", o.cfg.forks}, {"anon_pages", o.cfg.anon_pages},
                    {"file_pages", o.cfg.file_pages}, {"ram_pages", o.cfg.ram_pages},
                    {"seconds", o.cfg.seconds}, {"swap_dev", to_string(o.cfg.swap_dev)}, {"rounds", o.rounds}};
   int rc = 0;
-  for (unsigned round = 0; round < o.rounds; ++round) {
-    for (rmap_lock_mode md : *modes) {
-      rmap_bench_config c = o.cfg;
-      c.rmap_lock = md;
-      auto r = run_rmap_bench(c);
-      if (!r) {
-        std::cerr << "rmap-bench: " << r.error().to_string() << "\n";
-        return 1;
-      }
-      if (r->errors || r->mismatches) rc = 1;
-      rate[md].push_back(r->accesses_per_s);
-      frate[md].push_back(r->faults_per_s);
-      rmap_util::add_locks(locks[md], r->locks);
-      if (!o.json)
-        std::printf("round %u, rmap %s: %.0f accesses/s, %.0f faults/s, %llu pages reclaimed%s\n",
-                    round + 1, to_string(md), r->accesses_per_s, r->faults_per_s,
-                    (unsigned long long)r->walks_reclaimed,
-                    (r->errors || r->mismatches) ? ", ERRORS OR MISMATCHES" : "");
-      out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
-                             {"accesses_per_s", r->accesses_per_s}, {"faults_per_s", r->faults_per_s},
-                             {"reclaimed", r->walks_reclaimed}, {"mismatches", r->mismatches},
-                             {"errors", r->errors}});
-    }
+  auto all = rmap_util::run_rounds(
+      *modes, o.rounds, o.cfg, run_rmap_bench,
+      [&](unsigned round, rmap_lock_mode md, const rmap_bench_result& r) {
+        if (r.errors || r.mismatches) rc = 1;
+        if (!o.json)
+          std::printf("round %u, rmap %s: %.0f accesses/s, %.0f faults/s, %llu pages reclaimed%s\n",
+                      round + 1, to_string(md), r.accesses_per_s, r.faults_per_s,
+                      (unsigned long long)r.walks_reclaimed,
+                      (r.errors || r.mismatches) ? ", ERRORS OR MISMATCHES" : "");
+        out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                               {"accesses_per_s", r.accesses_per_s}, {"faults_per_s", r.faults_per_s},
+                               {"reclaimed", r.walks_reclaimed}, {"mismatches", r.mismatches},
+                               {"errors", r.errors}});
+      });
+  if (!all) {
+    std::cerr << "rmap-bench: " << all.error().to_string() << "\n";
+    return 1;
   }
   if (!o.json)
     std::printf("\nrmap-bench: %u threads faulting through %u forks of %llu anon + %llu shared file "
                 "pages on %llu pages of RAM, %u rounds alternating (median, min-max):\n",
                 o.cfg.threads, o.cfg.forks, (unsigned long long)o.cfg.anon_pages,
                 (unsigned long long)o.cfg.file_pages, (unsigned long long)o.cfg.ram_pages, o.rounds);
-  for (rmap_lock_mode md : *modes) {
-    const auto& v = rate[md];
+  for (const auto& m : *all) {
+    const auto v = m.values(&rmap_bench_result::accesses_per_s);
+    const double faults = median(m.values(&rmap_bench_result::faults_per_s));
     if (!o.json)
-      std::printf("  %-6s %12.0f accesses/s (%.0f - %.0f), %.0f faults/s\n", to_string(md),
-                  rmap_util::median(v), *std::min_element(v.begin(), v.end()),
-                  *std::max_element(v.begin(), v.end()), rmap_util::median(frate[md]));
-    out["median"][to_string(md)] = {{"accesses_per_s", rmap_util::median(v)}, {"rounds", v},
-                                    {"faults_per_s", rmap_util::median(frate[md])}};
-    out["locks_summed_over_rounds"][to_string(md)] = nlohmann::json::parse(lockstat::to_json(locks[md]));
+      std::printf("  %-6s %12.0f accesses/s (%.0f - %.0f), %.0f faults/s\n", to_string(m.mode),
+                  median(v), min_of(v), max_of(v), faults);
+    out["median"][to_string(m.mode)] = {{"accesses_per_s", median(v)}, {"rounds", v},
+                                        {"faults_per_s", faults}};
   }
-  if (rate.count(rmap_lock_mode::spin) && rate.count(rmap_lock_mode::rwsem)) {
-    const double ratio = rmap_util::median(rate[rmap_lock_mode::rwsem]) / rmap_util::median(rate[rmap_lock_mode::spin]);
-    out["rwsem_over_spin"] = ratio;
-    if (!o.json) std::printf("  rwsem/spin: %.3fx\n", ratio);
+  rmap_util::add_locks_json(out, *all);
+  if (const auto ratio = rmap_util::rwsem_over_spin(*all, &rmap_bench_result::accesses_per_s)) {
+    out["rwsem_over_spin"] = *ratio;
+    if (!o.json) std::printf("  rwsem/spin: %.3fx\n", *ratio);
   }
   if (o.json)
     std::cout << out.dump(2) << "\n";
   else
-    for (rmap_lock_mode md : *modes)
-      std::printf("\nlock contention, rmap %s (summed over rounds):\n%s", to_string(md),
-                  lockstat::format_table(locks[md]).c_str());
+    rmap_util::print_lock_tables(*all);
   return rc;
 }
 

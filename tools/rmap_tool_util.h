@@ -1,8 +1,14 @@
 // Plumbing shared by the rmap workloads' subcommands (pft.cc, aim9.cc, rmap_bench.cc):
-// --rmap-lock lists, per-thread CPU time, medians, summed lock statistics and seed 001's
-// published figures (compiled in, for when the shared reference file is not there).
+// --rmap-lock lists, per-thread CPU time, what they print of alternating rounds over the rmap
+// lock modes (the rwsem/spin ratio, the lock statistics summed per mode; the rounds themselves
+// run in alternate_rounds.h) and seed 001's published figures (compiled in, for when the shared
+// reference file is not there).
 //
-// Thread-safety: pure functions, except thread_times() which reads the calling thread's usage.
+// Thread-safety: pure functions, except thread_times() which reads the calling thread's usage
+// and print_lock_tables() which writes to stdout (call both from one thread at a time).
+//
+// Invariants: the ratios and tables are of the rounds as run_alternating_rounds returned them;
+// a mode that was not run gives no ratio (std::nullopt) rather than a made-up one.
 #pragma once
 
 #include <sys/resource.h>
@@ -10,10 +16,15 @@
 #include <ctime>
 
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "alternate_rounds.h"
 #include "seed_reference.h"
 #include "uswap/base/status.h"
 #include "uswap/mm/rmap_lock.h"
@@ -52,26 +63,44 @@ inline cpu_times thread_times() {
           ts.tv_sec + ts.tv_nsec / 1e9};
 }
 
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+// `cfg` run once per round and rmap lock mode (cfg.rmap_lock set to the mode), alternating the
+// modes: run_alternating_rounds with the copy of the configuration every rmap tool makes.
+template <class Config, class Run, class Progress>
+auto run_rounds(const std::vector<rmap_lock_mode>& modes, unsigned rounds, const Config& cfg,
+                Run&& run, Progress&& progress) {
+  return run_alternating_rounds(
+      modes, rounds,
+      [&](unsigned, rmap_lock_mode md) {
+        Config c = cfg;
+        c.rmap_lock = md;
+        return run(c);
+      },
+      progress);
 }
 
-// Adds `rows` into `sum` by class name.
-inline void add_locks(std::vector<lock_stats>& sum, const std::vector<lock_stats>& rows) {
-  for (const lock_stats& s : rows) {
-    auto it = std::find_if(sum.begin(), sum.end(), [&](const lock_stats& x) { return x.name == s.name; });
-    if (it == sum.end()) {
-      sum.push_back(s);
-    } else {
-      it->acquisitions += s.acquisitions;
-      it->contended += s.contended;
-      it->wait_total_ns += s.wait_total_ns;
-      it->wait_max_ns = std::max(it->wait_max_ns, s.wait_max_ns);
-    }
-  }
+// median(rwsem) / median(spin) of one figure of the rounds, or nothing unless both modes ran.
+template <class Sample, class Proj>
+std::optional<double> rwsem_over_spin(const std::vector<mode_rounds<rmap_lock_mode, Sample>>& all,
+                                      Proj proj) {
+  const auto* spin = find_mode(all, rmap_lock_mode::spin);
+  const auto* rwsem = find_mode(all, rmap_lock_mode::rwsem);
+  if (!spin || !rwsem) return std::nullopt;
+  return median(rwsem->values(proj)) / median(spin->values(proj));
+}
+
+// out["locks_summed_over_rounds"][mode]: each mode's lock statistics summed over its rounds.
+template <class Sample>
+void add_locks_json(nlohmann::json& out, const std::vector<mode_rounds<rmap_lock_mode, Sample>>& all) {
+  for (const auto& m : all)
+    out["locks_summed_over_rounds"][to_string(m.mode)] = nlohmann::json::parse(lockstat::to_json(m.locks));
+}
+
+// One lock contention table per mode, summed over its rounds (aim9's and rmap-bench's text).
+template <class Sample>
+void print_lock_tables(const std::vector<mode_rounds<rmap_lock_mode, Sample>>& all) {
+  for (const auto& m : all)
+    std::printf("\nlock contention, rmap %s (summed over rounds):\n%s", to_string(m.mode),
+                lockstat::format_table(m.locks).c_str());
 }
 
 // The lock classes with acquisitions right now (after a run that began with reset_all()).

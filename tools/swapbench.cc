@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alternate_rounds.h"
 #include "cli.h"
 #include "swapbench.h"
 #include "uswap/base/units.h"
@@ -109,13 +110,6 @@ std::string cpu_model() {
     }
   }
   return "unknown CPU";
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 double thread_cpu_seconds() {
@@ -338,22 +332,28 @@ result<swapbench_result> measure(const swapbench_config& cfg, const swapbench_pr
   };
   swapbench_result out;
   for (unsigned nthreads : cfg.threads) {
-    std::vector<mode_result> res;
-    for (const mode_spec& m : cfg.modes) res.push_back({m, {}, {}, {}, {}, {}, 0});
+    // A mode and its lock classes (shared by all of its rounds).
+    struct form {
+      const mode_spec* spec;
+      mode_classes* cls;
+    };
+    std::vector<form> forms;
+    for (size_t i = 0; i < cfg.modes.size(); ++i) forms.push_back({&cfg.modes[i], classes[i].get()});
     lockstat::enable(false);
-    for (unsigned r = 0; r < cfg.rounds; ++r) {
-      for (size_t i = 0; i < cfg.modes.size(); ++i) {
-        auto rr = run_round(cfg, cfg.modes[i], nthreads, *classes[i]);
-        if (!rr.ok()) return rr.error();
-        res[i].ops_per_sec.push_back(rr->ops_per_sec());
-        res[i].pages_per_sec.push_back(rr->pages_per_sec());
-        res[i].cores.push_back(rr->cores());
-        res[i].ops_per_cpu_sec.push_back(rr->ops_per_cpu_sec());
-        say("swapbench: " + std::to_string(nthreads) + " threads, round " +
-            std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " +
-            cfg.modes[i].label + ": " + fixed(rr->ops_per_sec() / 1e6, 2) + " Mops/s");
-      }
-    }
+    auto rounds = run_alternating_rounds(
+        forms, cfg.rounds,
+        [&](unsigned, const form& f) { return run_round(cfg, *f.spec, nthreads, *f.cls); },
+        [&](unsigned r, const form& f, const round_result& rr) {
+          say("swapbench: " + std::to_string(nthreads) + " threads, round " +
+              std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " + f.spec->label +
+              ": " + fixed(rr.ops_per_sec() / 1e6, 2) + " Mops/s");
+        });
+    if (!rounds) return rounds.error();
+    std::vector<mode_result> res;
+    for (const auto& m : *rounds)
+      res.push_back({*m.mode.spec, m.values(&round_result::ops_per_sec),
+                     m.values(&round_result::pages_per_sec), m.values(&round_result::cores),
+                     m.values(&round_result::ops_per_cpu_sec), {}, 0});
     if (cfg.lockstat_round) {
       for (size_t i = 0; i < cfg.modes.size(); ++i) {
         classes[i]->device.reset();
@@ -574,7 +574,7 @@ result<swapbench_mode> parse_swapbench_mode(const std::string& text) { return pa
 
 status validate_swapbench(swapbench_config& cfg) { return validate_impl(cfg); }
 
-double swapbench_mode_result::med() const { return median(ops_per_sec); }
+double swapbench_mode_result::med() const { return tools::median(ops_per_sec); }
 
 result<swapbench_result> run_swapbench(const swapbench_config& cfg,
                                        const swapbench_progress_fn& progress) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "alternate_rounds.h"
 #include "uswap/base/status.h"
 #include "uswap/swap/swap.h"
 #include "uswap/sync/lockstat.h"
@@ -61,8 +62,8 @@ struct swapbench_mode_result {
   std::vector<lock_stats> locks;      // from the lockstat round (si->lock, cluster_lock, cache)
   uint64_t lockstat_ops = 0;          // slot operations in the lockstat round
   double med() const;
-  double lo() const { return ops_per_sec.empty() ? 0 : *std::min_element(ops_per_sec.begin(), ops_per_sec.end()); }
-  double hi() const { return ops_per_sec.empty() ? 0 : *std::max_element(ops_per_sec.begin(), ops_per_sec.end()); }
+  double lo() const { return min_of(ops_per_sec); }
+  double hi() const { return max_of(ops_per_sec); }
 };
 
 struct swapbench_result {

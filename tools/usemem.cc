@@ -12,14 +12,15 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "alternate_rounds.h"
 #include "cli.h"
 #include "seed_reference.h"
 #include "uswap/base/units.h"
@@ -348,12 +349,6 @@ void print_run(const usemem_config& cfg, const usemem_result& r) {
   std::printf("lock contention:\n%s", lockstat::format_table(r.locks).c_str());
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int run_cli(cli_options& o) {
   usemem_config& cfg = o.cfg;
   if (o.threads && o.procs) {
@@ -393,50 +388,38 @@ int run_cli(cli_options& o) {
                    {"swap_dev", to_string(cfg.swap_dev)}, {"comp", cfg.comp},
                    {"random", cfg.random}, {"verify", cfg.verify}, {"rounds", o.rounds},
                    {"slot_cache", to_string(cfg.slot_cache)}};
-  std::map<size_t, std::vector<double>> kbps;
-  std::map<size_t, std::vector<lock_stats>> locks;  // summed over rounds
-  std::map<size_t, std::vector<usemem_result>> runs;
   int rc = 0;
   const bool single = combos.size() == 1 && o.rounds == 1;
-  for (unsigned round = 0; round < o.rounds; ++round) {
-    for (size_t c = 0; c < combos.size(); ++c) {
-      usemem_config rc_cfg = cfg;
-      rc_cfg.swap_lock = combos[c].swap_lock;
-      rc_cfg.zram_lock = combos[c].zram_lock;
-      if (!o.quiet && !o.json && !single)
-        std::printf("round %u, %s: ", round + 1, combos[c].name(cfg.swap_dev).c_str()), std::fflush(stdout);
-      progress_printer pp(cfg.tasks * round_up_to_page(cfg.size), cfg.verify);
-      auto r = run_usemem(rc_cfg, o.quiet ? usemem_progress_fn{} : usemem_progress_fn(std::ref(pp)));
-      if (!r) {
-        std::cerr << "usemem: " << r.error().to_string() << "\n";
-        return 1;
-      }
-      if (r->mismatches || r->errors || !r->teardown_clean) rc = 1;
-      if (!o.json && single) print_run(rc_cfg, *r);
-      if (!o.quiet && !o.json && !single)
-        std::printf("%.0f KB/s, %llu swap-outs, %llu swap-ins, %llu mismatches%s\n", r->total_kbps,
-                    (unsigned long long)r->events[PSWPOUT], (unsigned long long)r->events[PSWPIN],
-                    (unsigned long long)r->mismatches, r->errors ? ", TASK ERRORS" : "");
-      kbps[c].push_back(r->total_kbps);
-      for (const lock_stats& s : r->locks) {
-        auto& v = locks[c];
-        auto it = std::find_if(v.begin(), v.end(), [&](const lock_stats& x) { return x.name == s.name; });
-        if (it == v.end()) {
-          v.push_back(s);
-        } else {
-          it->acquisitions += s.acquisitions;
-          it->contended += s.contended;
-          it->wait_total_ns += s.wait_total_ns;
-          it->wait_max_ns = std::max(it->wait_max_ns, s.wait_max_ns);
-        }
-      }
-      runs[c].push_back(std::move(*r));
-    }
+  // The progress line lives from the start of a run until its result line is printed.
+  std::optional<progress_printer> pp;
+  auto all = run_alternating_rounds(
+      combos, o.rounds,
+      [&](unsigned round, const combo& cb) {
+        usemem_config rc_cfg = cfg;
+        rc_cfg.swap_lock = cb.swap_lock;
+        rc_cfg.zram_lock = cb.zram_lock;
+        if (!o.quiet && !o.json && !single)
+          std::printf("round %u, %s: ", round + 1, cb.name(cfg.swap_dev).c_str()), std::fflush(stdout);
+        pp.emplace(cfg.tasks * round_up_to_page(cfg.size), cfg.verify);
+        return run_usemem(rc_cfg, o.quiet ? usemem_progress_fn{} : usemem_progress_fn(std::ref(*pp)));
+      },
+      [&](unsigned, const combo&, const usemem_result& r) {
+        if (r.mismatches || r.errors || !r.teardown_clean) rc = 1;
+        if (!o.json && single) print_run(cfg, r);
+        if (!o.quiet && !o.json && !single)
+          std::printf("%.0f KB/s, %llu swap-outs, %llu swap-ins, %llu mismatches%s\n", r.total_kbps,
+                      (unsigned long long)r.events[PSWPOUT], (unsigned long long)r.events[PSWPIN],
+                      (unsigned long long)r.mismatches, r.errors ? ", TASK ERRORS" : "");
+        pp.reset();
+      });
+  if (!all) {
+    std::cerr << "usemem: " << all.error().to_string() << "\n";
+    return 1;
   }
 
   if (single) {
     if (o.json) {
-      out["run"] = to_json(runs[0][0]);
+      out["run"] = to_json(all->front().samples.front());
       std::cout << out.dump(2) << "\n";
     }
     return rc;
@@ -444,7 +427,7 @@ int run_cli(cli_options& o) {
   // Alternating rounds: the summary table.
   const seed_table seed = load_seed_rows(default_seed_results_path(), "000");
   const seed_row* srow = find_seed_row(seed, "swap-out throughput");
-  const double base = median(kbps[0]);
+  const double base = median(all->front().values(&usemem_result::total_kbps));
   if (!o.json) {
     std::printf("\nusemem %s %u x %s on %s RAM, swap on %s, %u rounds alternating (median, "
                 "min-max):\n",
@@ -452,22 +435,20 @@ int run_cli(cli_options& o) {
                 format_size(cfg.ram).c_str(), to_string(cfg.swap_dev), o.rounds);
     std::printf("  %-40s %12s %12s %12s %8s\n", "lock modes", "KB/s", "min", "max", "ratio");
   }
-  for (size_t c = 0; c < combos.size(); ++c) {
-    const auto& v = kbps[c];
+  for (const auto& m : *all) {
+    const auto v = m.values(&usemem_result::total_kbps);
     const double med = median(v);
-    const double mn = *std::min_element(v.begin(), v.end());
-    const double mx = *std::max_element(v.begin(), v.end());
     if (!o.json)
-      std::printf("  %-40s %12.0f %12.0f %12.0f %8.3f\n", combos[c].name(cfg.swap_dev).c_str(), med,
-                  mn, mx, base > 0 ? med / base : 0);
+      std::printf("  %-40s %12.0f %12.0f %12.0f %8.3f\n", m.mode.name(cfg.swap_dev).c_str(), med,
+                  min_of(v), max_of(v), base > 0 ? med / base : 0);
     nlohmann::json jc;
-    jc["swap_lock"] = to_string(combos[c].swap_lock);
-    if (cfg.swap_dev == swap_dev_kind::zram) jc["zram_lock"] = to_string(combos[c].zram_lock);
+    jc["swap_lock"] = to_string(m.mode.swap_lock);
+    if (cfg.swap_dev == swap_dev_kind::zram) jc["zram_lock"] = to_string(m.mode.zram_lock);
     jc["kbps_rounds"] = v;
     jc["kbps_median"] = med;
     jc["ratio_to_first"] = base > 0 ? med / base : 0;
-    jc["locks_summed_over_rounds"] = nlohmann::json::parse(lockstat::to_json(locks[c]));
-    for (const auto& r : runs[c]) jc["runs"].push_back(to_json(r));
+    jc["locks_summed_over_rounds"] = nlohmann::json::parse(lockstat::to_json(m.locks));
+    for (const auto& r : m.samples) jc["runs"].push_back(to_json(r));
     out["combos"].push_back(jc);
   }
   if (srow) {
@@ -483,10 +464,10 @@ int run_cli(cli_options& o) {
   if (o.json) {
     std::cout << out.dump(2) << "\n";
   } else {
-    for (size_t c = 0; c < combos.size(); ++c) {
+    for (const auto& m : *all) {
       std::printf("\nlock contention, %s (summed over %u rounds):\n%s",
-                  combos[c].name(cfg.swap_dev).c_str(), o.rounds,
-                  lockstat::format_table(locks[c]).c_str());
+                  m.mode.name(cfg.swap_dev).c_str(), o.rounds,
+                  lockstat::format_table(m.locks).c_str());
     }
   }
   return rc;
