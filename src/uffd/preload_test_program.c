@@ -15,14 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static int failures;
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
-      ++failures;                                                                \
-    }                                                                            \
-  } while (0)
+#include "c_check.h"
 
 #define MiB (1024u * 1024u)
 
@@ -131,7 +124,5 @@ int main(void) {
   if (shimmed) CHECK(sigismember(&now, SIGBUS) == 0);
   CHECK(sigprocmask(SIG_UNBLOCK, &set, NULL) == 0);
 
-  if (failures) fprintf(stderr, "%d checks failed\n", failures);
-  else printf("preload test program: all checks passed\n");
-  return failures ? 1 : 0;
+  return check_exit("preload test program");
 }

@@ -13,15 +13,7 @@
 
 #include "uswap/uffd/region_c.h"
 
-static int failures;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                          \
-    }                                                                      \
-  } while (0)
+#include "c_check.h"
 
 static uint64_t word_of(uint64_t page, uint64_t i) {
   return (page * 0x9e3779b97f4a7c15ull) ^ (i * 0xc2b2ae3d27d4eb4full);
@@ -148,7 +140,5 @@ int main(void) {
   one_mode(USWAP_FAULT_HANDLER_THREAD);
   shared_pager();
   refused();
-  if (failures) fprintf(stderr, "%d checks failed\n", failures);
-  else printf("region_c_test: all checks passed\n");
-  return failures ? 1 : 0;
+  return check_exit("region_c_test");
 }
