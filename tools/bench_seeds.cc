@@ -188,9 +188,10 @@ result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const s
   }
   rep.charts.push_back({"seed000_usemem.png",
                         "seed 000: usemem -n N swap-out throughput (swap on a RAM device)",
-                        "GB/s (sum over tasks)", "usemem -n (swap-w-seq)", "swap-out throughput"});
+                        "GB/s (sum over tasks)", "usemem tasks (usemem -n N)", "usemem -n (swap-w-seq)",
+                        "swap-out throughput"});
   rep.charts.push_back({"seed000_swapbench.png", "seed 000: swapbench slot operations",
-                        "M slot operations/s", "swapbench", "slot operations"});
+                        "M slot operations/s", "threads", "swapbench", "slot operations"});
   return rep;
 }
 
@@ -235,9 +236,10 @@ result<seed_report> run_seed002(const seeds_options& o, unsigned rounds, const s
     }
   }
   rep.charts.push_back({"seed002_iozone_read.png", "seed 002: iozone Read", "KB/s (children see)",
-                        "iozone", "Read"});
+                        "iozone children (iozone -t N)", "iozone", "Read"});
   rep.charts.push_back({"seed002_iozone_mixed.png", "seed 002: iozone Mixed workload",
-                        "KB/s (children see)", "iozone", "Mixed workload"});
+                        "KB/s (children see)", "iozone children (iozone -t N)", "iozone",
+                        "Mixed workload"});
   return rep;
 }
 
@@ -344,7 +346,7 @@ result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const s
     rep.rows.push_back(std::move(row));
   }
   rep.charts.push_back({"seed001_pft.png", "seed 001: pft faults per wall-second (file mapping)",
-                        "faults / wall second", "pft (file-backed)", "fault/wsec"});
+                        "faults / wall second", "threads", "pft (file-backed)", "fault/wsec"});
   return rep;
 }
 #else
@@ -588,7 +590,7 @@ result<std::vector<std::string>> write_seed_charts(const seeds_run& run, const s
           << "set output '" << png << "'\n"
           << "set title \"" << ch.title << "\\n" << run.machine << ", median and min-max of "
           << run.rounds << " alternating rounds\" noenhanced\n"
-          << "set xlabel 'threads (usemem tasks, iozone children)' noenhanced\nset ylabel '" << ch.ylabel << "' noenhanced\n"
+          << "set xlabel '" << ch.xlabel << "' noenhanced\nset ylabel '" << ch.ylabel << "' noenhanced\n"
           << "set key outside below horizontal noenhanced\nset grid\nset yrange [0:*]\n";
         if (rows.size() > 1) g << "set logscale x 2\n";
         g << "set xrange [" << std::max(0.5, rows.front()->threads / 1.5) << ":"

@@ -80,6 +80,7 @@ struct seed_chart {
   std::string file;             // "seed000_usemem.png"
   std::string title;
   std::string ylabel;
+  std::string xlabel;           // what the thread count counts: "threads", "usemem tasks (-n N)"
   std::string experiment, row;  // which rows (one per thread count)
 };
 
