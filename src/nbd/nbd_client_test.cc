@@ -140,9 +140,14 @@ class nbdkit_server {
     if (dir_.path().empty()) return;
     const std::string pidfile = dir_.path() + "/nbdkit.pid";
     std::vector<std::string> args = {"nbdkit", "--exit-with-parent", "-f",
-                                     "-U",     socket(),             "-P", pidfile, plugin_path};
+                                     "-U",     socket(),             "-P", pidfile};
+    // "--option" parameters are nbdkit's own and go before the plugin.
+    for (const std::string& p : params)
+      if (p.rfind("--", 0) == 0) args.push_back(p);
+    args.push_back(plugin_path);
     // "{dir}" in a parameter stands for this server's directory.
     for (std::string p : params) {
+      if (p.rfind("--", 0) == 0) continue;
       if (const size_t at = p.find("{dir}"); at != std::string::npos) p.replace(at, 5, dir_.path());
       args.push_back(p);
     }
@@ -414,7 +419,12 @@ TEST(nbd_client, at_mem_limit_writes_fail_with_enospc_and_earlier_data_reads_bac
 }
 
 TEST(nbd_client, a_client_killed_in_the_middle_of_writes_leaves_every_page_whole) {
-  START_SERVER(srv, "size=8M");
+  // One worker thread for the connection: Debian 12's nbdkit 1.32.5 aborts when a client dies
+  // with replies in flight on several worker threads of one connection (one thread's failed
+  // reply closes the socket, the next fails "raw_send_socket: Assertion `sock >= 0'"; seen here
+  // in about one run of five under load, taking every stored page with it). What this test
+  // asserts is the plugin's side: pages are whole after the client's death.
+  START_SERVER(srv, "--threads=1", "size=8M");
   constexpr uint64_t pages = 512, chunk_pages = 16;  // 2 MiB in 64 KiB writes
   int progress[2];
   ASSERT_EQ(::pipe(progress), 0);
@@ -459,9 +469,10 @@ TEST(nbd_client, a_client_killed_in_the_middle_of_writes_leaves_every_page_whole
 
   // The next client, same nbdkit: every page is exactly the last complete pass's page or the
   // next pass's, never a mix, never anything else.
-  CONNECT(c, srv.uri());
+  nbd_conn c(srv.uri());
+  ASSERT_TRUE(c.ok()) << c.error() << "\n" << srv.log();
   std::vector<uint8_t> all(pages * page_size);
-  ASSERT_EQ(nbd_pread(c.h(), all.data(), all.size(), 0, 0), 0) << nbd_err();
+  ASSERT_EQ(nbd_pread(c.h(), all.data(), all.size(), 0, 0), 0) << nbd_err() << "\n" << srv.log();
   alignas(8) uint8_t want[page_size];
   uint64_t newer = 0;
   for (uint64_t p = 0; p < pages; ++p) {
