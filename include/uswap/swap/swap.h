@@ -98,8 +98,11 @@ result<swap_lock_mode> parse_swap_lock_mode(std::string_view text);
 // 4.11's mm/swap_slots.c (64 slots allocated or freed per device-lock acquisition).
 enum class slot_cache_policy : uint8_t {
   // As the kernel of each lock mode's era: off for `global` (4.10 had no slot cache), on for
-  // `cluster` (4.11 merged it in the same series as the cluster lock), off for `percpu` (6.14
-  // removed swap_slots.c once per-CPU clusters made it redundant).
+  // `cluster` (4.11 merged it in the same series as the cluster lock), off for `percpu` (the
+  // kernel without swap_slots.c, 6.15 on). The 2024 rework as merged in 6.14 sat in between: it
+  // dropped the cache's freeing side ("mm, swap_slots: remove slot cache for freeing path") and
+  // kept the allocating side until 6.15; uswap has no allocation-only cache, so that kernel is
+  // bracketed by `percpu` with the cache off and on.
   by_mode,
   on,
   off,
