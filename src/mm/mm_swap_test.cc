@@ -12,6 +12,7 @@
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_cache.h"
 #include "uswap/swap/swap_system.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
@@ -251,7 +252,21 @@ TEST(kswapd, reclaims_in_the_background_between_the_watermarks) {
   auto mm = m->mm_alloc();
   auto a = mm->mmap(1500 * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*mm, *a, 0, 1500, 4).ok());
+  // The writer pauses the first time free memory is below the low watermark (kswapd woken, no
+  // direct reclaim above min) until kswapd has reclaimed something: without the pause, a fill
+  // that outruns kswapd's first wake-up reaches min and direct reclaim does all of the work (one
+  // CI run on resident memory, where first touches are no longer slow).
+  const uint64_t low = m->mem().wmark().low;
+  bool paused = false;
+  for (uint64_t p = 0; p < 1500; ++p) {
+    ASSERT_TRUE(fill(*mm, *a, p, p + 1, 4).ok()) << p;
+    if (!paused && m->nr_free_pages() < low) {
+      paused = true;
+      EXPECT_TRUE(uswap::testing::eventually([&] { return m->events()[PGSTEAL_KSWAPD] > 0; }))
+          << "kswapd reclaimed nothing while free memory stayed below the low watermark";
+    }
+  }
+  EXPECT_TRUE(paused);
   m->kswapd_quiesce();
   const auto ev = m->events();
   EXPECT_GT(ev[KSWAPD_WAKEUP], 0u);
