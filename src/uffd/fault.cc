@@ -25,6 +25,54 @@ void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
 
 }  // namespace
 
+uint64_t pager::impl::write_stamp(uint64_t finished_before) const noexcept {
+  // The fence orders the writable event's ioctl (and, in unpin, the pin count's decrement)
+  // before this load, against a sweep's increment of sweep_started and its reads (pager_impl.h,
+  // "Write-protect sweeps").
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t started = sweep_started.load(std::memory_order_relaxed);
+  return ((started & SHADOW_MAX) << SHADOW_SHIFT) |
+         (finished_before == started ? PG_stamp_exact : 0);
+}
+
+bool pager::impl::known_write_protected(uint64_t st, uint64_t done, uint64_t started) noexcept {
+  if (st & PG_uffd_wp) return true;
+  if (done == 0 || started - done >= (uint64_t{1} << 28)) return false;
+  const uint64_t age = (done - ps_shadow(st)) & SHADOW_MAX;
+  return age >= 1 && age < (SHADOW_MAX + 1) / 2;
+}
+
+int pager::impl::settle_pin(uint64_t idx, bool write) noexcept {
+  // The pin count was raised (and `pinned`) by fault_page; now the store-buffering half of pin.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t s0 = sweep_started.load(std::memory_order_relaxed);
+  if (!write) return 0;  // a read pin only needs the page resident, protected or not
+  // A sweep that started before the pin was seen may not have seen it: let it finish (one
+  // ioctl per mapping), after which no sweep will touch the page while it stays pinned.
+  while (sweep_finished.load(std::memory_order_acquire) < s0) sched_yield();
+  std::atomic<uint64_t>& w = ptes[idx];
+  page_lock::lock(w, &page_class);
+  const uint64_t st = page_lock::load_data(w);
+  int r = 0;
+  // An exact stamp equal to s0: no sweep overlapped the page's last writable event and none
+  // started after it up to s0 (later ones skip the pinned page), so nothing protected it
+  // since. Anything else is treated as possibly protected: unprotecting is always safe.
+  const bool untouched = (st & PG_stamp_exact) && ps_shadow(st) == (s0 & SHADOW_MAX);
+  if (ps_state(st) == PS_MAPPED && ((st & PG_uffd_wp) || !untouched)) {
+    const uint64_t f = finished_before();
+    r = uffd->writeprotect(page_addr(idx), page_size, false);
+    if (r == 0) {
+      if (st & PG_swapcache) {
+        store->release(handles[idx]);
+        handles[idx] = 0;
+      }
+      page_lock::update(w, PG_uffd_wp | PG_swapcache | STAMP_MASK, write_stamp(f));
+    }
+  }
+  page_lock::unlock(w);
+  return r;
+}
+
 void pager::impl::charge(uint64_t n) noexcept {
   unsigned fruitless = 0;
   for (;;) {
@@ -118,6 +166,7 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     // A write to a write-protected page: one the clock spared (write tracking), a clean
     // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
     // stale: free it, then let the write through (the ioctl also wakes a sleeping faulter).
+    const uint64_t f = finished_before();
     if (const int r = uffd->writeprotect(page_addr(idx), page_size, false); r != 0) return r;
     *woke = true;
     if (st & PG_swapcache) {
@@ -126,20 +175,22 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     }
     // mark_page_accessed: a reference while already referenced activates the page.
     const uint64_t ref = (st & PG_referenced) ? PG_active | PG_referenced : PG_referenced;
-    page_lock::update(w, PG_uffd_wp | PG_swapcache | PG_referenced | PG_active, ref);
+    page_lock::update(w, PG_uffd_wp | PG_swapcache | PG_referenced | PG_active | STAMP_MASK,
+                      ref | write_stamp(f));
     if (flags & FAULT_FLAG_WP) c.wp_faults.fetch_add(1, std::memory_order_relaxed);
   } else if (!pin) {
     // A missing-page fault on a mapped page: another thread mapped it first (the zero page
     // probe fails with EEXIST), or the program dropped it behind the pager's back with a raw
     // MADV_DONTNEED, after which it must read as zeros, which is what the probe maps.
     uint64_t done = 0;
+    const uint64_t f = finished_before();
     if (uffd->zeropage(page_addr(idx), page_size, &done) == 0) {
       *woke = true;
       if (st & PG_swapcache) {
         store->release(handles[idx]);
         handles[idx] = 0;
       }
-      page_lock::update(w, PG_uffd_wp | PG_swapcache, 0);
+      page_lock::update(w, PG_uffd_wp | PG_swapcache | STAMP_MASK, write_stamp(f));
     }
     page_lock::set_bits(w, PG_referenced);
   }
@@ -177,6 +228,7 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
   const uintptr_t addr = page_addr(idx);
   int err = 0;
   uint64_t done = 0;
+  const uint64_t finished = finished_before();  // for the write stamp
   // UFFDIO_COPY and UFFDIO_ZEROPAGE work within one VMA. Adjacent mappings are often separate
   // VMAs (the kernel cannot merge VMAs with different anon_vmas), and the kernel then refuses
   // the whole run with ENOENT: the run shrinks to the faulting page and is tried again.
@@ -226,11 +278,14 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
       store->release(handles[j]);
       handles[j] = 0;
     }
-    page_lock::update(ptes[j], PS_MASK | PG_uffd_wp | PG_swapcache | SHADOW_MASK, PS_MAPPED);
+    page_lock::update(ptes[j], PS_MASK | PG_uffd_wp | PG_swapcache | STAMP_MASK,
+                      PS_MAPPED | write_stamp(UINT64_MAX));
     ++mapped;
   }
 
   const uint64_t age = nonresident_age.load(std::memory_order_relaxed) & SHADOW_MAX;
+  // The mapped pages' write stamp (the shadow bits are reused for it once a page is mapped).
+  const uint64_t stamp = mapped > 0 ? write_stamp(finished) : 0;
   for (unsigned i = 0; i < mapped - (adopted ? 1 : 0); ++i) {
     uint64_t flags = PS_MAPPED;
     // workingset_refault: a page evicted fewer than `limit` evictions ago would have stayed
@@ -250,10 +305,10 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     // together (that is why it was read ahead), and keeping its pages alike keeps reclaim's
     // victims contiguous, so that write-protecting and dropping them costs one system call
     // (and one TLB flush) per run rather than per page.
-    flags |= PG_referenced;
+    flags |= PG_referenced | stamp;
     page_lock::update(ptes[run[i]],
                       PS_MASK | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active |
-                          SHADOW_MASK,
+                          STAMP_MASK,
                       flags);
   }
   ra.next = idx + mapped;

@@ -559,11 +559,18 @@ status pager::pin(const void* addr, uint64_t len, bool write) {
   readahead_state ra;
   for (uint64_t idx = first; idx <= last; ++idx) {
     bool woke = false;
-    const int r = m.fault_page(idx, write ? FAULT_FLAG_WRITE : 0, ra, true, &woke);
+    int r = m.fault_page(idx, write ? FAULT_FLAG_WRITE : 0, ra, true, &woke);
     if (r != 0) {
-      if (idx > first) (void)unpin(addr, (idx - first) << page_shift);
+      if (idx > first)
+        (void)unpin(reinterpret_cast<void*>(m.page_addr(first)), (idx - first) << page_shift);
       if (r == EFAULT) return error(EINVAL, "uffd: pin of a range that is not wholly mapped");
       return error(r, "uffd: pin could not make a page resident: " + std::string(std::strerror(r)));
+    }
+    // Keep write-protect sweeps off the page, or wait out one that may not have seen the pin.
+    r = m.settle_pin(idx, write);
+    if (r != 0) {
+      (void)unpin(reinterpret_cast<void*>(m.page_addr(first)), (idx + 1 - first) << page_shift);
+      return error(r, "uffd: pin could not make a page writable: " + std::string(std::strerror(r)));
     }
   }
   return {};
@@ -586,6 +593,16 @@ status pager::unpin(const void* addr, uint64_t len) {
     } else {
       page_lock::update(w, PIN_MASK, st - PIN_ONE);
       m.pinned.fetch_sub(1, std::memory_order_relaxed);
+      // A sweep may have skipped the page while it was pinned: restamp it as if it had just
+      // been made writable, so that no sweep numbered before now counts as covering it
+      // (pager_impl.h, "Write-protect sweeps"). The fence in write_stamp() orders the pin
+      // count's decrement before the read of sweep_started.
+      if (ps_state(st) == PS_MAPPED) {
+        uint64_t stamp = m.write_stamp(UINT64_MAX);
+        if ((st & PG_stamp_exact) && (stamp & SHADOW_MASK) == (st & SHADOW_MASK))
+          stamp |= PG_stamp_exact;  // no sweep started since: still exact
+        page_lock::update(w, STAMP_MASK, stamp);
+      }
     }
     page_lock::unlock(w);
   }
@@ -628,6 +645,8 @@ pager_stats pager::stats() const {
   s.fault_ns = ld(m.c.fault_ns);
   s.swap_out_bytes = s.swap_outs << page_shift;
   s.compressed_bytes = ld(m.c.compressed_bytes);
+  s.wp_sweeps = ld(m.c.wp_sweeps);
+  s.evict_wp_pages = ld(m.c.evict_wp_pages);
   const page_store_stats ps = m.store->stats();
   s.swap_pages_used = ps.pages;
   s.zram_orig_data_size = ps.mm.orig_data_size;
@@ -671,12 +690,14 @@ status pager::check_invariants() const {
       case PS_SWAPPED:
         ++with_handle;
         if (m.handles[i] == 0) fail(i, "swapped out without a handle");
-        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active))
+        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active |
+                  PG_stamp_exact))
           fail(i, "swapped out with mapped-page flags");
         if (ps_pins(st)) fail(i, "swapped out while pinned");
         break;
       case PS_NONE:
-        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active))
+        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active |
+                  PG_stamp_exact))
           fail(i, "unmapped with mapped-page flags");
         if (ps_pins(st)) fail(i, "unmapped while pinned");
         break;
@@ -706,6 +727,10 @@ status pager::check_invariants() const {
     bad += "resident " + std::to_string(resident) + " but " + std::to_string(mapped) +
            " pages mapped; ";
   if (pins != m.pinned.load(std::memory_order_relaxed)) bad += "pin count mismatch; ";
+  const uint64_t started = m.sweep_started.load(std::memory_order_relaxed);
+  if (m.sweep_done.load(std::memory_order_relaxed) > started ||
+      m.sweep_finished.load(std::memory_order_relaxed) != started)
+    bad += "sweep counters; ";
   const page_store_stats ps = m.store->stats();
   if (ps.pages != with_handle)
     bad += "store holds " + std::to_string(ps.pages) + " pages but " +

@@ -11,6 +11,7 @@
 //   PG_referenced   faulted or written since the clock hand last passed
 //   PG_active       referenced again while PG_referenced was set, or refaulted soon after its
 //                   eviction: the hand takes it down to PG_referenced before it can be evicted
+//   PG_stamp_exact  PS_MAPPED: no sweep overlapped the last writable event (see below)
 //   PG_uffd_wp      the PTE carries the uffd-wp bit (set by eviction, by the clock's write
 //                   tracking, or by a read refault with UFFDIO_COPY_MODE_WP)
 //   PG_swapcache    MAPPED and handles[i] still holds identical contents (implies PG_uffd_wp)
@@ -18,11 +19,13 @@
 //   PG_isolated     taken off the clock list by a reclaimer that has not finished with it
 //   bits 16-31      pin count
 //   bits 32-61      PS_SWAPPED / PS_NONE after eviction: the eviction's nonresident_age (mod
-//                   2^30), the kernel's workingset shadow entry
+//                   2^30), the kernel's workingset shadow entry. PS_MAPPED: the write stamp,
+//                   sweep_started (mod 2^30) read just after the page was last made writable
+//                   (see "Write-protect sweeps")
 //   bits 62-63      page lock (held, waiters): uswap::bit_lock
 // Who may change what:
-//   - the state, PS_VALID, PG_uffd_wp, PG_swapcache, the pin count and handles[i]: the page
-//     lock's holder;
+//   - the state, PS_VALID, PG_uffd_wp, PG_swapcache, the pin count, bits 32-61 and
+//     handles[i]: the page lock's holder;
 //   - PG_lru and the list links: under lru_lock; PG_isolated: set under lru_lock, cleared under
 //     lru_lock or by the page lock's holder that owns the isolation (it is the reclaimer's claim);
 //   - PG_referenced, PG_active: set by the page lock's holder, cleared under lru_lock or by the
@@ -37,7 +40,46 @@
 //     the store holds exactly that many pages;
 //   - a page outside every mapping has the word 0.
 //
-// Lock order: map_mu -> page locks (ascending index when more than one is taken blocking) ->
+// Write-protect sweeps (write tracking in bulk, as MGLRU's page-table walk ages in bulk):
+// twice per lap of the clock, reclaim write-protects every resident page of every mapping with
+// one UFFDIO_WRITEPROTECT per mapping (one TLB flush each; the kernel skips non-present PTEs),
+// instead of one ioctl, and so one TLB-flush IPI, per page the hand spares or evicts. A write to
+// a swept page takes one write-protect fault, which unprotects the page and marks it referenced
+// (the clock's reference tracking). A victim that has not been made writable since a completed
+// sweep is still write-protected, so eviction copies it out without a write-protect of its own.
+//   - Counters: sweep_started (S) is incremented before a sweep's first ioctl, sweep_done (D)
+//     set to its number after all its ioctls succeeded, sweep_finished (F) after it ended either
+//     way. Sweeps are serialised by sweep_mu, so S - F <= 1.
+//   - Every "writable event" (UFFDIO_COPY without MODE_WP, UFFDIO_ZEROPAGE, an unprotecting
+//     UFFDIO_WRITEPROTECT, a PTE adopted from outside) happens under the page lock and is
+//     followed, under that lock, by a seq_cst fence and stamp = S into bits 32-61. Sweep
+//     `stamp` itself may have been running during the event and protected the PTE after it;
+//     sweeps below it had finished (they are serialised). PG_stamp_exact records that F, read
+//     before the event's ioctl, already equalled the stamp: then no sweep overlapped it.
+//   - Sweep k reads S (k - 1 -> k), then (seq_cst fence) the mappings under map_mu and the pin
+//     counts, then issues its ioctls. If a page's stamp is < k, its last writable event's ioctl
+//     returned before the stamp read, which came before sweep k's increment: sweep k's ioctl
+//     reached the PTE after it (the PTE lock orders them) and write-protected it, unless the
+//     page was skipped as pinned.
+//   - Pinned pages are skipped: pin(write) promises a writable page that a system call may
+//     write without a fault. Store-buffering argument: pin does [pin count += 1; pinned += 1;
+//     fence; s0 = S], a sweep does [S += 1; fence; read pinned and the pin counts]; one of the
+//     two sees the other. Either the sweep sees the pin and skips the page, or s0 >= k and
+//     pin(write) waits until F >= s0 and then unprotects the page itself unless no sweep can
+//     have touched it since its last writable event (PG_stamp_exact and stamp == s0). unpin
+//     does [pin count -= 1; fence; stamp = S]: a sweep that skipped the page numbered <= that
+//     stamp, so it never counts; PG_stamp_exact survives only if the stamp did not change.
+//   - So eviction, holding the victim's page lock (no writable event can intervene), may treat
+//     the PTE as write-protected when PG_uffd_wp is set or D > stamp (a completed sweep numbered
+//     after the stamp covered the unpinned page): 1 <= (D - stamp) mod 2^30 < 2^29, and
+//     S - D < 2^28 (a stamp newer than D would otherwise wrap into range). Such a victim stays
+//     write-protected and page-locked from before its copy until its page is dropped, exactly
+//     as one eviction protected itself: a racing write faults and waits for the page lock.
+//   - PG_uffd_wp still means "this PTE is write-protected" (never the other way round: a sweep
+//     protects pages without setting it, since it holds no page locks). Protecting more than
+//     PG_uffd_wp says is always safe; a write there just faults once and unprotects.
+//
+// Lock order: sweep_mu -> map_mu -> page locks (ascending index when more than one is taken blocking) ->
 // lru_lock -> the page store's locks. Reclaim takes page locks only with try_lock, so it may run
 // while its caller holds none; fault paths charge (and so reclaim) before taking any page lock.
 #pragma once
@@ -72,9 +114,14 @@ inline constexpr uint64_t PG_swapcache = uint64_t{1} << 5;
 inline constexpr uint64_t PG_lru = uint64_t{1} << 6;
 inline constexpr uint64_t PG_isolated = uint64_t{1} << 7;
 inline constexpr uint64_t PG_active = uint64_t{1} << 8;
+// PS_MAPPED: the write stamp is exact, no sweep ran during the page's last writable event (all
+// sweeps up to the stamp had finished before it began), so with stamp == sweep_started no sweep
+// has touched the PTE since. Lets pin(write) skip the unprotecting ioctl.
+inline constexpr uint64_t PG_stamp_exact = uint64_t{1} << 9;
 inline constexpr unsigned SHADOW_SHIFT = 32;
 inline constexpr uint64_t SHADOW_MAX = (uint64_t{1} << 30) - 1;
 inline constexpr uint64_t SHADOW_MASK = SHADOW_MAX << SHADOW_SHIFT;
+inline constexpr uint64_t STAMP_MASK = SHADOW_MASK | PG_stamp_exact;  // a write stamp's bits
 inline constexpr unsigned PIN_SHIFT = 16;
 inline constexpr uint64_t PIN_MASK = uint64_t{0xffff} << PIN_SHIFT;
 inline constexpr uint64_t PIN_ONE = uint64_t{1} << PIN_SHIFT;
@@ -101,6 +148,11 @@ inline constexpr unsigned max_reclaim_pass = 256;
 #endif
 static_assert(max_reclaim_pass >= max_reclaim_batch);
 inline constexpr unsigned max_readahead = 16;
+// Write-protect sweeps per lap of the clock hand (lru_nr steps). One would do for eviction;
+// two make sure that between two visits of the hand to a page at least one sweep falls well
+// before the second visit, so that a page written all the time is seen written (one fault per
+// sweep) whatever its place on the clock relative to where the sweeps happen.
+inline constexpr unsigned sweeps_per_lap = 2;
 
 // Fault flags, from the x86 page-fault error code (SIGBUS mode) or the uffd message.
 inline constexpr unsigned FAULT_FLAG_WRITE = 1;
@@ -143,6 +195,13 @@ struct pager::impl {
   // pages were evicted between its eviction and its refault.
   std::atomic<uint64_t> nonresident_age{0};
 
+  // Write-protect sweeps (see above). sweep_mu and map_mu are only try-locked by a sweep:
+  // reclaim never waits for them, so it may run in any fault.
+  std::mutex sweep_mu;
+  std::atomic<uint64_t> sweep_started{0}, sweep_done{0}, sweep_finished{0};
+  std::atomic<uint64_t> scanned_since_sweep{0};  // clock steps since the last sweep
+  std::atomic<bool> sweep_wanted{true};          // the first reclaim sweeps first
+
   // The clock: a circular list through lru_prev/lru_next; lru_head is the hand (the oldest).
   lock_class lru_class{"uffd lru_lock"};
   lock_class page_class{"uffd page_lock"};
@@ -161,6 +220,7 @@ struct pager::impl {
     std::atomic<uint64_t> swap_outs{0}, clean_evictions{0}, zero_evictions{0};
     std::atomic<uint64_t> reclaim_passes{0}, scanned{0}, rotated{0}, overcharges{0};
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
+    std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0};
   } c;
 
   // A pidfd of this process, for process_madvise(MADV_DONTNEED) of a whole eviction pass with one
@@ -185,6 +245,21 @@ struct pager::impl {
                       readahead_state& ra, bool* woke) noexcept;
   unsigned readahead_window(uint64_t idx, readahead_state& ra) const noexcept;
 
+  // --- Write stamps (fault.cc). The stamp bits to store after a writable event on a page
+  // whose lock the caller holds.
+  // `finished_before` is sweep_finished loaded (acquire) before the event's ioctl, or
+  // UINT64_MAX when the event's time is unknown (a PTE adopted from outside).
+  uint64_t write_stamp(uint64_t finished_before) const noexcept;
+  uint64_t finished_before() const noexcept {
+    return sweep_finished.load(std::memory_order_acquire);
+  }
+  // Whether the PTE of a mapped page with state st (page lock held) is write-protected for
+  // certain, given done = sweep_done and started = sweep_started loaded after taking the lock.
+  static bool known_write_protected(uint64_t st, uint64_t done, uint64_t started) noexcept;
+  // pin(): after fault_page pinned the page, makes a write pin's page writable against sweeps
+  // (see above). Returns 0 or the errno of the unprotecting ioctl.
+  int settle_pin(uint64_t idx, bool write) noexcept;
+
   // --- The charge (fault.cc).
   void charge(uint64_t n) noexcept;
   void uncharge(uint64_t n) noexcept {
@@ -200,7 +275,9 @@ struct pager::impl {
   unsigned shrink_batch(unsigned batch) noexcept;
   unsigned evict(uint32_t* victims, unsigned n) noexcept;
   void putback(const uint32_t* victims, unsigned n) noexcept;
-  void protect_spared(uint32_t* spared, unsigned n) noexcept;
+  // Write-protects every unpinned resident page of every mapping; false when another sweep
+  // runs or map_mu is busy (the sweep stays wanted).
+  bool sweep() noexcept;
 
   // --- Releasing pages (pager.cc): unmap (valid -> 0) or discard (stays valid, NONE).
   void release_pages(uint64_t first, uint64_t n, bool invalidate) noexcept;

@@ -1,7 +1,9 @@
-// Reclaim: the clock over mapped pages (shrink_inactive_list / folio_check_references) and
-// eviction (shrink_folio_list: try_to_unmap + swap_writepage), in passes of up to
-// max_reclaim_pass pages, batched by runs of consecutive pages so that write-protection costs one
-// system call per run and MADV_DONTNEED one per pass.
+// Reclaim: the clock over mapped pages (shrink_inactive_list / folio_check_references),
+// write-protect sweeps (write tracking in bulk, cf. MGLRU's walk_mm), and eviction
+// (shrink_folio_list: try_to_unmap + swap_writepage), in passes of up to max_reclaim_pass pages.
+// A victim that a completed sweep write-protected needs no system call of its own before its
+// copy; the others are write-protected by runs of consecutive pages; MADV_DONTNEED costs one
+// call per pass. The race argument is in pager_impl.h ("Write-protect sweeps").
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -97,11 +99,55 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   return total;
 }
 
+bool pager::impl::sweep() noexcept {
+  // try_lock only: reclaim runs inside faults and must not wait. Busy means another reclaimer
+  // is sweeping (its sweep will do) or the arena is being changed (the next batch retries).
+  std::unique_lock s(sweep_mu, std::try_to_lock);
+  if (!s.owns_lock()) return false;
+  std::unique_lock g(map_mu, std::try_to_lock);
+  if (!g.owns_lock()) return false;
+  sweep_wanted.store(false, std::memory_order_relaxed);
+  scanned_since_sweep.store(0, std::memory_order_relaxed);
+  const uint64_t k = sweep_started.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Store-buffering against pin (pager_impl.h): the increment before the pin counts are read.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const bool any_pinned = pinned.load(std::memory_order_relaxed) != 0;
+  bool ok = true;
+  auto protect = [&](uint64_t first, uint64_t n) {
+    if (n && uffd->writeprotect(page_addr(first), n << page_shift, true) != 0) ok = false;
+  };
+  for (const auto& [first, n] : mappings) {
+    if (!any_pinned) {
+      protect(first, n);  // one ioctl, one TLB flush for the whole mapping
+      continue;
+    }
+    // Pinned pages stay writable for the system calls they were pinned for: protect around them.
+    uint64_t run = first;
+    for (uint64_t i = first; i < first + n; ++i) {
+      if (!ps_pins(ptes[i].load(std::memory_order_relaxed))) continue;
+      protect(run, i - run);
+      run = i + 1;
+    }
+    protect(run, first + n - run);
+  }
+  // A failed ioctl (cannot happen while the arena's VMAs stay registered) leaves sweep_done
+  // behind: nothing this sweep may have missed is treated as protected.
+  if (ok)
+    sweep_done.store(k, std::memory_order_release);
+  else
+    c.wp_sweep_failures.fetch_add(1, std::memory_order_relaxed);
+  sweep_finished.store(k, std::memory_order_release);
+  c.wp_sweeps.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
+  // With write tracking, a sweep twice per lap of the hand: it gives every page written since
+  // the last one a write-protect fault on its next write (a reference), and makes this and the
+  // following passes' victims write-protected already.
+  if (opts.track_writes && sweep_wanted.load(std::memory_order_relaxed)) sweep();
   uint32_t victims[max_reclaim_pass];
   unsigned nv = 0;
-  uint32_t spared[4 * max_reclaim_pass];
-  unsigned ns = 0;
   {
     std::lock_guard g(lru_lock);
     // At most one lap: a page spared in this scan must not come round again in it, so the scan
@@ -115,14 +161,12 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
       const uint64_t st = ptes[idx].load(std::memory_order_relaxed);
       if ((st & (PG_referenced | PG_active)) || ps_pins(st) || page_lock::is_locked(ptes[idx])) {
         // A second chance: the hand takes one step of credit (active -> referenced ->
-        // nothing) and moves on; the page becomes the newest. With write tracking, a page
-        // spared for its credit is write-protected so that its next write is seen (reads
-        // cannot be: this kernel has no accessed bit for userspace).
-        if (st & (PG_referenced | PG_active)) {
+        // nothing) and moves on; the page becomes the newest. With write tracking, the next
+        // sweep write-protects it, so its next write after that is seen (reads cannot be:
+        // this kernel has no accessed bit for userspace).
+        if (st & (PG_referenced | PG_active))
           ptes[idx].fetch_and(~((st & PG_active) ? PG_active : PG_referenced),
                               std::memory_order_relaxed);
-          if (opts.track_writes && !(st & PG_uffd_wp) && !ps_pins(st)) spared[ns++] = idx;
-        }
         if (first_spared == lru_nil) first_spared = idx;
         lru_head = lru_next[idx];
         c.rotated.fetch_add(1, std::memory_order_relaxed);
@@ -133,8 +177,12 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
       victims[nv++] = idx;
     }
     c.scanned.fetch_add(scanned, std::memory_order_relaxed);
+    if (opts.track_writes) {
+      const uint64_t since = scanned_since_sweep.fetch_add(scanned, std::memory_order_relaxed);
+      if (since + scanned >= std::max<uint64_t>(lru_nr / sweeps_per_lap, reclaim_pass))
+        sweep_wanted.store(true, std::memory_order_relaxed);
+    }
   }
-  if (ns) protect_spared(spared, ns);
   if (nv == 0) return 0;
 
   // Lock the victims without waiting: a page whose lock is taken is being faulted or unmapped,
@@ -176,47 +224,32 @@ void pager::impl::putback(const uint32_t* v, unsigned n) noexcept {
   }
 }
 
-void pager::impl::protect_spared(uint32_t* spared, unsigned n) noexcept {
-  std::sort(spared, spared + n);
-  n = static_cast<unsigned>(std::unique(spared, spared + n) - spared);  // a short list can lap
-  // In chunks of at most a pass, so that no thread ever holds more page locks than an eviction
-  // pass does (ThreadSanitizer's deadlock detector tracks at most 64 held locks per thread).
-  for (unsigned at = 0; at < n; at += max_reclaim_pass) {
-    uint32_t* v = spared + at;
-    const unsigned m = std::min(n - at, max_reclaim_pass);
-    bool locked[max_reclaim_pass];
-    for (unsigned i = 0; i < m; ++i) {
-      locked[i] = false;
-      std::atomic<uint64_t>& w = ptes[v[i]];
-      if (!page_lock::try_lock(w, &page_class)) continue;
-      const uint64_t st = page_lock::load_data(w);
-      if (ps_state(st) != PS_MAPPED || (st & PG_uffd_wp) || ps_pins(st)) {
-        page_lock::unlock(w);
-        continue;
-      }
-      locked[i] = true;
-    }
-    for_each_run(
-        v, m, [&](unsigned i) { return locked[i]; },
-        [&](unsigned i, unsigned len) {
-          if (uffd->writeprotect(page_addr(v[i]), uint64_t{len} << page_shift, true) != 0) return;
-          for (unsigned j = i; j < i + len; ++j) page_lock::set_bits(ptes[v[j]], PG_uffd_wp);
-        });
-    for (unsigned i = 0; i < m; ++i)
-      if (locked[i]) page_lock::unlock(ptes[v[i]]);
-  }
-}
-
 unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
   enum : uint8_t { failed, stored, zero, clean };
   uint8_t kind[max_reclaim_pass];
   uint64_t newh[max_reclaim_pass];
 
   // 1. Write-protect first, so that from here on a write to a victim faults and waits for its
-  //    page lock instead of landing in a page that is being copied out.
-  for (unsigned i = 0; i < n; ++i) kind[i] = stored;
+  //    page lock instead of landing in a page that is being copied out. A victim not made
+  //    writable since a completed sweep is protected already (pager_impl.h): we hold its page
+  //    lock, so no writable event can come between this check and its drop. Only the others,
+  //    written since the last sweep, cost an ioctl (and a TLB flush) per run.
+  const uint64_t done = sweep_done.load(std::memory_order_acquire);
+  const uint64_t started = sweep_started.load(std::memory_order_relaxed);
+  bool needs_wp[max_reclaim_pass];
+  unsigned nwp = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    kind[i] = stored;
+    const uint64_t st = page_lock::load_data(ptes[v[i]]);
+    needs_wp[i] = !known_write_protected(st, done, started);
+    if (needs_wp[i])
+      ++nwp;
+    else if (!(st & PG_uffd_wp))
+      page_lock::set_bits(ptes[v[i]], PG_uffd_wp);  // a failed victim goes back protected
+  }
+  if (nwp) c.evict_wp_pages.fetch_add(nwp, std::memory_order_relaxed);
   for_each_run(
-      v, n, [&](unsigned i) { return !(page_lock::load_data(ptes[v[i]]) & PG_uffd_wp); },
+      v, n, [&](unsigned i) { return needs_wp[i]; },
       [&](unsigned i, unsigned len) {
         const int r = uffd->writeprotect(page_addr(v[i]), uint64_t{len} << page_shift, true);
         for (unsigned j = i; j < i + len; ++j) {
@@ -318,7 +351,7 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
     }
     page_lock::update(w,
                       PS_MASK | PG_referenced | PG_active | PG_uffd_wp | PG_swapcache |
-                          PG_isolated | SHADOW_MASK,
+                          PG_isolated | STAMP_MASK,
                       next | (age << SHADOW_SHIFT));
     page_lock::unlock(w);
     ++evicted;

@@ -204,6 +204,139 @@ TEST_P(ConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
   EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
 }
 
+// Writes racing the write-protect sweeps themselves: writers increment counters in pages
+// scattered over the region while reclaimers evict so fast that the hand laps again and again,
+// and every half lap a sweep write-protects all resident pages under the writers' feet. A write
+// that a sweep protected takes a write-protect fault and lands; a victim a sweep covered is
+// evicted without a write-protect of its own and a racing write waits for its page lock; a
+// victim written since the sweep (rare: every write references its page) is protected by
+// eviction. Every increment must survive; sweeps, write-protect faults and victims covered by a
+// sweep must all have occurred.
+TEST_P(ConcurrencyTest, WritesRacingSweepsAreNeverLost) {
+  const uint64_t limit = 2 * MiB, size = 3 * limit;
+  auto rr = region::create(size, opts(limit, size));
+  ASSERT_TRUE(rr.ok()) << rr.error().to_string();
+  auto& r = *rr;
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = size / page_size;
+  for (uint64_t p = 0; p < pages; ++p) fill_page(base + p * page_size, p, 0);
+  constexpr unsigned writers = 6, pages_per_writer = 16, bursts = 4;
+  const unsigned iterations = 400 / scale;
+  auto counter_page = [&](unsigned w, unsigned k) {
+    return (uint64_t{w} * pages_per_writer + k) * 7 % pages;
+  };
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> reclaimers;
+  for (int i = 0; i < 2; ++i)
+    reclaimers.emplace_back([&] {
+      while (!stop.load(std::memory_order_relaxed)) r->owner().reclaim(64);
+    });
+  std::vector<std::thread> ws;
+  for (unsigned w = 0; w < writers; ++w) {
+    ws.emplace_back([&, w] {
+      for (unsigned it = 0; it < iterations; ++it)
+        for (unsigned k = 0; k < pages_per_writer; ++k) {
+          auto* word = reinterpret_cast<volatile uint64_t*>(base + counter_page(w, k) * page_size);
+          for (unsigned b = 0; b < bursts; ++b) word[0] = word[0] + 1;
+        }
+    });
+  }
+  for (auto& t : ws) t.join();
+  stop = true;
+  for (auto& t : reclaimers) t.join();
+  std::vector<bool> is_counter(pages);
+  for (unsigned w = 0; w < writers; ++w)
+    for (unsigned k = 0; k < pages_per_writer; ++k) {
+      const uint64_t p = counter_page(w, k);
+      is_counter[p] = true;
+      uint8_t expect[page_size];
+      fill_page(expect, p, 0);
+      const uint64_t first = reinterpret_cast<const uint64_t*>(expect)[0];
+      const auto* words = reinterpret_cast<const uint64_t*>(base + p * page_size);
+      ASSERT_EQ(words[0], first + uint64_t{iterations} * bursts) << "page " << p << " lost writes";
+      ASSERT_EQ(std::memcmp(expect + 8, base + p * page_size + 8, page_size - 8), 0) << p;
+    }
+  for (uint64_t p = 0; p < pages; ++p)
+    if (!is_counter[p]) {
+      ASSERT_TRUE(page_matches(base + p * page_size, p, 0)) << "page " << p;
+    }
+  const pager_stats s = r->owner().stats();
+  EXPECT_GT(s.wp_sweeps, 10u) << describe(s);
+  EXPECT_GT(s.wp_faults, 0u) << "no write met a sweep's protection: " << describe(s);
+  EXPECT_GT(s.swap_outs, s.evict_wp_pages) << "no victim was covered by a sweep: " << describe(s);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+// pin() racing sweeps: a write pin promises pages a system call may write without a fault. With
+// a UFFD_USER_MODE_ONLY descriptor a kernel-mode write to a write-protected page fails with
+// EFAULT in both fault modes, so a sweep that protected a pinned page would show as a failed
+// pread(2). Pinners pin, pread a file into their buffer, unpin and check it, over and over, while
+// reclaimers and streaming writers keep sweeps and evictions going.
+TEST_P(ConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
+  char path[] = "/tmp/uswap_uffd_pinsweepXXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::unlink(path);
+  constexpr uint64_t buf_pages = 4;
+  std::vector<uint8_t> file(buf_pages * page_size);
+  for (uint64_t i = 0; i < buf_pages; ++i) fill_page(file.data() + i * page_size, 7000 + i, 2);
+  ASSERT_EQ(::pwrite(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+
+  const uint64_t size = 4 * MiB;
+  pager_options o = opts(1 * MiB, size);
+  o.access = uffd_access::user_mode_only;
+  auto rr = region::create(size, o);
+  ASSERT_TRUE(rr.ok()) << rr.error().to_string();
+  auto& r = *rr;
+  ASSERT_FALSE(r->owner().kernel_faults());
+  auto* base = static_cast<uint8_t*>(r->data());
+  constexpr unsigned pinners = 4, streamers = 2;
+  const unsigned iterations = 1500 / scale;
+  const uint64_t slice = size / 8;  // pinners use the first four slices, streamers the rest
+  std::atomic<uint64_t> efaults{0}, bad{0};
+  std::atomic<unsigned> pinners_left{pinners};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < pinners; ++t) {
+    ts.emplace_back([&, t] {
+      for (unsigned it = 0; it < iterations; ++it) {
+        // Move over the slice so that pins meet pages in every state: resident and writable,
+        // swept, evicted.
+        uint8_t* at = base + t * slice + (it % (slice / file.size())) * file.size();
+        if (!r->pin(at, file.size(), true).ok()) {
+          bad.fetch_add(1);
+          continue;
+        }
+        const ssize_t n = ::pread(fd, at, file.size(), 0);
+        if (n < 0 && errno == EFAULT) efaults.fetch_add(1);
+        if (n != static_cast<ssize_t>(file.size())) bad.fetch_add(1);
+        if (!r->unpin(at, file.size()).ok()) bad.fetch_add(1);
+        if (std::memcmp(at, file.data(), file.size()) != 0) bad.fetch_add(1);
+        std::memset(at, 0, file.size());  // so that the next pread into it must really write
+      }
+      pinners_left.fetch_sub(1);
+    });
+  }
+  for (int i = 0; i < 2; ++i)
+    ts.emplace_back([&] {
+      while (pinners_left.load(std::memory_order_relaxed)) r->owner().reclaim(32);
+    });
+  for (unsigned t = 0; t < streamers; ++t)
+    ts.emplace_back([&, t] {
+      uint8_t* s = base + (pinners + 2 * t) * slice;
+      const uint64_t np = 2 * slice / page_size;
+      for (unsigned v = 0; pinners_left.load(std::memory_order_relaxed); ++v)
+        for (uint64_t i = 0; i < np; ++i) fill_page(s + i * page_size, i, v);
+    });
+  for (auto& t : ts) t.join();
+  ::close(fd);
+  EXPECT_EQ(efaults.load(), 0u) << "a sweep write-protected a pinned page";
+  EXPECT_EQ(bad.load(), 0u);
+  const pager_stats s = r->owner().stats();
+  EXPECT_GT(s.wp_sweeps, 10u) << describe(s);
+  EXPECT_GT(s.swap_outs, 0u) << describe(s);
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
 // The race forced: while eviction holds a victim between copying it out and dropping it (the
 // evict_hook), another thread writes to it. The write must wait (it hits the write-protection)
 // and then land in the swapped-in page; without the write-protection it would land in the page

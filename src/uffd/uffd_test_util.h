@@ -44,7 +44,8 @@ inline std::string describe(const pager_stats& s) {
          " swap_outs " + std::to_string(s.swap_outs) + " clean " +
          std::to_string(s.clean_evictions) + " zero " + std::to_string(s.zero_evictions) +
          " peak " + std::to_string(s.peak_resident_pages) + "/" + std::to_string(s.limit_pages) +
-         " overcharges " + std::to_string(s.overcharges);
+         " overcharges " + std::to_string(s.overcharges) + " wp_sweeps " +
+         std::to_string(s.wp_sweeps) + " evict_wp_pages " + std::to_string(s.evict_wp_pages);
 }
 
 // Pages of [p, p + len) that are resident, by mincore(2).

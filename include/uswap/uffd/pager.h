@@ -14,15 +14,18 @@
 //     pass of pages [try_charge -> try_to_free_mem_cgroup_pages]. Victims come from a clock over
 //     the mapped pages in fault order: a page referenced since the hand last passed gets a second
 //     chance [shrink_inactive_list / folio_check_references]. References are seen through
-//     faults: every fault references its page, and with `track_writes` the hand write-protects
-//     a page it spares, so the next write to it faults once and marks it referenced (this
-//     kernel has neither page_idle nor soft-dirty tracking, and /proc/self/pagemap has no
-//     accessed bit);
+//     faults: every fault references its page, and with `track_writes` reclaim write-protects
+//     all resident unpinned pages with one UFFDIO_WRITEPROTECT per mapping twice per lap of the
+//     clock (a sweep, as MGLRU ages page tables in bulk), so the next write to each faults once
+//     and marks it referenced (this kernel has neither page_idle nor soft-dirty tracking, and
+//     /proc/self/pagemap has no accessed bit);
 //   - eviction [shrink_folio_list -> try_to_unmap -> swap_writepage]: the victims are
-//     write-protected first (UFFDIO_WRITEPROTECT), then copied out, compressed into the zram
-//     device under a swap slot, and dropped with MADV_DONTNEED. A write that races the eviction
-//     hits the write-protection and waits for the page lock; it then finds the page swapped out
-//     and swaps it in, so no write is ever lost. All-zero pages take no slot [si->zeromap];
+//     write-protected first (by a sweep since they were last made writable, or else by
+//     eviction's own UFFDIO_WRITEPROTECT), then copied out, compressed into the zram device
+//     under a swap slot, and dropped with MADV_DONTNEED. A write that races the eviction hits
+//     the write-protection and waits for the page lock; it then finds the page swapped out and
+//     swaps it in, so no write is ever lost (src/uffd/pager_impl.h has the argument, sweeps and
+//     pins included). All-zero pages take no slot [si->zeromap];
 //   - refault [do_swap_page]: the slot is decompressed and mapped with UFFDIO_COPY. A write
 //     fault maps it writable and frees the slot; a read fault maps it write-protected and keeps
 //     the slot, so evicting the still-clean page again costs no compression [swap cache]. A
@@ -52,7 +55,9 @@
 //
 // Thread-safety: every member may be called from any thread. Faults on one page are serialised
 // by the page's lock (a bit lock in its state word); reclaim, faults and unmap on different pages
-// run in parallel. The pager must outlive its regions (they hold a shared_ptr to it); it is
+// run in parallel. Sweeps are serialised among themselves and never wait for a lock; pin(write)
+// may wait for a sweep in progress (one ioctl per mapping) to finish, so that no sweep
+// write-protects a page it has pinned. The pager must outlive its regions (they hold a shared_ptr to it); it is
 // destroyed only when no thread touches its memory any more.
 //
 // Errors: EINVAL for bad options or ranges, ENOMEM when the arena is full or memory is refused,
@@ -107,7 +112,9 @@ struct pager_options {
   // Largest readahead / fault-around window in pages, 1..16; 1 turns readahead off. Default 8
   // (the kernel's page-cluster 3).
   unsigned readahead_max = 8;
-  // Write-protect pages the clock spares, to see their next write (see above). Default true.
+  // Write-protect sweeps twice per lap of the clock, to see pages' next writes and to evict
+  // without a write-protect call per victim (see above). false: no sweeps; references come from
+  // faults only and every victim is write-protected by eviction. Default true.
   bool track_writes = true;
   // Testing only: called by eviction for each victim after its contents were copied out and
   // stored and before its page is dropped, with the victim's address; a test uses it to force
@@ -137,6 +144,9 @@ struct pager_stats {
   uint64_t fault_ns = 0;             // time spent resolving faults (including reclaim in them)
   uint64_t swap_out_bytes = 0;       // page bytes compressed (swap_outs * 4 KiB)
   uint64_t compressed_bytes = 0;     // their compressed size
+  uint64_t wp_sweeps = 0;            // write-protect sweeps over all mappings (track_writes)
+  uint64_t evict_wp_pages = 0;       // victims write-protected one run at a time by eviction,
+                                     // because they were made writable since the last sweep
   // The swap device now.
   uint64_t swap_pages_used = 0;      // slots in use
   uint64_t zram_orig_data_size = 0;  // mm_stat
@@ -184,8 +194,9 @@ class pager {
   result<std::pair<void*, uint64_t>> mapping_of(const void* addr) const;
 
   // Makes [addr, addr + len) resident and keeps it so until unpin(): reclaim skips pinned pages.
-  // With `write`, the pages are also writable without a fault (not write-protected), so a system
-  // call may write them even when kernel-mode faults are not delivered. EINVAL unless the range
+  // With `write`, the pages are also writable without a fault (not write-protected, and left
+  // alone by sweeps until unpinned), so a system call may write them even when kernel-mode
+  // faults are not delivered. EINVAL unless the range
   // is mapped; ENOMEM if pinning it would need more than half the limit.
   status pin(const void* addr, uint64_t len, bool write);
   status unpin(const void* addr, uint64_t len);
