@@ -162,10 +162,10 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
                                 bool* woke) noexcept {
   std::atomic<uint64_t>& w = ptes[idx];
   const bool write = flags & FAULT_FLAG_WRITE;
-  if ((flags & FAULT_FLAG_WP) || (write && (st & PG_uffd_wp))) {
-    // A write to a write-protected page: one the clock spared (write tracking), a clean
-    // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
-    // stale: free it, then let the write through (the ioctl also wakes a sleeping faulter).
+  // A write to a write-protected page: one a sweep protected (write tracking), a clean
+  // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
+  // stale: free it, then let the write through (the ioctl also wakes a sleeping faulter).
+  auto unprotect = [&]() -> int {
     const uint64_t f = finished_before();
     if (const int r = uffd->writeprotect(page_addr(idx), page_size, false); r != 0) return r;
     *woke = true;
@@ -177,6 +177,10 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     const uint64_t ref = (st & PG_referenced) ? PG_active | PG_referenced : PG_referenced;
     page_lock::update(w, PG_uffd_wp | PG_swapcache | PG_referenced | PG_active | STAMP_MASK,
                       ref | write_stamp(f));
+    return 0;
+  };
+  if ((flags & FAULT_FLAG_WP) || (write && (st & PG_uffd_wp))) {
+    if (const int r = unprotect(); r != 0) return r;
     if (flags & FAULT_FLAG_WP) c.wp_faults.fetch_add(1, std::memory_order_relaxed);
   } else if (!pin) {
     // A missing-page fault on a mapped page: another thread mapped it first (the zero page
@@ -184,13 +188,20 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     // MADV_DONTNEED, after which it must read as zeros, which is what the probe maps.
     uint64_t done = 0;
     const uint64_t f = finished_before();
-    if (uffd->zeropage(page_addr(idx), page_size, &done) == 0) {
+    const int zr = uffd->zeropage(page_addr(idx), page_size, &done);
+    if (zr == 0) {
       *woke = true;
       if (st & PG_swapcache) {
         store->release(handles[idx]);
         handles[idx] = 0;
       }
       page_lock::update(w, PG_uffd_wp | PG_swapcache | STAMP_MASK, write_stamp(f));
+    } else if (zr == EEXIST && write) {
+      // The page is present. Where the fault cannot be told to be a write-protect fault (no
+      // page-fault error code on this architecture, sigbus.cc), a sweep may have protected it
+      // without PG_uffd_wp: unprotect, or the write would fault here forever. On a writable
+      // page that is a harmless no-op.
+      if (const int r = unprotect(); r != 0) return r;
     }
     page_lock::set_bits(w, PG_referenced);
   }
