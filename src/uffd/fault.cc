@@ -25,12 +25,11 @@ void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
 
 }  // namespace
 
-uint64_t pager::impl::write_stamp(uint64_t finished_before) const noexcept {
-  // The fence orders the writable event's ioctl (and, in unpin, the pin count's decrement)
-  // before this load, against a sweep's increment of sweep_started and its reads (pager_impl.h,
+uint64_t pager::impl::write_stamp(uint64_t finished_before) noexcept {
+  // A read-modify-write, not a load: it orders the writable event's ioctl (and, in unpin, the
+  // pin count's decrement) against a sweep's increment of sweep_started (pager_impl.h,
   // "Write-protect sweeps").
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t started = sweep_started.load(std::memory_order_relaxed);
+  const uint64_t started = sweep_started.fetch_add(0, std::memory_order_acq_rel);
   return ((started & SHADOW_MAX) << SHADOW_SHIFT) |
          (finished_before == started ? PG_stamp_exact : 0);
 }
@@ -43,9 +42,8 @@ bool pager::impl::known_write_protected(uint64_t st, uint64_t done, uint64_t sta
 }
 
 int pager::impl::settle_pin(uint64_t idx, bool write) noexcept {
-  // The pin count was raised (and `pinned`) by fault_page; now the store-buffering half of pin.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t s0 = sweep_started.load(std::memory_order_relaxed);
+  // The pin count was raised (and `pinned`) by fault_page; the RMW orders that against sweeps.
+  const uint64_t s0 = sweep_started.fetch_add(0, std::memory_order_acq_rel);
   if (!write) return 0;  // a read pin only needs the page resident, protected or not
   // A sweep that started before the pin was seen may not have seen it: let it finish (one
   // ioctl per mapping), after which no sweep will touch the page while it stays pinned.

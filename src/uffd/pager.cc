@@ -595,8 +595,8 @@ status pager::unpin(const void* addr, uint64_t len) {
       m.pinned.fetch_sub(1, std::memory_order_relaxed);
       // A sweep may have skipped the page while it was pinned: restamp it as if it had just
       // been made writable, so that no sweep numbered before now counts as covering it
-      // (pager_impl.h, "Write-protect sweeps"). The fence in write_stamp() orders the pin
-      // count's decrement before the read of sweep_started.
+      // (pager_impl.h, "Write-protect sweeps"). write_stamp()'s read-modify-write of
+      // sweep_started orders the pin count's decrement against a sweep's.
       if (ps_state(st) == PS_MAPPED) {
         uint64_t stamp = m.write_stamp(UINT64_MAX);
         if ((st & PG_stamp_exact) && (stamp & SHADOW_MASK) == (st & SHADOW_MASK))

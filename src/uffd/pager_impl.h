@@ -50,25 +50,30 @@
 //   - Counters: sweep_started (S) is incremented before a sweep's first ioctl, sweep_done (D)
 //     set to its number after all its ioctls succeeded, sweep_finished (F) after it ended either
 //     way. Sweeps are serialised by sweep_mu, so S - F <= 1.
+//   - Every access to S is a read-modify-write (acq_rel: fetch_add(1) by a sweep, fetch_add(0)
+//     to read it elsewhere). RMWs read the latest value and form one release sequence, so of two
+//     threads that each do [their own writes; RMW of S], the one whose RMW comes second in S's
+//     modification order sees everything the other did before its RMW. (No fences: GCC's TSan
+//     does not support them.) All arguments below are this one fact.
 //   - Every "writable event" (UFFDIO_COPY without MODE_WP, UFFDIO_ZEROPAGE, an unprotecting
 //     UFFDIO_WRITEPROTECT, a PTE adopted from outside) happens under the page lock and is
-//     followed, under that lock, by a seq_cst fence and stamp = S into bits 32-61. Sweep
-//     `stamp` itself may have been running during the event and protected the PTE after it;
-//     sweeps below it had finished (they are serialised). PG_stamp_exact records that F, read
-//     before the event's ioctl, already equalled the stamp: then no sweep overlapped it.
-//   - Sweep k reads S (k - 1 -> k), then (seq_cst fence) the mappings under map_mu and the pin
-//     counts, then issues its ioctls. If a page's stamp is < k, its last writable event's ioctl
-//     returned before the stamp read, which came before sweep k's increment: sweep k's ioctl
-//     reached the PTE after it (the PTE lock orders them) and write-protected it, unless the
-//     page was skipped as pinned.
+//     followed, under that lock, by stamp = RMW(S) into bits 32-61. Sweep `stamp` itself may
+//     have been running during the event and protected the PTE after it; sweeps below it had
+//     finished (they are serialised). PG_stamp_exact records that F, read before the event's
+//     ioctl, already equalled the stamp: then no sweep overlapped it.
+//   - Sweep k does RMW(S) (k - 1 -> k), then reads the mappings under map_mu and the pin
+//     counts, then issues its ioctls. If a page's stamp is < k, the event's RMW preceded sweep
+//     k's, so the event's ioctl happened before sweep k's ioctl, which then write-protected the
+//     PTE (the PTE lock orders them), unless it skipped the page as pinned.
 //   - Pinned pages are skipped: pin(write) promises a writable page that a system call may
-//     write without a fault. Store-buffering argument: pin does [pin count += 1; pinned += 1;
-//     fence; s0 = S], a sweep does [S += 1; fence; read pinned and the pin counts]; one of the
-//     two sees the other. Either the sweep sees the pin and skips the page, or s0 >= k and
-//     pin(write) waits until F >= s0 and then unprotects the page itself unless no sweep can
-//     have touched it since its last writable event (PG_stamp_exact and stamp == s0). unpin
-//     does [pin count -= 1; fence; stamp = S]: a sweep that skipped the page numbered <= that
-//     stamp, so it never counts; PG_stamp_exact survives only if the stamp did not change.
+//     write without a fault. pin does [pin count += 1; pinned += 1; s0 = RMW(S)], a sweep
+//     [RMW(S); read pinned and the pin counts]. If pin's RMW came first, the sweep sees the pin
+//     and skips the page; otherwise s0 >= k, and pin(write) waits until F >= s0 and then
+//     unprotects the page itself unless no sweep can have touched it since its last writable
+//     event (PG_stamp_exact and stamp == s0). unpin does [pin count -= 1; pinned -= 1;
+//     stamp = RMW(S)]: if the sweep's RMW came first, the stamp is >= k; otherwise the sweep
+//     saw the decrement. So a sweep that skipped the page is numbered <= the new stamp and never
+//     counts as covering it; PG_stamp_exact survives only if the stamp did not change.
 //   - So eviction, holding the victim's page lock (no writable event can intervene), may treat
 //     the PTE as write-protected when PG_uffd_wp is set or D > stamp (a completed sweep numbered
 //     after the stamp covered the unpinned page): 1 <= (D - stamp) mod 2^30 < 2^29, and
@@ -249,7 +254,7 @@ struct pager::impl {
   // whose lock the caller holds.
   // `finished_before` is sweep_finished loaded (acquire) before the event's ioctl, or
   // UINT64_MAX when the event's time is unknown (a PTE adopted from outside).
-  uint64_t write_stamp(uint64_t finished_before) const noexcept;
+  uint64_t write_stamp(uint64_t finished_before) noexcept;
   uint64_t finished_before() const noexcept {
     return sweep_finished.load(std::memory_order_acquire);
   }

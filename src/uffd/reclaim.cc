@@ -108,9 +108,9 @@ bool pager::impl::sweep() noexcept {
   if (!g.owns_lock()) return false;
   sweep_wanted.store(false, std::memory_order_relaxed);
   scanned_since_sweep.store(0, std::memory_order_relaxed);
-  const uint64_t k = sweep_started.fetch_add(1, std::memory_order_relaxed) + 1;
-  // Store-buffering against pin (pager_impl.h): the increment before the pin counts are read.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // acq_rel: a pin or unpin whose own RMW of sweep_started came first is seen below
+  // (pager_impl.h, "Write-protect sweeps").
+  const uint64_t k = sweep_started.fetch_add(1, std::memory_order_acq_rel) + 1;
   const bool any_pinned = pinned.load(std::memory_order_relaxed) != 0;
   bool ok = true;
   auto protect = [&](uint64_t first, uint64_t n) {
