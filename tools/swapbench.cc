@@ -446,7 +446,7 @@ int run_swapbench_cli(config& cfg) {
                          {"percpu_inuse_counter", mr.spec.mode == swap_lock_mode::percpu &&
                                                       mr.spec.percpu_inuse_counter},
                          {"slot_cache",
-                          slot_cache_enabled(cfg.slot_cache, mr.spec.mode) ? "on" : "off"},
+                          to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode))},
                          {"ops_per_sec", mr.ops_per_sec},
                          {"pages_per_sec", mr.pages_per_sec},
                          {"median_ops_per_sec", mr.med()},
@@ -493,7 +493,7 @@ int run_swapbench_cli(config& cfg) {
       std::snprintf(line, sizeof line,
                     "  %-13s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f %11.2f\n",
                     mr.spec.label.c_str(),
-                    slot_cache_enabled(cfg.slot_cache, mr.spec.mode) ? "on" : "off",
+                    to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode)),
                     mr.med() / 1e6, mr.lo() / 1e6, mr.hi() / 1e6,
                     base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6,
                     median(mr.cores), median(mr.ops_per_cpu_sec) / 1e6);
@@ -546,7 +546,9 @@ void add_swapbench_command(CLI::App& app, command_table& table) {
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--slot-cache", cfg->slot_cache_text,
-                  "Per-CPU slot caches: by-mode (on for cluster only, as the kernels), on, off")
+                  "Per-CPU slot caches: by-mode (as each mode's kernel: global off, cluster on, "
+                  "percpu alloc), on (allocation and freeing side, 4.11), alloc (allocation side "
+                  "only, 6.14), off (6.15 on)")
       ->capture_default_str();
   sub->add_option("--rounds", cfg->rounds, "Rounds per mode")->capture_default_str();
   sub->add_option("--duration", cfg->duration_s, "Seconds per round")->capture_default_str();

@@ -503,7 +503,8 @@ void add_usemem_command(CLI::App& app, command_table& table) {
   sub->add_option("--zram-lock", o->zram_locks,
                   "zram lock mode: global_rwlock, slot_cas, slot_bitlock, a comma list, or all")
       ->default_str("slot_bitlock");
-  sub->add_option("--slot-cache", o->slot_cache, "Swap slot cache: by-mode, on, off")
+  sub->add_option("--slot-cache", o->slot_cache,
+                  "Swap slot cache: by-mode, on, alloc (allocation side only), off")
       ->default_str("by-mode");
   sub->add_option("--comp", o->cfg.comp, "zram codec: lz4, lz4hc, zstd, lzo")->default_str("lzo");
   sub->add_option("--rounds", o->rounds, "Rounds, alternating the lock modes in each")

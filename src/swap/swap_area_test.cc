@@ -119,15 +119,89 @@ TEST(swap_options, parse_and_format_modes) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), EINVAL);
   EXPECT_NE(bad.error().message().find("global, cluster, percpu"), std::string::npos);
-  for (auto p : {slot_cache_policy::by_mode, slot_cache_policy::on, slot_cache_policy::off}) {
+  for (auto p : {slot_cache_policy::by_mode, slot_cache_policy::on, slot_cache_policy::alloc,
+                 slot_cache_policy::off}) {
     auto r = parse_slot_cache_policy(to_string(p));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(*r, p);
   }
-  EXPECT_FALSE(parse_slot_cache_policy("maybe").ok());
+  EXPECT_STREQ(to_string(slot_cache_policy::alloc), "alloc");
+  auto bad_cache = parse_slot_cache_policy("maybe");
+  ASSERT_FALSE(bad_cache.ok());
+  EXPECT_EQ(bad_cache.error().code(), EINVAL);
+  EXPECT_NE(bad_cache.error().message().find("by-mode, on, alloc, off"), std::string::npos);
+  // by_mode: each lock mode with its era's cache: 4.10 none, 4.11 both sides, 6.14 the
+  // allocation side only.
+  EXPECT_EQ(effective_slot_cache(slot_cache_policy::by_mode, swap_lock_mode::global),
+            slot_cache_policy::off);
+  EXPECT_EQ(effective_slot_cache(slot_cache_policy::by_mode, swap_lock_mode::cluster),
+            slot_cache_policy::on);
+  EXPECT_EQ(effective_slot_cache(slot_cache_policy::by_mode, swap_lock_mode::percpu),
+            slot_cache_policy::alloc);
   EXPECT_FALSE(slot_cache_enabled(slot_cache_policy::by_mode, swap_lock_mode::global));
   EXPECT_TRUE(slot_cache_enabled(slot_cache_policy::by_mode, swap_lock_mode::cluster));
-  EXPECT_FALSE(slot_cache_enabled(slot_cache_policy::by_mode, swap_lock_mode::percpu));
+  EXPECT_TRUE(slot_cache_enabled(slot_cache_policy::by_mode, swap_lock_mode::percpu));
+  EXPECT_FALSE(slot_cache_free_enabled(slot_cache_policy::by_mode, swap_lock_mode::global));
+  EXPECT_TRUE(slot_cache_free_enabled(slot_cache_policy::by_mode, swap_lock_mode::cluster));
+  EXPECT_FALSE(slot_cache_free_enabled(slot_cache_policy::by_mode, swap_lock_mode::percpu));
+  // The explicit policies mean the same in every mode.
+  for (swap_lock_mode m : testing::all_modes) {
+    EXPECT_TRUE(slot_cache_enabled(slot_cache_policy::on, m));
+    EXPECT_TRUE(slot_cache_free_enabled(slot_cache_policy::on, m));
+    EXPECT_TRUE(slot_cache_enabled(slot_cache_policy::alloc, m));
+    EXPECT_FALSE(slot_cache_free_enabled(slot_cache_policy::alloc, m));
+    EXPECT_FALSE(slot_cache_enabled(slot_cache_policy::off, m));
+    EXPECT_FALSE(slot_cache_free_enabled(slot_cache_policy::off, m));
+    swap_options so;
+    so.lock_mode = m;
+    so.slot_cache = slot_cache_policy::alloc;
+    swap_system sys(so);
+    EXPECT_TRUE(sys.slot_cache_enabled());
+    EXPECT_FALSE(sys.slot_cache_free_enabled());
+  }
+}
+
+// The allocation side alone (6.14): get_swap_page is served from a batch of 64 taken in one
+// get_swap_pages, but a slot whose last reference goes is free at once, not parked.
+TEST(slot_cache, allocation_side_only_frees_at_once) {
+  for (swap_lock_mode m : testing::all_modes) {
+    SCOPED_TRACE(to_string(m));
+    swap_options so;
+    so.lock_mode = m;
+    so.slot_cache = slot_cache_policy::alloc;
+    swap_system sys(so);
+    swap_area_options o;
+    o.size_pages = 16 * SWAPFILE_CLUSTER;
+    ASSERT_TRUE(sys.swapon(o).ok());
+    swap_area* a = sys.area(0);
+    std::vector<swap_entry> got;
+    for (unsigned i = 0; i < SWAP_SLOTS_CACHE_SIZE; ++i) got.push_back(sys.get_swap_page());
+    ASSERT_TRUE(sys.slot_cache_active());
+    EXPECT_EQ(a->inuse_pages(), SWAP_SLOTS_CACHE_SIZE) << "one refill of 64 serves 64 pages";
+    for (unsigned i = 1; i < got.size(); ++i)
+      EXPECT_EQ(swp_offset(got[i]), swp_offset(got[i - 1]) + 1) << "in the cache's order";
+    // swap-out then munmap: the slot is free at once, with no drain.
+    ASSERT_TRUE(sys.swap_duplicate(got[0]).ok());
+    ASSERT_TRUE(sys.put_swap_page(got[0]).ok());
+    auto r = sys.swap_free(got[0]);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, 0);
+    EXPECT_EQ(sys.swap_map_byte(got[0]), 0) << "freed, not parked in a return cache";
+    EXPECT_EQ(a->inuse_pages(), SWAP_SLOTS_CACHE_SIZE - 1);
+    for (unsigned i = 1; i < got.size(); ++i) ASSERT_TRUE(sys.put_swap_page(got[i]).ok());
+    EXPECT_EQ(a->inuse_pages(), 0u);
+    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+    // The next get_swap_page refills again; the drain returns the 63 it did not hand out.
+    const swap_entry e = sys.get_swap_page();
+    ASSERT_FALSE(e.empty());
+    EXPECT_EQ(a->inuse_pages(), SWAP_SLOTS_CACHE_SIZE);
+    sys.drain_swap_slots_cache();
+    EXPECT_EQ(a->inuse_pages(), 1u);
+    EXPECT_EQ(sys.swap_map_byte(e), SWAP_HAS_CACHE);
+    ASSERT_TRUE(sys.put_swap_page(e).ok());
+    EXPECT_EQ(a->inuse_pages(), 0u);
+    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+  }
 }
 
 TEST(swapon, rejects_bad_options_with_named_errors) {
@@ -260,6 +334,12 @@ TEST_P(swap_modes, reference_counts_follow_the_kernel) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, SWAP_HAS_CACHE) << "only the swap cache holds it: the page may leave the cache";
   ASSERT_TRUE(sys.swapcache_clear(e).ok());
+  // Parked in the return cache (the freeing side, 4.11-6.13) or freed at once.
+  if (sys.slot_cache_free_enabled() && sys.slot_cache_active()) {
+    EXPECT_EQ(sys.swap_map_byte(e), SWAP_HAS_CACHE) << "parked until the batch is freed";
+  } else {
+    EXPECT_EQ(sys.swap_map_byte(e), 0) << "freed at once";
+  }
   sys.drain_swap_slots_cache();
   EXPECT_EQ(sys.swap_map_byte(e), 0) << "freed";
   EXPECT_EQ(sys.area(0)->inuse_pages(), 0u);
@@ -544,6 +624,10 @@ TEST_P(swap_modes, slot_free_notify_reports_each_freed_slot) {
     auto r = sys.swap_free(swp_entry(0, off));
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(*r, 0);
+  }
+  if (!sys.slot_cache_free_enabled()) {
+    // No return cache: every slot was freed, and notified, by its swap_free.
+    EXPECT_EQ(notified, offs);
   }
   sys.drain_swap_slots_cache();
   // Each freed slot once; with a slot cache the drain also frees (and notifies) the slots the

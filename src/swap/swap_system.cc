@@ -47,6 +47,7 @@ const char* to_string(slot_cache_policy policy) noexcept {
   switch (policy) {
     case slot_cache_policy::by_mode: return "by-mode";
     case slot_cache_policy::on: return "on";
+    case slot_cache_policy::alloc: return "alloc";
     case slot_cache_policy::off: return "off";
   }
   return "?";
@@ -55,13 +56,15 @@ const char* to_string(slot_cache_policy policy) noexcept {
 result<slot_cache_policy> parse_slot_cache_policy(std::string_view text) {
   if (text == "by-mode") return slot_cache_policy::by_mode;
   if (text == "on") return slot_cache_policy::on;
+  if (text == "alloc") return slot_cache_policy::alloc;
   if (text == "off") return slot_cache_policy::off;
   return error(EINVAL, "unknown slot cache policy '" + std::string(text) +
-                           "' (valid: by-mode, on, off)");
+                           "' (valid: by-mode, on, alloc, off)");
 }
 
 // struct swap_slots_cache: allocation side and return side, each under its own lock, on
-// separate cache lines (the kernel's alloc_lock mutex and free_lock spinlock).
+// separate cache lines (the kernel's alloc_lock mutex and free_lock spinlock). With the
+// allocation side only (6.14) the return side stays empty and its lock is never taken.
 struct swap_system::swap_slots_cache {
   explicit swap_slots_cache(lock_class* cls) : alloc_lock(cls), free_lock(cls) {}
 
@@ -79,7 +82,9 @@ struct swap_system::swap_slots_cache {
 };
 
 swap_system::swap_system(const swap_options& opts)
-    : opts_(opts), cache_enabled_(uswap::slot_cache_enabled(opts.slot_cache, opts.lock_mode)) {
+    : opts_(opts),
+      cache_enabled_(uswap::slot_cache_enabled(opts.slot_cache, opts.lock_mode)),
+      free_cache_enabled_(uswap::slot_cache_free_enabled(opts.slot_cache, opts.lock_mode)) {
   if (opts_.nr_cpu_slots == 0) opts_.nr_cpu_slots = 1;
   device_class_ = opts_.device_lock_class;
   if (!device_class_) {
@@ -248,6 +253,7 @@ void swap_system::drain_locked() {
     c.cur = 0;
     c.nr.store(0, std::memory_order_relaxed);
     c.alloc_lock.unlock();
+    if (!free_cache_enabled_) continue;  // 6.14: nothing is ever parked on the freeing side
     c.free_lock.lock();
     free_entries(c.slots_ret, c.n_ret);
     c.n_ret = 0;
@@ -283,8 +289,11 @@ swap_entry swap_system::get_swap_page() {
   return e;
 }
 
+// Only a deferred release comes here: with the freeing side on (4.11's free_swap_slot), or in
+// `cluster` mode, whose release needs si->lock and so is always deferred out of the cluster
+// lock; without the freeing side that slot is freed at once, alone (the kernel's direct_free).
 void swap_system::free_swap_slot(swap_entry e) {
-  if (cache_enabled_ && cache_active_.load(std::memory_order_relaxed)) {
+  if (free_cache_enabled_ && cache_active_.load(std::memory_order_relaxed)) {
     swap_slots_cache& c = cache_for(swap_detail::this_thread_slot());
     c.free_lock.lock();
     if (cache_active_.load(std::memory_order_relaxed)) {
@@ -342,7 +351,9 @@ status swap_system::swapcache_prepare(swap_entry e) {
 result<unsigned char> swap_system::put(swap_entry e, unsigned char usage) {
   auto a = area_of(e, usage == SWAP_HAS_CACHE ? "put_swap_page" : "swap_free");
   if (!a.ok()) return a.error();
-  const bool defer = cache_enabled_ && cache_active_.load(std::memory_order_relaxed);
+  // Park the slot in the return cache only when the freeing side is on; otherwise the area frees
+  // it within swap_entry_put (percpu, global) or reports it deferred (cluster, see free_swap_slot).
+  const bool defer = free_cache_enabled_ && cache_active_.load(std::memory_order_relaxed);
   auto r = (*a)->swap_entry_put(swp_offset(e), usage, defer);
   if (!r.ok()) return r.error();
   if (r->deferred) free_swap_slot(e);

@@ -1,5 +1,6 @@
 // Helpers for the swap layer's tests: start N threads at once, scale work down under
-// ThreadSanitizer, build systems in every lock mode.
+// ThreadSanitizer, build systems in every lock mode with each slot cache form (off, the
+// allocation side only as 6.14, both sides as 4.11).
 #pragma once
 
 #include <atomic>
@@ -25,16 +26,17 @@ struct mode_and_cache {
 };
 
 inline std::string param_name(const mode_and_cache& p) {
-  return std::string(to_string(p.mode)) + "_cache_" +
-         (p.cache == slot_cache_policy::on ? "on" : p.cache == slot_cache_policy::off ? "off"
-                                                                                      : "bymode") +
+  const std::string cache = p.cache == slot_cache_policy::by_mode ? "bymode" : to_string(p.cache);
+  return std::string(to_string(p.mode)) + "_cache_" + cache +
          (p.percpu_inuse_counter ? "" : "_atomic_inuse");
 }
 
 inline std::vector<mode_and_cache> every_mode_and_cache() {
   std::vector<mode_and_cache> v;
   for (swap_lock_mode m : all_modes)
-    for (slot_cache_policy c : {slot_cache_policy::off, slot_cache_policy::on}) v.push_back({m, c});
+    for (slot_cache_policy c :
+         {slot_cache_policy::off, slot_cache_policy::alloc, slot_cache_policy::on})
+      v.push_back({m, c});
   v.push_back({swap_lock_mode::percpu, slot_cache_policy::off, false});
   return v;
 }

@@ -19,6 +19,9 @@ result<std::unique_ptr<page_store>> page_store::create(const page_store_options&
 
   swap_options so;
   so.lock_mode = swap_lock_mode::percpu;
+  // The kernel without swap_slots.c (6.15 on), not by_mode's 6.14 allocation cache: no slot is
+  // reserved beyond those the pager holds, and the SIGBUS path takes no slot cache lock.
+  so.slot_cache = slot_cache_policy::off;
   ps->swap_ = std::make_unique<swap_system>(so);
   swap_area_options ao;
   ao.size_pages = opts.max_pages + 1;

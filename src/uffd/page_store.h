@@ -12,9 +12,10 @@
 //            swap cache of a clean page)
 //   release  swap_free: the count goes, the slot is free, and the area's slot_free_notify hook
 //            tells zram to free its object (zram_slot_free_notify)
-// The swap area runs in swap_lock_mode::percpu, the kernel's current design (per-thread
-// current clusters, no slot cache): a freed slot is freed at once, so unmapping memory returns
-// its zram memory immediately rather than when a slot cache happens to drain.
+// The swap area runs in swap_lock_mode::percpu with slot_cache_policy::off, the kernel's current
+// design (per-thread current clusters, no slot cache, 6.15 on): a freed slot is freed at once,
+// so unmapping memory returns its zram memory immediately rather than when a slot cache happens
+// to drain, and no slot is reserved beyond those the pager holds.
 //
 // Signal safety: store/load/release are called from the SIGBUS handler of a faulting thread.
 // They return errno values instead of a uswap::status on the hot path and allocate only what

@@ -13,7 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 small=(--rounds 1 --duration 0.05 --size 64M --resident 256)
 expect nonzero '--threads: 0 is outside 1..1024' -- swapbench --threads 0
 expect nonzero "--modes: unknown swap lock mode 'spin' \(valid: global, cluster, percpu, percpu-atomic\)" -- swapbench --modes global,spin
-expect nonzero "--slot-cache: unknown slot cache policy 'maybe'" -- swapbench --slot-cache maybe
+expect nonzero "--slot-cache: unknown slot cache policy 'maybe' \(valid: by-mode, on, alloc, off\)" -- swapbench --slot-cache maybe
 expect nonzero '--size: 1.00 MiB is too small for 16 threads' -- swapbench --size 1M
 expect nonzero '--size.*(unknown suffix|invalid|size)' -- swapbench --size 12Q
 expect nonzero '--duration: 0.000 s is outside' -- swapbench --duration 0
@@ -27,6 +27,10 @@ expect zero '"ratio_to_baseline"' -- swapbench -t 2 "${small[@]}" --json
 expect zero '"change_pct": 30.7' -- swapbench -t 2 "${small[@]}" --json --no-lockstat
 expect zero '"median_ops_per_cpu_sec"' -- swapbench -t 2 "${small[@]}" --json --no-lockstat
 expect zero 'global +on ' -- swapbench -t 2 "${small[@]}" --slot-cache on --no-lockstat
+# by-mode: each mode with its kernel's cache (percpu: 6.14's allocation side only).
+expect zero 'percpu +alloc ' -- swapbench -t 2 "${small[@]}" --no-lockstat
+expect zero 'cluster +alloc ' -- swapbench -t 2 "${small[@]}" --slot-cache alloc --no-lockstat
+expect zero '"slot_cache": "alloc"' -- swapbench -t 2 "${small[@]}" --slot-cache alloc --json --no-lockstat
 
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed"

@@ -95,31 +95,61 @@ const char* to_string(swap_lock_mode mode) noexcept;
 result<swap_lock_mode> parse_swap_lock_mode(std::string_view text);
 
 // Whether get_swap_page and the final free of a slot go through the per-CPU slot caches of
-// 4.11's mm/swap_slots.c (64 slots allocated or freed per device-lock acquisition).
+// mm/swap_slots.c: an allocation side (get_swap_page takes slots from the thread slot's cache,
+// refilled SWAP_SLOTS_CACHE_SIZE = 64 at a time by get_swap_pages) and a freeing side (a slot
+// whose last reference goes is parked in the cache's return array and freed 64 at a time by
+// swapcache_free_entries). The kernel dropped the two sides in two steps:
+//   4.11   "mm/swap: add cache for swap slots allocation" (67afa38e012e, Tim Chen): both sides,
+//          merged in the same release as seed 000's cluster lock;
+//   6.14   "mm, swap: rework of swap allocator locks" (Kairui Song, the series whose allocator
+//          the `percpu` mode follows) ends with "mm, swap_slots: remove slot cache for freeing
+//          path": with the freeing path no longer taking si->lock, __swap_entry_free,
+//          put_swap_folio and swapcache_free_entries free a slot under its cluster lock alone
+//          (swap_entry_range_free(si, ci, ...)) and free_swap_slot, free_lock and slots_ret are
+//          gone; the allocation side (alloc_lock, slots, nr, cur, refill_swap_slots_cache) stays,
+//          "slot cache still helps to reduce other overheads, like counters and the plist"
+//          (cover letter of the 6.15 removal, lore 20250313165935.63303-1-ryncsn@gmail.com);
+//   6.15   "mm, swap: remove swap slot cache" (0ff67f990bd4): mm/swap_slots.c is deleted and the
+//          per-CPU cluster is the allocation fast path.
 enum class slot_cache_policy : uint8_t {
   // As the kernel of each lock mode's era: off for `global` (4.10 had no slot cache), on for
-  // `cluster` (4.11 merged it in the same series as the cluster lock), off for `percpu` (the
-  // kernel without swap_slots.c, 6.15 on). The 2024 rework as merged in 6.14 sat in between: it
-  // dropped the cache's freeing side ("mm, swap_slots: remove slot cache for freeing path") and
-  // kept the allocating side until 6.15; uswap has no allocation-only cache, so that kernel is
-  // bracketed by `percpu` with the cache off and on.
+  // `cluster` (4.11), alloc for `percpu` (6.14, the kernel that merged that allocator).
   by_mode,
+  // Both sides, as 4.11 to 6.13.
   on,
+  // The allocation side only, as 6.14: a freed slot goes straight back to its area (percpu: under
+  // its cluster lock only; cluster: through swapcache_free_entries one slot at a time, as 4.11
+  // did when its return cache was unavailable; global: under the device lock).
+  alloc,
+  // No cache, as 4.10 and 6.15 on.
   off,
 };
 
 const char* to_string(slot_cache_policy policy) noexcept;
-// "by-mode", "on" or "off"; EINVAL otherwise.
+// "by-mode", "on", "alloc" or "off"; EINVAL otherwise.
 result<slot_cache_policy> parse_slot_cache_policy(std::string_view text);
 
-// Whether `policy` turns the slot cache on under `mode`.
-constexpr bool slot_cache_enabled(slot_cache_policy policy, swap_lock_mode mode) noexcept {
-  switch (policy) {
-    case slot_cache_policy::on: return true;
-    case slot_cache_policy::off: return false;
-    case slot_cache_policy::by_mode: return mode == swap_lock_mode::cluster;
+// What `policy` means under `mode`: on, alloc or off (never by_mode).
+constexpr slot_cache_policy effective_slot_cache(slot_cache_policy policy,
+                                                 swap_lock_mode mode) noexcept {
+  if (policy != slot_cache_policy::by_mode) return policy;
+  switch (mode) {
+    case swap_lock_mode::global: return slot_cache_policy::off;
+    case swap_lock_mode::cluster: return slot_cache_policy::on;
+    case swap_lock_mode::percpu: return slot_cache_policy::alloc;
   }
-  return false;
+  return slot_cache_policy::off;
+}
+
+// Whether `policy` turns the slot cache's allocation side on under `mode` (on or alloc).
+constexpr bool slot_cache_enabled(slot_cache_policy policy, swap_lock_mode mode) noexcept {
+  return effective_slot_cache(policy, mode) != slot_cache_policy::off;
+}
+
+// Whether `policy` turns the slot cache's freeing side (free_swap_slot's slots_ret) on under
+// `mode` (on only).
+constexpr bool slot_cache_free_enabled(slot_cache_policy policy, swap_lock_mode mode) noexcept {
+  return effective_slot_cache(policy, mode) == slot_cache_policy::on;
 }
 
 }  // namespace uswap

@@ -31,11 +31,14 @@
 // cluster is only a hint re-checked under the cluster lock, the slot cache has its own locks).
 //
 // Slot cache (4.11's swap_slots.c): get_swap_page takes slots from the thread slot's cache,
-// refilled 64 at a time by get_swap_pages; a slot whose last reference goes is parked in the
-// cache's return array and freed 64 at a time by swapcache_free_entries. Under a low free-slot
-// count (below 2 x 64 per thread slot in use) the caches are deactivated and drained, as the
-// kernel's check_cache_active does, so a nearly full system still hands out every slot; they
-// come back above 5 x 64. Whether the cache is used at all is swap_options::slot_cache.
+// refilled 64 at a time by get_swap_pages; with the freeing side on, a slot whose last reference
+// goes is parked in the cache's return array and freed 64 at a time by swapcache_free_entries.
+// With the allocation side only (slot_cache_policy::alloc, the 6.14 kernel, see swap.h) the last
+// reference frees the slot at once: under its cluster lock in `percpu` mode, through
+// swapcache_free_entries for that one slot in `cluster` mode, under the device lock in `global`.
+// Under a low free-slot count (below 2 x 64 per thread slot in use) the caches are deactivated
+// and drained, as the kernel's check_cache_active does, so a nearly full system still hands out
+// every slot; they come back above 5 x 64. Which sides are used is swap_options::slot_cache.
 //
 // Thread-safety: every member may be called concurrently from any thread, except
 // check_invariants (quiescent states only). Entries are plain values: the caller must own the
@@ -61,7 +64,8 @@ namespace uswap {
 struct swap_options {
   // Locking of every area (swap.h). Default cluster: seed 000.
   swap_lock_mode lock_mode = swap_lock_mode::cluster;
-  // Per-CPU slot caches. Default by_mode: on for cluster only, as the kernels of each era.
+  // Per-CPU slot caches. Default by_mode: as the kernel of each mode's era (global off,
+  // cluster both sides, percpu the allocation side only).
   slot_cache_policy slot_cache = slot_cache_policy::by_mode;
   // Per-CPU structures (current clusters, slot caches): one per thread slot up to this many.
   // Default 64.
@@ -118,7 +122,9 @@ class swap_system {
 
   // Returns every slot parked in the slot caches to its area (swapoff and tests use this).
   void drain_swap_slots_cache();
+  // The allocation side is on (policy on or alloc), the freeing side is on (policy on).
   bool slot_cache_enabled() const noexcept { return cache_enabled_; }
+  bool slot_cache_free_enabled() const noexcept { return free_cache_enabled_; }
   bool slot_cache_active() const noexcept { return cache_active_.load(std::memory_order_relaxed); }
 
   // Free slots over all areas (slots parked in slot caches count as used), and all usable slots.
@@ -167,7 +173,8 @@ class swap_system {
   std::atomic<const avail_order*> avail_{nullptr};
   std::vector<std::unique_ptr<avail_order>> avail_history_;
 
-  const bool cache_enabled_;
+  const bool cache_enabled_;       // allocation side
+  const bool free_cache_enabled_;  // freeing side (implies the allocation side)
   std::atomic<bool> cache_active_{false};
   std::atomic<unsigned> slots_in_use_{0};
   std::mutex slots_cache_mutex_;  // activation, deactivation, drain
