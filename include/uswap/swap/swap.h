@@ -106,7 +106,8 @@ result<swap_lock_mode> parse_swap_lock_mode(std::string_view text);
 //          path": with the freeing path no longer taking si->lock, __swap_entry_free,
 //          put_swap_folio and swapcache_free_entries free a slot under its cluster lock alone
 //          (swap_entry_range_free(si, ci, ...)) and free_swap_slot, free_lock and slots_ret are
-//          gone; the allocation side (alloc_lock, slots, nr, cur, refill_swap_slots_cache) stays,
+//          gone (the diff as posted: lore 20241022193742.43903-1-ryncsn@gmail.com, patch 13/13
+//          of v1); the allocation side (alloc_lock, slots, nr, cur, refill_swap_slots_cache) stays,
 //          "slot cache still helps to reduce other overheads, like counters and the plist"
 //          (cover letter of the 6.15 removal, lore 20250313165935.63303-1-ryncsn@gmail.com);
 //   6.15   "mm, swap: remove swap slot cache" (0ff67f990bd4): mm/swap_slots.c is deleted and the
