@@ -27,6 +27,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -56,12 +57,17 @@ constexpr const char* seed000_source = "/work/shared/reference/seed_results.csv 
 using mode_spec = swapbench_mode;
 
 result<mode_spec> parse_mode_spec(const std::string& text) {
-  if (text == "percpu-atomic") return mode_spec{text, swap_lock_mode::percpu, false};
-  auto m = parse_swap_lock_mode(text);
+  constexpr std::string_view notag = "-notag";
+  std::string base = text;
+  const bool tag = !(base.size() > notag.size() && base.ends_with(notag));
+  if (!tag) base.resize(base.size() - notag.size());
+  if (base == "percpu-atomic") return mode_spec{text, swap_lock_mode::percpu, false, tag};
+  auto m = parse_swap_lock_mode(base);
   if (!m.ok())
     return error(EINVAL, "unknown swap lock mode '" + text +
-                             "' (valid: global, cluster, percpu, percpu-atomic)");
-  return mode_spec{text, *m, true};
+                             "' (valid: global, cluster, percpu, percpu-atomic, each optionally "
+                             "with -notag)");
+  return mode_spec{text, *m, true, tag};
 }
 
 // The command line's options: the measurement's configuration and how to print it.
@@ -133,6 +139,7 @@ result<round_result> run_round(const swapbench_config& cfg, const mode_spec& spe
   swap_options so;
   so.lock_mode = mode;
   so.percpu_inuse_counter = spec.percpu_inuse_counter;
+  so.freer_tag = spec.freer_tag;
   so.slot_cache = cfg.slot_cache;
   so.nr_cpu_slots = std::max(64u, nthreads);
   so.device_lock_class = &cls.device;
@@ -445,6 +452,7 @@ int run_swapbench_cli(config& cfg) {
                          {"lock_mode", to_string(mr.spec.mode)},
                          {"percpu_inuse_counter", mr.spec.mode == swap_lock_mode::percpu &&
                                                       mr.spec.percpu_inuse_counter},
+                         {"freer_tag", mr.spec.freer_tag},
                          {"slot_cache",
                           to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode))},
                          {"ops_per_sec", mr.ops_per_sec},
@@ -542,7 +550,8 @@ void add_swapbench_command(CLI::App& app, command_table& table) {
       ->capture_default_str();
   sub->add_option("--modes", cfg->mode_names,
                   "Lock modes, comma-separated: global, cluster, percpu, percpu-atomic (percpu "
-                  "with the kernel's single shared inuse_pages counter)")
+                  "with the kernel's single shared inuse_pages counter); a -notag suffix (e.g. "
+                  "percpu-notag) picks new clusters in the kernel's order, without the freer tag")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--slot-cache", cfg->slot_cache_text,

@@ -25,14 +25,18 @@
 namespace uswap::tools {
 
 // A measured form: a lock mode, and for percpu whether inuse_pages is a per-thread-slot counter
-// ("percpu", uswap's default) or the kernel's single shared atomic ("percpu-atomic").
+// ("percpu", uswap's default) or the kernel's single shared atomic ("percpu-atomic"); with the
+// suffix "-notag" (e.g. "percpu-notag"), the kernel's choice of a new cluster without uswap's
+// freer tag (swap_options::freer_tag).
 struct swapbench_mode {
   std::string label;
   swap_lock_mode mode = swap_lock_mode::global;
   bool percpu_inuse_counter = true;
+  bool freer_tag = true;
 };
 
-// "global", "cluster", "percpu" or "percpu-atomic"; EINVAL naming the valid ones otherwise.
+// "global", "cluster", "percpu" or "percpu-atomic", each optionally with "-notag"; EINVAL
+// naming the valid ones otherwise.
 result<swapbench_mode> parse_swapbench_mode(const std::string& text);
 
 struct swapbench_config {

@@ -107,6 +107,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
       discard_(opts.discard),
       count_continuation_(opts.count_continuation),
       percpu_inuse_(locking.percpu_inuse_counter && locking.mode == swap_lock_mode::percpu),
+      freer_tag_(locking.freer_tag),
       discard_fn_(std::move(opts.discard_fn)),
       slot_free_notify_(std::move(opts.slot_free_notify)),
       cluster_lock_class_(locking.cluster_lock_class),
@@ -257,20 +258,41 @@ void swap_area::move_cluster(swap_cluster_info* ci, cluster_flag list) noexcept 
   set_cluster_flag(ci, list);
 }
 
-swap_cluster_info* swap_area::isolate_lock_cluster(cluster_flag list, bool* contended) noexcept {
+bool swap_area::lock_for_isolation(swap_cluster_info* ci, bool* contended) noexcept {
+  if (mode_ == swap_lock_mode::percpu) {
+    // Cluster locks are taken before the device lock elsewhere in this mode: only a try-lock
+    // is safe here. A locked cluster is busy with its owner; skip it.
+    if (!cluster_lock::try_lock(ci->data, cluster_lock_class_)) {
+      *contended = true;
+      return false;
+    }
+  } else if (mode_ == swap_lock_mode::cluster) {
+    cluster_lock::lock(ci->data, cluster_lock_class_);  // si->lock -> ci->lock
+  }
+  return true;
+}
+
+swap_cluster_info* swap_area::isolate_lock_cluster(cluster_flag list, bool* contended,
+                                                   const uint64_t* freer) noexcept {
   swap_cluster_info* found = nullptr;
   if (mode_ == swap_lock_mode::percpu) dev_lock();
-  for (uint32_t idx = lists_[list].head; idx != nil; idx = list_next_[idx]) {
+  // Rotating a passed-over cluster to the tail would bring it round again within one call:
+  // look at no more members than the list had when we started.
+  uint32_t budget = freer ? std::min<uint32_t>(lists_[list].nr, SWAP_NONFULL_SCAN) : UINT32_MAX;
+  for (uint32_t idx = lists_[list].head, next; idx != nil && budget; idx = next, --budget) {
+    next = list_next_[idx];
     swap_cluster_info* ci = &cluster_info_[idx];
-    if (mode_ == swap_lock_mode::percpu) {
-      // Cluster locks are taken before the device lock elsewhere in this mode: only a try-lock
-      // is safe here. A locked cluster is busy with its owner; skip it.
-      if (!cluster_lock::try_lock(ci->data, cluster_lock_class_)) {
-        *contended = true;
+    if (!lock_for_isolation(ci, contended)) continue;
+    if (freer) {
+      const uint64_t tag = ci->data.load(std::memory_order_relaxed) & CLUSTER_FREER_MASK;
+      if (tag != 0 && tag != *freer) {
+        // Another thread slot freed into it since the last look: pass it over this once.
+        cluster_lock::update(ci->data, CLUSTER_FREER_MASK, 0);
+        list_del(list, idx);
+        list_add_tail(list, idx);
+        unlock_cluster(ci);
         continue;
       }
-    } else if (mode_ == swap_lock_mode::cluster) {
-      cluster_lock::lock(ci->data, cluster_lock_class_);  // si->lock -> ci->lock
     }
     list_del(list, idx);
     set_cluster_flag(ci, CLUSTER_FLAG_NONE);
@@ -346,10 +368,10 @@ void swap_area::inuse_add(percpu_cluster& pc, int64_t delta) noexcept {
   }
 }
 
-void swap_area::swap_range_free(uint64_t offset) noexcept {
+void swap_area::swap_range_free(uint64_t offset, unsigned cpu) noexcept {
   atomic_min(lowest_bit_, offset);
   atomic_max(highest_bit_, offset);
-  inuse_add(percpu_[swap_detail::this_thread_slot() % nr_cpu_slots_], -1);
+  inuse_add(percpu_[cpu % nr_cpu_slots_], -1);
   if (slot_free_notify_) slot_free_notify_(offset);
 }
 
@@ -394,10 +416,15 @@ int swap_area::scan_swap_map_slots(unsigned cpu, int n, swap_entry* out) {
       unlock_cluster(ci);
       pc.next.store(0, std::memory_order_relaxed);
     }
-    // A new cluster: partly used ones first, to keep free clusters whole.
+    // A new cluster: partly used ones first, to keep free clusters whole, but not one another
+    // thread slot is freeing into (the freer tag, header comment); then a free one; then any
+    // partly used one.
     bool contended = false;
-    swap_cluster_info* ci = isolate_lock_cluster(CLUSTER_FLAG_NONFULL, &contended);
+    const uint64_t me = freer_tag(cpu);
+    swap_cluster_info* ci =
+        isolate_lock_cluster(CLUSTER_FLAG_NONFULL, &contended, freer_tag_ ? &me : nullptr);
     if (!ci) ci = isolate_lock_cluster(CLUSTER_FLAG_FREE, &contended);
+    if (!ci) ci = isolate_lock_cluster(CLUSTER_FLAG_NONFULL, &contended);
     if (!ci) ci = isolate_lock_cluster(CLUSTER_FLAG_FRAG, &contended);
     if (ci) {
       got += alloc_swap_scan_cluster(ci, uint64_t{cluster_index(ci)} * SWAPFILE_CLUSTER,
@@ -506,9 +533,16 @@ status swap_area::swap_duplicate(uint64_t offset, unsigned char usage) {
 }
 
 void swap_area::swap_entry_free_locked(swap_cluster_info* ci, uint64_t offset) noexcept {
+  const unsigned cpu = swap_detail::this_thread_slot();
   swap_map_[offset].store(0, std::memory_order_relaxed);
   const unsigned count = add_cluster_count(ci, -1);
-  swap_range_free(offset);
+  // Re-tag only when the tag changes: a freer draining a cluster writes the word once.
+  if (freer_tag_) {
+    const uint64_t tag = freer_tag(cpu);
+    if ((ci->data.load(std::memory_order_relaxed) & CLUSTER_FREER_MASK) != tag)
+      cluster_lock::update(ci->data, CLUSTER_FREER_MASK, tag);
+  }
+  swap_range_free(offset, cpu);
   if (count == 0)
     free_cluster(ci);
   else

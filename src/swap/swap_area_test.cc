@@ -1,12 +1,14 @@
 // Single-threaded behaviour of swap areas in every lock mode, with and without the slot cache:
 // swap_map counts and flags, count continuation, errors that leave data intact, a full area,
-// priorities, discard of freed clusters, the free list's column order.
+// priorities, discard of freed clusters, the free list's column order, the freer tag.
 #include "uswap/swap/swap_area.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -25,6 +27,9 @@ struct swap_area_test_access {
   static std::atomic<uint64_t>& inuse(swap_area& a) { return a.inuse_pages_; }
   static std::atomic<uint64_t>& lowest(swap_area& a) { return a.lowest_bit_; }
   static uint32_t* list_next(swap_area& a) { return a.list_next_.get(); }
+  static uint64_t freer(swap_area& a, uint32_t idx) {
+    return a.cluster_info_[idx].data.load() & CLUSTER_FREER_MASK;
+  }
 };
 
 namespace {
@@ -294,6 +299,7 @@ class swap_modes : public ::testing::TestWithParam<mode_and_cache> {
     o.lock_mode = GetParam().mode;
     o.slot_cache = GetParam().cache;
     o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
+    o.freer_tag = GetParam().freer_tag;
     return o;
   }
 };
@@ -672,6 +678,178 @@ TEST_P(swap_modes, current_clusters_of_different_threads_start_in_different_cach
   std::set<uint32_t> lines;
   for (uint32_t c : clusters) lines.insert(c / SWAP_CLUSTER_COLS);
   EXPECT_EQ(lines.size(), clusters.size()) << "first clusters share a cluster_info cache line";
+}
+
+// A second thread that stays alive, and so keeps its own thread slot (its "CPU"), while the test
+// hands it one step at a time.
+class other_cpu {
+ public:
+  other_cpu() : thread_([this] { loop(); }) {}
+  ~other_cpu() {
+    {
+      std::lock_guard g(m_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void run(std::function<void()> fn) {
+    std::unique_lock g(m_);
+    job_ = std::move(fn);
+    cv_.notify_all();
+    cv_.wait(g, [&] { return !job_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock g(m_);
+    for (;;) {
+      cv_.wait(g, [&] { return quit_ || job_; });
+      if (quit_) return;
+      job_();
+      job_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+uint32_t cluster_of(swap_entry e) { return static_cast<uint32_t>(swp_offset(e) / SWAPFILE_CLUSTER); }
+
+// n slots through get_swap_pages, in allocation order.
+std::vector<swap_entry> take(swap_system& sys, int n) {
+  std::vector<swap_entry> out(static_cast<size_t>(n));
+  int got = 0;
+  while (got < n) {
+    const int k = sys.get_swap_pages(n - got, out.data() + got);
+    if (k == 0) break;
+    got += k;
+  }
+  out.resize(static_cast<size_t>(got));
+  return out;
+}
+
+// Swap-in on one CPU frees slots front to back in the cluster it made nonfull; an allocator on
+// another CPU that needs a new cluster takes a free one rather than allocate behind the freer,
+// and takes the partly used one once its freer stopped freeing into it, or when no free cluster
+// is left. The freeing CPU itself reuses its own nonfull cluster first.
+TEST(freer_tag, a_new_cluster_is_not_one_another_cpu_is_freeing_into) {
+  for (swap_lock_mode m : testing::all_modes) {
+    SCOPED_TRACE(to_string(m));
+    swap_options so;
+    so.lock_mode = m;
+    so.slot_cache = slot_cache_policy::off;
+    swap_system sys(so);
+    swap_area_options o;
+    o.size_pages = 8 * SWAPFILE_CLUSTER;
+    ASSERT_TRUE(sys.swapon(o).ok());
+    swap_area* a = sys.area(0);
+    other_cpu cpu_a;
+    // This CPU fills cluster 0 (the header's), so its next allocation needs a new cluster.
+    ASSERT_EQ(take(sys, SWAPFILE_CLUSTER - 1).size(), size_t{SWAPFILE_CLUSTER - 1});
+    // CPU A fills two free clusters W and X, then frees X's first ten slots.
+    std::vector<swap_entry> a_slots;
+    cpu_a.run([&] { a_slots = take(sys, 2 * SWAPFILE_CLUSTER); });
+    ASSERT_EQ(a_slots.size(), 2u * SWAPFILE_CLUSTER);
+    const uint32_t x = cluster_of(a_slots.back());
+    const size_t x_first = SWAPFILE_CLUSTER;
+    ASSERT_EQ(cluster_of(a_slots[x_first]), x);
+    ASSERT_NE(cluster_of(a_slots[0]), x);
+    cpu_a.run([&] {
+      for (size_t i = x_first; i < x_first + 10; ++i) ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
+    });
+    std::vector<uint32_t> nonfull = a->cluster_list(CLUSTER_FLAG_NONFULL);
+    ASSERT_EQ(nonfull, std::vector<uint32_t>{x});
+    ASSERT_NE(swap_area_test_access::freer(*a, x), 0u);
+
+    // This CPU needs a new cluster: not X, which A is freeing into; X loses its tag.
+    std::vector<swap_entry> b = take(sys, SWAPFILE_CLUSTER);
+    ASSERT_EQ(b.size(), size_t{SWAPFILE_CLUSTER});
+    const uint32_t f = cluster_of(b.back());
+    for (swap_entry e : b) EXPECT_NE(cluster_of(e), x);
+    EXPECT_EQ(a->cluster_list(CLUSTER_FLAG_NONFULL), std::vector<uint32_t>{x});
+    EXPECT_EQ(swap_area_test_access::freer(*a, x), 0u);
+    // A frees into X again: passed over again.
+    cpu_a.run([&] { ASSERT_TRUE(sys.put_swap_page(a_slots[x_first + 10]).ok()); });
+    std::vector<swap_entry> c = take(sys, SWAPFILE_CLUSTER);
+    for (swap_entry e : c) {
+      EXPECT_NE(cluster_of(e), x);
+      EXPECT_NE(cluster_of(e), f) << "F is full";
+    }
+    // A has not freed into X since it was last passed over: now it is taken, its freed slots
+    // first.
+    std::vector<swap_entry> d = take(sys, 11);
+    ASSERT_EQ(d.size(), 11u);
+    for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].val, a_slots[x_first + i].val);
+
+    // A frees into W and needs a new cluster: its own nonfull one, though free ones are left.
+    ASSERT_GT(a->cluster_list(CLUSTER_FLAG_FREE).size(), 0u);
+    cpu_a.run([&] {
+      ASSERT_TRUE(sys.put_swap_page(a_slots[0]).ok());
+      std::vector<swap_entry> again = take(sys, 1);
+      ASSERT_EQ(again.size(), 1u);
+      EXPECT_EQ(again[0].val, a_slots[0].val);
+    });
+    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+  }
+}
+
+TEST(freer_tag, with_no_free_cluster_left_a_tagged_one_is_taken) {
+  for (swap_lock_mode m : testing::all_modes) {
+    SCOPED_TRACE(to_string(m));
+    swap_options so;
+    so.lock_mode = m;
+    so.slot_cache = slot_cache_policy::off;
+    swap_system sys(so);
+    swap_area_options o;
+    o.size_pages = 3 * SWAPFILE_CLUSTER;
+    ASSERT_TRUE(sys.swapon(o).ok());
+    swap_area* a = sys.area(0);
+    other_cpu cpu_a;
+    std::vector<swap_entry> all;
+    cpu_a.run([&] { all = take(sys, 3 * SWAPFILE_CLUSTER); });
+    ASSERT_EQ(all.size(), 3u * SWAPFILE_CLUSTER - 1) << "every slot but the header";
+    ASSERT_TRUE(sys.get_swap_page().empty());
+    cpu_a.run([&] { ASSERT_TRUE(sys.put_swap_page(all.back()).ok()); });
+    ASSERT_EQ(a->cluster_list(CLUSTER_FLAG_NONFULL).size(), 1u);
+    const swap_entry e = sys.get_swap_page();
+    EXPECT_EQ(e.val, all.back().val) << "the area is not full: the tagged cluster is taken";
+    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+  }
+}
+
+TEST(freer_tag, off_gives_the_kernels_order) {
+  for (swap_lock_mode m : testing::all_modes) {
+    SCOPED_TRACE(to_string(m));
+    swap_options so;
+    so.lock_mode = m;
+    so.slot_cache = slot_cache_policy::off;
+    so.freer_tag = false;
+    swap_system sys(so);
+    swap_area_options o;
+    o.size_pages = 8 * SWAPFILE_CLUSTER;
+    ASSERT_TRUE(sys.swapon(o).ok());
+    swap_area* a = sys.area(0);
+    other_cpu cpu_a;
+    ASSERT_EQ(take(sys, SWAPFILE_CLUSTER - 1).size(), size_t{SWAPFILE_CLUSTER - 1});
+    std::vector<swap_entry> a_slots;
+    cpu_a.run([&] {
+      a_slots = take(sys, 2 * SWAPFILE_CLUSTER);
+      for (size_t i = SWAPFILE_CLUSTER; i < SWAPFILE_CLUSTER + 10; ++i)
+        ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
+    });
+    const uint32_t x = cluster_of(a_slots.back());
+    EXPECT_EQ(swap_area_test_access::freer(*a, x), 0u) << "no tag is written";
+    std::vector<swap_entry> b = take(sys, SWAPFILE_CLUSTER);
+    ASSERT_EQ(b.size(), size_t{SWAPFILE_CLUSTER});
+    EXPECT_EQ(b[0].val, a_slots[SWAPFILE_CLUSTER].val)
+        << "the nonfull cluster first, whoever frees into it";
+    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+  }
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
     o.lock_mode = GetParam().mode;
     o.slot_cache = GetParam().cache;
     o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
+    o.freer_tag = GetParam().freer_tag;
     return o;
   }
 

@@ -135,6 +135,7 @@ result<unsigned> swap_system::swapon(swap_area_options opts) {
   locking.cluster_lock_class = cluster_class_;
   locking.nr_cpu_slots = opts_.nr_cpu_slots;
   locking.percpu_inuse_counter = opts_.percpu_inuse_counter;
+  locking.freer_tag = opts_.freer_tag;
   auto made = swap_area::create(type, prio, std::move(opts), locking);
   if (!made.ok()) {
     if (!user_priority) ++least_priority_;

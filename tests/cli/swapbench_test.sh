@@ -12,7 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 small=(--rounds 1 --duration 0.05 --size 64M --resident 256)
 expect nonzero '--threads: 0 is outside 1..1024' -- swapbench --threads 0
-expect nonzero "--modes: unknown swap lock mode 'spin' \(valid: global, cluster, percpu, percpu-atomic\)" -- swapbench --modes global,spin
+expect nonzero "--modes: unknown swap lock mode 'spin' \(valid: global, cluster, percpu, percpu-atomic, each optionally with -notag\)" -- swapbench --modes global,spin
+expect nonzero "--modes: unknown swap lock mode 'spin-notag'" -- swapbench --modes spin-notag
+expect nonzero "--modes: unknown swap lock mode '-notag'" -- swapbench --modes -notag
 expect nonzero "--slot-cache: unknown slot cache policy 'maybe' \(valid: by-mode, on, alloc, off\)" -- swapbench --slot-cache maybe
 expect nonzero '--size: 1.00 MiB is too small for 16 threads' -- swapbench --size 1M
 expect nonzero '--size.*(unknown suffix|invalid|size)' -- swapbench --size 12Q
@@ -23,6 +25,9 @@ expect nonzero '--areas: 33 is outside 1..32' -- swapbench --areas 33
 expect nonzero 'not expected.*--bogus|--bogus' -- swapbench --bogus
 expect zero 'seed 000: cluster/global = 2.11/1.61 GB/s = 1.31x \(\+30.7%\)' -- swapbench -t 2 "${small[@]}"
 expect zero 'percpu-atomic: cluster_lock' -- swapbench -t 3 "${small[@]}" --work 4K --mappings 2 --areas 2 --modes global,percpu,percpu-atomic
+# -notag: the kernel's choice of a new cluster, measured beside uswap's freer tag.
+expect zero 'percpu-notag: cluster_lock' -- swapbench -t 2 "${small[@]}" --modes percpu,percpu-notag,percpu-atomic-notag
+expect zero '"freer_tag": false' -- swapbench -t 2 "${small[@]}" --modes cluster-notag --json --no-lockstat
 expect zero '"ratio_to_baseline"' -- swapbench -t 2 "${small[@]}" --json
 expect zero '"change_pct": 30.7' -- swapbench -t 2 "${small[@]}" --json --no-lockstat
 expect zero '"median_ops_per_cpu_sec"' -- swapbench -t 2 "${small[@]}" --json --no-lockstat

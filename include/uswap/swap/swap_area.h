@@ -22,7 +22,25 @@
 // 256 slots are in use; a free in a FULL or FRAG cluster moves it to NONFULL; the last free
 // moves it to FREE, or to DISCARD when the area discards freed clusters. A discarded cluster is
 // handed to the backing store's discard callback exactly once, with no swap lock held, then
-// returns to FREE. The allocator prefers its current cluster, then NONFULL, FREE and FRAG.
+// returns to FREE. The allocator prefers its current cluster, then NONFULL, FREE and FRAG, as
+// the 2024 allocator does on a device without discard (nonfull before free keeps free clusters
+// whole), with one refinement of uswap's, the freer tag below.
+//
+// The freer tag: each cluster remembers the thread slot (CPU) whose free last released one of
+// its slots. A new cluster is first sought among the NONFULL clusters that this thread slot
+// freed into last or whose tag is clear; a NONFULL cluster tagged by another thread slot is
+// passed over once, its tag cleared and the cluster rotated to the list's tail, and is taken
+// when it comes round again untagged, that is when its freer has not freed into it since. Only
+// if no FREE cluster is left either does the allocator take a NONFULL cluster whatever its tag.
+// Why: swap-in and munmap release slots in about the order swap-out allocated them, so the CPU
+// that made a cluster nonfull keeps freeing into it, front to back. The kernel hands such a
+// cluster to the next CPU that needs one, which then allocates the freshly freed slots right
+// behind the freer: both CPUs take the same cluster lock and write the same swap_map lines for
+// every page until the freer is through (swapbench, 2 threads: 0.7-2.9% of cluster-lock
+// acquisitions contended with the kernel's order, 0.01% with the tag; docs/BENCHMARKS.md). A cluster
+// under such a drain becomes FREE, whole, once it ends, so taking a FREE cluster meanwhile
+// costs no lasting fragmentation; a cluster whose freeing stopped half-way is taken at the
+// second look.
 //
 // cluster_info word layout:
 //   bits 0..1   unused
@@ -30,6 +48,9 @@
 //   bit  3      cluster lock waiters (uswap's bit_lock parks instead of spinning)
 //   bits 4..7   cluster_flag: the list the cluster is on
 //   bits 8..16  usage count: slots in use, bad slots and the slots past the end of the area
+//   bits 32..47 freer tag: 1 + the thread slot that last freed a slot here (mod 0xffff), 0 none;
+//               a hint for the allocator, written under the cluster lock (global: device lock)
+//               and cleared by an allocator that passes the cluster over
 //
 // Locking, by swap_lock_mode:
 //   global   the device lock (lock_, the kernel's si->lock) is held around every operation; the
@@ -116,6 +137,10 @@ struct swap_area_locking {
   // free writes (the kernel's si->inuse_pages). No effect in the other modes, where the
   // counter changes under si->lock.
   bool percpu_inuse_counter = true;
+  // The freer tag (header comment): when picking a new cluster, pass over NONFULL clusters
+  // another thread slot is freeing into while a FREE one is left. false: the kernel's order,
+  // any NONFULL cluster first.
+  bool freer_tag = true;
 };
 
 // Which list a cluster is on (the kernel's enum swap_cluster_flags).
@@ -144,6 +169,13 @@ inline constexpr unsigned CLUSTER_LIST_SHIFT = 4;
 inline constexpr uint64_t CLUSTER_LIST_MASK = uint64_t{0xf} << CLUSTER_LIST_SHIFT;
 inline constexpr unsigned CLUSTER_COUNT_SHIFT = 8;
 inline constexpr uint64_t CLUSTER_COUNT_MASK = uint64_t{0x1ff} << CLUSTER_COUNT_SHIFT;
+// In the upper 32-bit half, away from the futex half that holds the lock bits, so that setting
+// a tag never wakes or misleads a parked waiter.
+inline constexpr unsigned CLUSTER_FREER_SHIFT = 32;
+inline constexpr uint64_t CLUSTER_FREER_MASK = uint64_t{0xffff} << CLUSTER_FREER_SHIFT;
+// How many NONFULL clusters one allocation looks at for an untagged one before it takes a FREE
+// cluster; each one passed over is untagged and rotated, so later allocations see others.
+inline constexpr unsigned SWAP_NONFULL_SCAN = 8;
 // Clusters whose cluster_info share one cache line.
 inline constexpr unsigned SWAP_CLUSTER_COLS =
     static_cast<unsigned>(cache_line_size / sizeof(swap_cluster_info));
@@ -304,7 +336,17 @@ class swap_area {
   void move_cluster(swap_cluster_info* ci, cluster_flag list) noexcept;
   // Takes the first cluster of `list` that can be locked off the list, returning it locked
   // (global: unlocked, under the device lock). *contended: a member was skipped as locked.
-  swap_cluster_info* isolate_lock_cluster(cluster_flag list, bool* contended) noexcept;
+  // With `freer` set (the NONFULL list's first look), only a cluster whose freer tag is clear or
+  // equal to *freer is taken; others among the first SWAP_NONFULL_SCAN are untagged and rotated
+  // to the tail.
+  swap_cluster_info* isolate_lock_cluster(cluster_flag list, bool* contended,
+                                          const uint64_t* freer = nullptr) noexcept;
+  // Lock a list member for isolation in each mode's order; false if a percpu try-lock failed.
+  bool lock_for_isolation(swap_cluster_info* ci, bool* contended) noexcept;
+  // The freer tag of thread slot `cpu`, in cluster_info position.
+  uint64_t freer_tag(unsigned cpu) const noexcept {
+    return uint64_t{(cpu % nr_cpu_slots_) % 0xffff + 1} << CLUSTER_FREER_SHIFT;
+  }
   // After allocation: to FRAG or FULL (or FREE when empty).
   void relocate_cluster(swap_cluster_info* ci) noexcept;
   // After a free: to FREE/DISCARD when empty, else to NONFULL.
@@ -315,11 +357,11 @@ class swap_area {
   // updates the thread slot's next offset.
   int alloc_swap_scan_cluster(swap_cluster_info* ci, uint64_t offset, int n, swap_entry* out,
                               percpu_cluster& pc) noexcept;
-  // The slot's last reference went: byte to 0, counts, lists (cluster lock held).
+  // The slot's last reference went: byte to 0, counts, freer tag, lists (cluster lock held).
   void swap_entry_free_locked(swap_cluster_info* ci, uint64_t offset) noexcept;
   void swap_range_alloc(uint64_t offset) noexcept;
   void inuse_add(percpu_cluster& pc, int64_t delta) noexcept;
-  void swap_range_free(uint64_t offset) noexcept;
+  void swap_range_free(uint64_t offset, unsigned cpu) noexcept;
 
   // Count arithmetic with continuation (the byte's lock held).
   result<unsigned char> count_get(uint64_t offset, unsigned char count);
@@ -340,6 +382,7 @@ class swap_area {
   const bool discard_;
   const bool count_continuation_;
   const bool percpu_inuse_;
+  const bool freer_tag_;
   std::function<void(uint64_t, uint64_t)> discard_fn_;
   std::function<void(uint64_t)> slot_free_notify_;
   lock_class* cluster_lock_class_;

@@ -74,6 +74,11 @@ struct swap_options {
   // percpu_counter) instead of one shared atomic written by every allocation and free, as the
   // kernel's si->inuse_pages is. Default true; false measures the kernel's form.
   bool percpu_inuse_counter = true;
+  // Every mode: a thread slot picking a new cluster passes over partly used clusters another
+  // thread slot is freeing into while a free cluster is left (the freer tag, swap_area.h), so
+  // that an allocator does not chase a freer through one cluster. Default true; false gives the
+  // kernel's order, any partly used cluster first.
+  bool freer_tag = true;
   // lockstat classes for the device locks, the cluster locks and the slot cache locks. Default
   // nullptr: the system creates "swap si->lock", "swap cluster_lock", "swap slots_cache".
   // Passing classes lets a benchmark aggregate several systems under one name.
