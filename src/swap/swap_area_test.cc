@@ -718,7 +718,9 @@ class other_cpu {
   std::thread thread_;
 };
 
-uint32_t cluster_of(swap_entry e) { return static_cast<uint32_t>(swp_offset(e) / SWAPFILE_CLUSTER); }
+uint32_t cluster_of(swap_entry e) {
+  return static_cast<uint32_t>(swp_offset(e) / SWAPFILE_CLUSTER);
+}
 
 // n slots through get_swap_pages, in allocation order.
 std::vector<swap_entry> take(swap_system& sys, int n) {
@@ -760,7 +762,8 @@ TEST(freer_tag, a_new_cluster_is_not_one_another_cpu_is_freeing_into) {
     ASSERT_EQ(cluster_of(a_slots[x_first]), x);
     ASSERT_NE(cluster_of(a_slots[0]), x);
     cpu_a.run([&] {
-      for (size_t i = x_first; i < x_first + 10; ++i) ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
+      for (size_t i = x_first; i < x_first + 10; ++i)
+        ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
     });
     std::vector<uint32_t> nonfull = a->cluster_list(CLUSTER_FLAG_NONFULL);
     ASSERT_EQ(nonfull, std::vector<uint32_t>{x});

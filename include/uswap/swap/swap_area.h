@@ -37,10 +37,10 @@
 // cluster to the next CPU that needs one, which then allocates the freshly freed slots right
 // behind the freer: both CPUs take the same cluster lock and write the same swap_map lines for
 // every page until the freer is through (swapbench, 2 threads: 0.7-2.9% of cluster-lock
-// acquisitions contended with the kernel's order, 0.01% with the tag; docs/BENCHMARKS.md). A cluster
-// under such a drain becomes FREE, whole, once it ends, so taking a FREE cluster meanwhile
-// costs no lasting fragmentation; a cluster whose freeing stopped half-way is taken at the
-// second look.
+// acquisitions contended with the kernel's order, 0.01% with the tag; docs/BENCHMARKS.md).
+// A cluster under such a drain becomes FREE, whole, once it ends, so taking a FREE cluster
+// meanwhile costs no lasting fragmentation; a cluster whose freeing stopped half-way is taken
+// at the second look.
 //
 // cluster_info word layout:
 //   bits 0..1   unused
