@@ -735,6 +735,48 @@ std::vector<swap_entry> take(swap_system& sys, int n) {
   return out;
 }
 
+// Two CPUs on one area with the slot cache off, so that clusters are chosen call by call: this
+// thread, and cpu_a.
+struct two_cpus {
+  two_cpus(swap_lock_mode m, bool freer_tag, unsigned clusters) : sys(options(m, freer_tag)) {
+    swap_area_options o;
+    o.size_pages = uint64_t{clusters} * SWAPFILE_CLUSTER;
+    swapon = sys.swapon(o).ok();
+    a = sys.area(0);
+  }
+  static swap_options options(swap_lock_mode m, bool freer_tag) {
+    swap_options so;
+    so.lock_mode = m;
+    so.slot_cache = slot_cache_policy::off;
+    so.freer_tag = freer_tag;
+    return so;
+  }
+  // This CPU fills cluster 0 (the header's), so that its next allocation needs a new cluster;
+  // CPU A fills two free clusters W and X, then frees X's first ten slots, as a swap-in would.
+  void a_starts_draining_x() {
+    ASSERT_TRUE(swapon);
+    ASSERT_EQ(take(sys, SWAPFILE_CLUSTER - 1).size(), size_t{SWAPFILE_CLUSTER - 1});
+    cpu_a.run([&] {
+      a_slots = take(sys, 2 * SWAPFILE_CLUSTER);
+      for (size_t i = x_first; i < x_first + 10 && i < a_slots.size(); ++i)
+        ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
+    });
+    ASSERT_EQ(a_slots.size(), 2u * SWAPFILE_CLUSTER);
+    x = cluster_of(a_slots[x_first]);
+    ASSERT_EQ(cluster_of(a_slots.back()), x);
+    ASSERT_NE(cluster_of(a_slots[0]), x);
+    ASSERT_EQ(a->cluster_list(CLUSTER_FLAG_NONFULL), std::vector<uint32_t>{x});
+  }
+
+  static constexpr size_t x_first = SWAPFILE_CLUSTER;  // a_slots[x_first ..] are X's
+  swap_system sys;
+  bool swapon = false;
+  swap_area* a = nullptr;
+  other_cpu cpu_a;  // after sys: its thread ends first
+  std::vector<swap_entry> a_slots;
+  uint32_t x = 0;
+};
+
 // Swap-in on one CPU frees slots front to back in the cluster it made nonfull; an allocator on
 // another CPU that needs a new cluster takes a free one rather than allocate behind the freer,
 // and takes the partly used one once its freer stopped freeing into it, or when no free cluster
@@ -742,116 +784,72 @@ std::vector<swap_entry> take(swap_system& sys, int n) {
 TEST(freer_tag, a_new_cluster_is_not_one_another_cpu_is_freeing_into) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
-    swap_options so;
-    so.lock_mode = m;
-    so.slot_cache = slot_cache_policy::off;
-    swap_system sys(so);
-    swap_area_options o;
-    o.size_pages = 8 * SWAPFILE_CLUSTER;
-    ASSERT_TRUE(sys.swapon(o).ok());
-    swap_area* a = sys.area(0);
-    other_cpu cpu_a;
-    // This CPU fills cluster 0 (the header's), so its next allocation needs a new cluster.
-    ASSERT_EQ(take(sys, SWAPFILE_CLUSTER - 1).size(), size_t{SWAPFILE_CLUSTER - 1});
-    // CPU A fills two free clusters W and X, then frees X's first ten slots.
-    std::vector<swap_entry> a_slots;
-    cpu_a.run([&] { a_slots = take(sys, 2 * SWAPFILE_CLUSTER); });
-    ASSERT_EQ(a_slots.size(), 2u * SWAPFILE_CLUSTER);
-    const uint32_t x = cluster_of(a_slots.back());
-    const size_t x_first = SWAPFILE_CLUSTER;
-    ASSERT_EQ(cluster_of(a_slots[x_first]), x);
-    ASSERT_NE(cluster_of(a_slots[0]), x);
-    cpu_a.run([&] {
-      for (size_t i = x_first; i < x_first + 10; ++i)
-        ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
-    });
-    std::vector<uint32_t> nonfull = a->cluster_list(CLUSTER_FLAG_NONFULL);
-    ASSERT_EQ(nonfull, std::vector<uint32_t>{x});
-    ASSERT_NE(swap_area_test_access::freer(*a, x), 0u);
+    two_cpus t(m, true, 8);
+    ASSERT_NO_FATAL_FAILURE(t.a_starts_draining_x());
+    const uint32_t x = t.x;
+    const size_t x_first = two_cpus::x_first;
+    ASSERT_NE(swap_area_test_access::freer(*t.a, x), 0u);
 
     // This CPU needs a new cluster: not X, which A is freeing into; X loses its tag.
-    std::vector<swap_entry> b = take(sys, SWAPFILE_CLUSTER);
+    std::vector<swap_entry> b = take(t.sys, SWAPFILE_CLUSTER);
     ASSERT_EQ(b.size(), size_t{SWAPFILE_CLUSTER});
     const uint32_t f = cluster_of(b.back());
     for (swap_entry e : b) EXPECT_NE(cluster_of(e), x);
-    EXPECT_EQ(a->cluster_list(CLUSTER_FLAG_NONFULL), std::vector<uint32_t>{x});
-    EXPECT_EQ(swap_area_test_access::freer(*a, x), 0u);
+    EXPECT_EQ(t.a->cluster_list(CLUSTER_FLAG_NONFULL), std::vector<uint32_t>{x});
+    EXPECT_EQ(swap_area_test_access::freer(*t.a, x), 0u);
     // A frees into X again: passed over again.
-    cpu_a.run([&] { ASSERT_TRUE(sys.put_swap_page(a_slots[x_first + 10]).ok()); });
-    std::vector<swap_entry> c = take(sys, SWAPFILE_CLUSTER);
+    t.cpu_a.run([&] { ASSERT_TRUE(t.sys.put_swap_page(t.a_slots[x_first + 10]).ok()); });
+    std::vector<swap_entry> c = take(t.sys, SWAPFILE_CLUSTER);
     for (swap_entry e : c) {
       EXPECT_NE(cluster_of(e), x);
       EXPECT_NE(cluster_of(e), f) << "F is full";
     }
     // A has not freed into X since it was last passed over: now it is taken, its freed slots
     // first.
-    std::vector<swap_entry> d = take(sys, 11);
+    std::vector<swap_entry> d = take(t.sys, 11);
     ASSERT_EQ(d.size(), 11u);
-    for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].val, a_slots[x_first + i].val);
+    for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(d[i].val, t.a_slots[x_first + i].val);
 
     // A frees into W and needs a new cluster: its own nonfull one, though free ones are left.
-    ASSERT_GT(a->cluster_list(CLUSTER_FLAG_FREE).size(), 0u);
-    cpu_a.run([&] {
-      ASSERT_TRUE(sys.put_swap_page(a_slots[0]).ok());
-      std::vector<swap_entry> again = take(sys, 1);
+    ASSERT_GT(t.a->cluster_list(CLUSTER_FLAG_FREE).size(), 0u);
+    t.cpu_a.run([&] {
+      ASSERT_TRUE(t.sys.put_swap_page(t.a_slots[0]).ok());
+      std::vector<swap_entry> again = take(t.sys, 1);
       ASSERT_EQ(again.size(), 1u);
-      EXPECT_EQ(again[0].val, a_slots[0].val);
+      EXPECT_EQ(again[0].val, t.a_slots[0].val);
     });
-    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+    EXPECT_TRUE(t.sys.check_invariants().ok()) << t.sys.check_invariants().to_string();
   }
 }
 
 TEST(freer_tag, with_no_free_cluster_left_a_tagged_one_is_taken) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
-    swap_options so;
-    so.lock_mode = m;
-    so.slot_cache = slot_cache_policy::off;
-    swap_system sys(so);
-    swap_area_options o;
-    o.size_pages = 3 * SWAPFILE_CLUSTER;
-    ASSERT_TRUE(sys.swapon(o).ok());
-    swap_area* a = sys.area(0);
-    other_cpu cpu_a;
+    two_cpus t(m, true, 3);
+    ASSERT_TRUE(t.swapon);
     std::vector<swap_entry> all;
-    cpu_a.run([&] { all = take(sys, 3 * SWAPFILE_CLUSTER); });
+    t.cpu_a.run([&] { all = take(t.sys, 3 * SWAPFILE_CLUSTER); });
     ASSERT_EQ(all.size(), 3u * SWAPFILE_CLUSTER - 1) << "every slot but the header";
-    ASSERT_TRUE(sys.get_swap_page().empty());
-    cpu_a.run([&] { ASSERT_TRUE(sys.put_swap_page(all.back()).ok()); });
-    ASSERT_EQ(a->cluster_list(CLUSTER_FLAG_NONFULL).size(), 1u);
-    const swap_entry e = sys.get_swap_page();
+    ASSERT_TRUE(t.sys.get_swap_page().empty());
+    t.cpu_a.run([&] { ASSERT_TRUE(t.sys.put_swap_page(all.back()).ok()); });
+    ASSERT_EQ(t.a->cluster_list(CLUSTER_FLAG_NONFULL).size(), 1u);
+    const swap_entry e = t.sys.get_swap_page();
     EXPECT_EQ(e.val, all.back().val) << "the area is not full: the tagged cluster is taken";
-    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+    EXPECT_TRUE(t.sys.check_invariants().ok()) << t.sys.check_invariants().to_string();
   }
 }
 
 TEST(freer_tag, off_gives_the_kernels_order) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
-    swap_options so;
-    so.lock_mode = m;
-    so.slot_cache = slot_cache_policy::off;
-    so.freer_tag = false;
-    swap_system sys(so);
-    swap_area_options o;
-    o.size_pages = 8 * SWAPFILE_CLUSTER;
-    ASSERT_TRUE(sys.swapon(o).ok());
-    swap_area* a = sys.area(0);
-    other_cpu cpu_a;
-    ASSERT_EQ(take(sys, SWAPFILE_CLUSTER - 1).size(), size_t{SWAPFILE_CLUSTER - 1});
-    std::vector<swap_entry> a_slots;
-    cpu_a.run([&] {
-      a_slots = take(sys, 2 * SWAPFILE_CLUSTER);
-      for (size_t i = SWAPFILE_CLUSTER; i < SWAPFILE_CLUSTER + 10; ++i)
-        ASSERT_TRUE(sys.put_swap_page(a_slots[i]).ok());
-    });
-    const uint32_t x = cluster_of(a_slots.back());
-    EXPECT_EQ(swap_area_test_access::freer(*a, x), 0u) << "no tag is written";
-    std::vector<swap_entry> b = take(sys, SWAPFILE_CLUSTER);
+    two_cpus t(m, false, 8);
+    ASSERT_NO_FATAL_FAILURE(t.a_starts_draining_x());
+    EXPECT_EQ(swap_area_test_access::freer(*t.a, t.x), 0u) << "no tag is written";
+    std::vector<swap_entry> b = take(t.sys, SWAPFILE_CLUSTER);
     ASSERT_EQ(b.size(), size_t{SWAPFILE_CLUSTER});
-    EXPECT_EQ(b[0].val, a_slots[SWAPFILE_CLUSTER].val)
+    EXPECT_EQ(b[0].val, t.a_slots[two_cpus::x_first].val)
         << "the nonfull cluster first, whoever frees into it";
-    EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+    EXPECT_TRUE(t.sys.check_invariants().ok()) << t.sys.check_invariants().to_string();
   }
 }
 
