@@ -424,7 +424,8 @@ int swap_area::scan_swap_map_slots(unsigned cpu, int n, swap_entry* out) {
     swap_cluster_info* ci =
         isolate_lock_cluster(CLUSTER_FLAG_NONFULL, &contended, freer_tag_ ? &me : nullptr);
     if (!ci) ci = isolate_lock_cluster(CLUSTER_FLAG_FREE, &contended);
-    if (!ci) ci = isolate_lock_cluster(CLUSTER_FLAG_NONFULL, &contended);
+    // Without the tag the first look already took any nonfull cluster it could lock.
+    if (!ci && freer_tag_) ci = isolate_lock_cluster(CLUSTER_FLAG_NONFULL, &contended);
     if (!ci) ci = isolate_lock_cluster(CLUSTER_FLAG_FRAG, &contended);
     if (ci) {
       got += alloc_swap_scan_cluster(ci, uint64_t{cluster_index(ci)} * SWAPFILE_CLUSTER,
