@@ -248,14 +248,9 @@ TEST_P(ConcurrencyTest, WritesRacingSweepsAreNeverLost) {
 // pread(2). Pinners pin, pread a file into their buffer, unpin and check it, over and over, while
 // reclaimers and streaming writers keep sweeps and evictions going.
 TEST_P(ConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
-  char path[] = "/tmp/uswap_uffd_pinsweepXXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::unlink(path);
-  constexpr uint64_t buf_pages = 4;
-  std::vector<uint8_t> file(buf_pages * page_size);
-  for (uint64_t i = 0; i < buf_pages; ++i) fill_page(file.data() + i * page_size, 7000 + i, 2);
-  ASSERT_EQ(::pwrite(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+  const std::vector<uint8_t> file = pages_of(4, 7000, 2);
+  const int fd = unlinked_file_with(file);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
 
   const uint64_t size = 4 * MiB;
   pager_options o = opts(1 * MiB, size);
@@ -455,14 +450,9 @@ TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
 // Many threads read(2) a file into evicted parts of one region (pinning the buffer first where
 // kernel-mode faults are not delivered) while others keep the pager evicting.
 TEST_P(ConcurrencyTest, ReadSyscallsIntoEvictedPagesFromManyThreads) {
-  char path[] = "/tmp/uswap_uffd_creadXXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::unlink(path);
-  constexpr uint64_t file_pages = 16;
-  std::vector<uint8_t> file(file_pages * page_size);
-  for (uint64_t i = 0; i < file_pages; ++i) fill_page(file.data() + i * page_size, 9000 + i, 1);
-  ASSERT_EQ(::pwrite(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+  const std::vector<uint8_t> file = pages_of(16, 9000, 1);
+  const int fd = unlinked_file_with(file);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
 
   const uint64_t size = 8 * MiB / scale;
   auto rr = region::create(size, opts(size / 4, size));

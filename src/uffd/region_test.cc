@@ -255,13 +255,9 @@ TEST_P(RegionTest, UnmapAndDestructionReturnAllZramAndSwapMemory) {
 // the pager only in handler_thread mode with a descriptor that takes kernel faults; otherwise the
 // system call fails with EFAULT, and pinning the buffer first is what makes it work.
 TEST_P(RegionTest, ReadSyscallIntoEvictedPages) {
-  char path[] = "/tmp/uswap_uffd_readXXXXXX";
-  const int fd = ::mkstemp(path);
-  ASSERT_GE(fd, 0);
-  ::unlink(path);
-  std::vector<uint8_t> file(64 * page_size);
-  for (uint64_t i = 0; i < 64; ++i) fill_page(file.data() + i * page_size, 5000 + i, 7);
-  ASSERT_EQ(::pwrite(fd, file.data(), file.size(), 0), static_cast<ssize_t>(file.size()));
+  const std::vector<uint8_t> file = pages_of(64, 5000, 7);
+  const int fd = unlinked_file_with(file);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
 
   auto r = make(4 * MiB, 1 * MiB);
   ASSERT_TRUE(r);

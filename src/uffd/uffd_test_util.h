@@ -4,10 +4,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "uswap/base/page.h"
 #include "uswap/compress/page_fill.h"
@@ -28,6 +32,29 @@ inline void fill_page(void* p, uint64_t page, uint64_t version) {
   std::memcpy(buf, &page, sizeof page);
   std::memcpy(buf + 8, &version, sizeof version);
   std::memcpy(p, buf, page_size);
+}
+
+// n pages, fill_page(first + i, version) each, in one buffer: a file's contents.
+inline std::vector<uint8_t> pages_of(uint64_t n, uint64_t first, uint64_t version) {
+  std::vector<uint8_t> v(n * page_size);
+  for (uint64_t i = 0; i < n; ++i) fill_page(v.data() + i * page_size, first + i, version);
+  return v;
+}
+
+// A temporary file holding `contents`, unlinked at once so that nothing is left behind however
+// the test ends; its descriptor, or -1 with errno set. The caller closes it.
+inline int unlinked_file_with(const std::vector<uint8_t>& contents) {
+  char path[] = "/tmp/uswap_uffd_fileXXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return -1;
+  ::unlink(path);
+  if (::pwrite(fd, contents.data(), contents.size(), 0) != static_cast<ssize_t>(contents.size())) {
+    const int e = errno;
+    ::close(fd);
+    errno = e ? e : EIO;
+    return -1;
+  }
+  return fd;
 }
 
 inline bool page_matches(const void* p, uint64_t page, uint64_t version) {
