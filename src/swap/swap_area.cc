@@ -117,8 +117,9 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
       lock_(locking.device_lock_class) {
   max_ = opts.size_pages;
   nr_clusters_ = static_cast<uint32_t>((max_ + SWAPFILE_CLUSTER - 1) / SWAPFILE_CLUSTER);
-  swap_map_.reset(new std::atomic<unsigned char>[max_]);
-  for (uint64_t i = 0; i < max_; ++i) swap_map_[i].store(0, std::memory_order_relaxed);
+  // Zero-filled on demand (swapon's vzalloc of swap_map): a free slot is 0.
+  swap_map_ = zeroed_array<std::atomic<unsigned char>>(max_);
+  if (!swap_map_) throw std::bad_alloc();
   void* raw = ::operator new[](sizeof(swap_cluster_info) * nr_clusters_,
                                std::align_val_t(cache_line_size));
   auto* ci = static_cast<swap_cluster_info*>(raw);

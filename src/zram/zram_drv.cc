@@ -26,6 +26,7 @@
 
 #include "backing_dev.h"
 #include "slot_lock.h"
+#include "uswap/base/zeroed_array.h"
 #include "zspage_arena.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/sync/mutex.h"
@@ -146,8 +147,10 @@ struct zram {
   zram_lock_mode mode = zram_lock_mode::slot_bitlock;
   uint32_t (*clock)() = nullptr;
 
-  std::unique_ptr<zram_table_entry[]> table;
-  std::unique_ptr<uint32_t[]> huge_csum;  // checksums of ZRAM_HUGE objects (raw pages), by slot
+  // Zero-filled on demand (zram_meta_alloc's vzalloc): a slot is all zeros until first written,
+  // so a device sized far beyond what it stores costs only the table pages in use.
+  zeroed_array<zram_table_entry> table;
+  zeroed_array<uint32_t> huge_csum;  // checksums of ZRAM_HUGE objects (raw pages), by slot
   std::unique_ptr<zram_detail::zspage_arena> arena;  // zspage memory; outlives mem_pool
   std::unique_ptr<zs_pool> mem_pool;
   std::array<std::unique_ptr<zcomp>, ZRAM_MAX_COMPS> comps;
@@ -682,11 +685,11 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
   z->limit_pages.store(round_up_to_page(o.mem_limit) >> page_shift);
 
   // zram_meta_alloc()
-  z->table.reset(new (std::nothrow) zram_table_entry[nr_pages]);
+  z->table = zeroed_array<zram_table_entry>(nr_pages);
   if (!z->table)
     return error(ENOMEM, "zram: no memory for a table of " + std::to_string(nr_pages) + " slots");
   if (o.checksum) {
-    z->huge_csum.reset(new (std::nothrow) uint32_t[nr_pages]());
+    z->huge_csum = zeroed_array<uint32_t>(nr_pages);
     if (!z->huge_csum) return error(ENOMEM, "zram: no memory for the huge-page checksums");
   }
   z->arena.reset(new (std::nothrow) zram_detail::zspage_arena());

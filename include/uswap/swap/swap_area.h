@@ -92,6 +92,7 @@
 
 #include "uswap/base/page.h"
 #include "uswap/base/status.h"
+#include "uswap/base/zeroed_array.h"
 #include "uswap/swap/swap.h"
 #include "uswap/sync/bit_lock.h"
 #include "uswap/sync/lockstat.h"
@@ -388,7 +389,7 @@ class swap_area {
   lock_class* cluster_lock_class_;
   std::vector<uint64_t> bad_pages_;
 
-  std::unique_ptr<std::atomic<unsigned char>[]> swap_map_;
+  zeroed_array<std::atomic<unsigned char>> swap_map_;
   // Aligned to a cache line so that SWAP_CLUSTER_COLS neighbours really share one.
   std::unique_ptr<swap_cluster_info[], void (*)(swap_cluster_info*)> cluster_info_;
   std::unique_ptr<percpu_cluster[]> percpu_;

@@ -103,7 +103,8 @@ inline constexpr unsigned ZRAM_COMP_PRIORITY_MASK = 0x3;
 inline constexpr unsigned ZRAM_MAX_COMPS = 4;  // the primary codec and up to 3 for recompression
 
 // struct zram_table_entry: 16 bytes per slot. The lock lives in `flags`, so the table costs no
-// more than handle + one word per page, as in the kernel.
+// more than handle + one word per page, as in the kernel. All-zero bytes are an empty, unlocked
+// slot: the table is zero-filled on demand (uswap/base/zeroed_array.h).
 struct zram_table_entry {
   uint64_t handle = 0;              // zs_handle, the fill word (ZRAM_SAME) or the block (ZRAM_WB)
   std::atomic<uint64_t> flags{0};   // size | zram_pageflags | lock bits | ac_time << 32
