@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 
 #include "pager_impl.h"
 
@@ -102,7 +104,8 @@ void pager::impl::charge(uint64_t n) noexcept {
   }
 }
 
-unsigned pager::impl::readahead_window(uint64_t idx, readahead_state& ra) const noexcept {
+unsigned pager::impl::readahead_window(uint64_t idx, uint64_t end,
+                                       readahead_state& ra) const noexcept {
   // A fault on the page right after the last run continues a sequential stream: double its
   // window up to readahead_max. Anything else starts over with one page.
   if (ra.owner == this && idx == ra.next)
@@ -110,38 +113,40 @@ unsigned pager::impl::readahead_window(uint64_t idx, readahead_state& ra) const 
   else
     ra.window = 1;
   ra.owner = this;
-  return static_cast<unsigned>(std::min<uint64_t>(ra.window, nr_pages - idx));
+  return static_cast<unsigned>(std::min<uint64_t>(ra.window, end - idx));
 }
 
 int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra,
                               bool* woke) noexcept {
   if (addr < base || addr >= base + (nr_pages << page_shift)) return EFAULT;
-  return fault_page((addr - base) >> page_shift, flags, ra, false, woke);
+  const uint64_t idx = (addr - base) >> page_shift;
+  std::shared_lock g(map_lock);
+  const auto it = find_mapping(idx);
+  if (it == mappings.end()) {
+    // Not mapped any more: the fault raced an munmap of its page (a bug of the program, which
+    // the kernel answers with SIGSEGV). Free arena space is PROT_NONE, so the access retried
+    // gets that SIGSEGV. Anywhere else the records and the page tables disagree: SIGBUS.
+    auto f = free_extents.upper_bound(idx);
+    if (f != free_extents.begin() && idx < std::prev(f)->first + std::prev(f)->second) return 0;
+    return EFAULT;
+  }
+  return fault_page(idx, it->first + it->second.pages, flags, ra, false, woke);
 }
 
-int pager::impl::fault_page(uint64_t idx, unsigned flags, readahead_state& ra, bool pin,
-                            bool* woke) noexcept {
+int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra,
+                            bool pin, bool* woke) noexcept {
   std::atomic<uint64_t>& w = ptes[idx];
   unsigned charged = 0;
   for (;;) {
     uint64_t st = page_lock::load_data(w, std::memory_order_acquire);
-    if (!(st & PS_VALID)) {
-      uncharge(charged);
-      return EFAULT;
-    }
     // Charge before taking the page lock: the charge may reclaim, and reclaim must never wait
     // for a page lock while holding one.
     if (ps_state(st) != PS_MAPPED && charged == 0) {
-      charged = readahead_window(idx, ra);
+      charged = readahead_window(idx, end, ra);
       charge(charged);
     }
     page_lock::lock(w, &page_class);
     st = page_lock::load_data(w);
-    if (!(st & PS_VALID)) {
-      page_lock::unlock(w);
-      uncharge(charged);
-      return EFAULT;
-    }
     if (ps_state(st) == PS_MAPPED) {
       const int r = resolve_mapped(idx, st, flags, pin, woke);
       page_lock::unlock(w);
@@ -224,10 +229,10 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     const uint64_t j = idx + k;
     std::atomic<uint64_t>& wj = ptes[j];
     uint64_t sj = page_lock::load_data(wj);
-    if (!(sj & PS_VALID) || ps_state(sj) != kind) break;
+    if (ps_state(sj) != kind) break;
     if (!page_lock::try_lock(wj, &page_class)) break;
     sj = page_lock::load_data(wj);
-    if (!(sj & PS_VALID) || ps_state(sj) != kind) {
+    if (ps_state(sj) != kind) {
       page_lock::unlock(wj);
       break;
     }
@@ -321,6 +326,7 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
                       flags);
   }
   ra.next = idx + mapped;
+  for (unsigned i = 0; i < mapped; ++i) touch_chunk(run[i]);
   if (mapped > 0) {
     *woke = true;
     if (kind == PS_NONE)

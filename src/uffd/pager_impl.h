@@ -1,13 +1,25 @@
-// The pager's state (pager.h) and the functions its fault paths share: the page state words,
-// the clock, the charge against the limit, and the entry points the SIGBUS handler and the
-// handler threads call.
+// The pager's state (pager.h) and the functions its fault paths share: the arena's mapping
+// records, the page state words, the clock, the charge against the limit, and the entry points
+// the SIGBUS handler and the handler threads call.
+//
+// The arena (vma.cc): every page of it is in exactly one of three kinds of range, kept as maps
+// keyed by first page under map_lock: a mapping (a `vma`: protection, fork advice), free space
+// (PROT_NONE, registered with the userfaultfd), or foreign (a mapping the program made there that
+// the pager does not manage: not registered). map_lock is the arena's mmap_lock: faults, pins,
+// discards and reclaim hold it for reading, so the records cannot change under them, and a page
+// a fault is about to resolve lies in a mapping; everything that changes the records (map,
+// map_fixed, unmap, protect, remap, adopt_foreign, fork) holds it for writing, and so runs with
+// no fault, reclaim or pin in progress: those paths may change page states without racing
+// anything but the SIGBUS "copying page" case (none: no eviction runs).
 //
 // Page state: one 64-bit word per arena page (the kernel's PTE plus the struct page flags the
 // pager needs), with the page lock in its top two bits:
 //   bits 0-1   PS_NONE (never written or discarded: reads as zeros, no memory, no slot)
 //              PS_MAPPED (a PTE exists: a private page, or the zero page)
 //              PS_SWAPPED (no PTE; the contents are in the page store under handles[i])
-//   PS_VALID        the page lies in a live mapping (map() .. unmap())
+//   PG_unevictable  PS_MAPPED in a mapping without PROT_READ: eviction cannot copy it out, so it
+//                   is off the clock until the mapping is readable again (set and cleared under
+//                   map_lock held for writing)
 //   PG_referenced   faulted or written since the clock hand last passed
 //   PG_active       referenced again while PG_referenced was set, or refaulted soon after its
 //                   eviction: the hand takes it down to PG_referenced before it can be evicted
@@ -24,8 +36,8 @@
 //                   (see "Write-protect sweeps")
 //   bits 62-63      page lock (held, waiters): uswap::bit_lock
 // Who may change what:
-//   - the state, PS_VALID, PG_uffd_wp, PG_swapcache, the pin count, bits 32-61 and
-//     handles[i]: the page lock's holder;
+//   - the state, PG_uffd_wp, PG_swapcache, the pin count, bits 32-61 and handles[i]: the page
+//     lock's holder (or map_lock's writer, who excludes every holder);
 //   - PG_lru and the list links: under lru_lock; PG_isolated: set under lru_lock, cleared under
 //     lru_lock or by the page lock's holder that owns the isolation (it is the reclaimer's claim);
 //   - PG_referenced, PG_active: set by the page lock's holder, cleared under lru_lock or by the
@@ -36,9 +48,12 @@
 // Invariants (quiescent; check_invariants verifies them):
 //   - resident == pages in PS_MAPPED (+ charges in flight, 0 when quiescent);
 //   - PG_lru <=> on the clock list <=> lru_nr counts it; PG_lru => PS_MAPPED; no PG_isolated;
+//     PS_MAPPED => PG_lru or PG_unevictable (not both);
 //   - a handle is held exactly by PS_SWAPPED pages and PS_MAPPED pages with PG_swapcache, and
 //     the store holds exactly that many pages;
-//   - a page outside every mapping has the word 0.
+//   - a page outside every mapping has the word 0, and so does a page of a mapping that was never
+//     touched or was discarded without an eviction age to remember;
+//   - mappings, free extents and foreign ranges are disjoint and cover the arena.
 //
 // Write-protect sweeps (write tracking in bulk, as MGLRU's page-table walk ages in bulk):
 // twice per lap of the clock, reclaim write-protects every resident page of every mapping with
@@ -84,11 +99,17 @@
 //     protects pages without setting it, since it holds no page locks). Protecting more than
 //     PG_uffd_wp says is always safe; a write there just faults once and unprotects.
 //
-// Lock order: sweep_mu -> map_mu -> page locks (ascending index when more than one is taken blocking) ->
-// lru_lock -> the page store's locks. Reclaim takes page locks only with try_lock, so it may run
-// while its caller holds none; fault paths charge (and so reclaim) before taking any page lock.
+// Lock order: map_lock -> sweep_mu -> page locks (ascending index when more than one is taken
+// blocking) -> lru_lock -> the page store's locks. Reclaim takes page locks only with try_lock,
+// so it may run while its caller holds none; fault paths charge (and so reclaim) before taking
+// any page lock. map_lock is not recursive: no path holding it (for reading or writing) takes it
+// again, and the SIGBUS handler is never entered from pager code but for the copying page, which
+// it resolves without the lock.
 #pragma once
 
+#include <sys/types.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -103,7 +124,9 @@
 #include "uswap/base/page.h"
 #include "uswap/sync/bit_lock.h"
 #include "uswap/sync/lockstat.h"
+#include "uswap/base/zeroed_array.h"
 #include "uswap/sync/mutex.h"
+#include "uswap/sync/rw_semaphore.h"
 #include "uswap/uffd/pager.h"
 
 namespace uswap {
@@ -112,7 +135,7 @@ inline constexpr uint64_t PS_MASK = 0x3;
 inline constexpr uint64_t PS_NONE = 0;
 inline constexpr uint64_t PS_MAPPED = 1;
 inline constexpr uint64_t PS_SWAPPED = 2;
-inline constexpr uint64_t PS_VALID = uint64_t{1} << 2;
+inline constexpr uint64_t PG_unevictable = uint64_t{1} << 2;
 inline constexpr uint64_t PG_referenced = uint64_t{1} << 3;
 inline constexpr uint64_t PG_uffd_wp = uint64_t{1} << 4;
 inline constexpr uint64_t PG_swapcache = uint64_t{1} << 5;
@@ -139,6 +162,9 @@ constexpr unsigned ps_pins(uint64_t w) noexcept {
 }
 
 inline constexpr uint32_t lru_nil = UINT32_MAX;
+// Pages per bit of the touched-chunk bitmap: scans over large ranges (unmap, protect, fork's pin
+// reset, check_invariants) skip 2 MiB chunks no page of which ever had a state.
+inline constexpr unsigned chunk_shift = 9;
 inline constexpr unsigned max_reclaim_batch = 32;  // the option's bound (SWAP_CLUSTER_MAX)
 // The most pages one eviction pass takes. A pass write-protects its victims with one ioctl per
 // run of consecutive pages and drops them all with one (process_)madvise: on this VM every such
@@ -171,6 +197,14 @@ struct readahead_state {
   unsigned window = 1;
 };
 
+// A mapping record (the arena's vm_area_struct): protection and fork advice of a run of pages.
+struct vma {
+  uint64_t pages = 0;
+  int prot = 0;
+  pager::fork_advice on_fork = pager::fork_advice::copy;
+  bool same_kind(const vma& o) const noexcept { return prot == o.prot && on_fork == o.on_fork; }
+};
+
 struct pager::impl {
   pager_options opts;
   std::unique_ptr<uffd_file> uffd;
@@ -182,15 +216,18 @@ struct pager::impl {
   // max_reclaim_pass. A fault over the limit evicts a whole pass, so the charge falls to a low
   // watermark (limit - pass) and the next faults find room without reclaiming.
   unsigned reclaim_pass = 0;
-  unsigned fork_generation = 0;  // the process generation that created the pager
+  unsigned fork_generation = 0;  // the process generation that owns the pager
+  bool in_fork = false;          // between prepare_fork and after_fork_* (map_lock held)
+  bool base_lost = false;        // a child whose rebuild failed unmapped the arena
+  pid_t owner_pid = 0;           // getpid() of that process: a raw clone() child differs
   int registry_slot = -1;        // SIGBUS registry slot (sigbus mode)
 
-  // Per-page metadata, each an anonymous MAP_NORESERVE array: untouched pages cost nothing.
-  std::atomic<uint64_t>* ptes = nullptr;
-  uint64_t* handles = nullptr;
-  uint32_t* lru_prev = nullptr;
-  uint32_t* lru_next = nullptr;
-  uint64_t meta_bytes = 0;  // bytes of each of the four mappings above (ptes and handles: 8/page)
+  // Per-page metadata, zero-filled on demand: untouched pages cost nothing.
+  zeroed_array<std::atomic<uint64_t>> ptes;
+  zeroed_array<uint64_t> handles;
+  zeroed_array<uint32_t> lru_prev, lru_next;
+  // One bit per 2^chunk_shift pages: set once any page there has had a state.
+  zeroed_array<std::atomic<uint64_t>> chunk_touched;
 
   // The charge against the limit: pages mapped plus pages reserved by faults in progress.
   alignas(cache_line_size) std::atomic<uint64_t> resident{0};
@@ -200,8 +237,8 @@ struct pager::impl {
   // pages were evicted between its eviction and its refault.
   std::atomic<uint64_t> nonresident_age{0};
 
-  // Write-protect sweeps (see above). sweep_mu and map_mu are only try-locked by a sweep:
-  // reclaim never waits for them, so it may run in any fault.
+  // Write-protect sweeps (see above). sweep_mu is only try-locked by a sweep: reclaim never waits
+  // for it, so it may run in any fault.
   std::mutex sweep_mu;
   std::atomic<uint64_t> sweep_started{0}, sweep_done{0}, sweep_finished{0};
   std::atomic<uint64_t> scanned_since_sweep{0};  // clock steps since the last sweep
@@ -214,11 +251,15 @@ struct pager::impl {
   uint32_t lru_head = lru_nil;
   uint64_t lru_nr = 0;
 
-  // The arena's allocation: mappings and free extents, in pages, keyed by first page.
-  mutable std::mutex map_mu;
-  std::map<uint64_t, uint64_t> mappings;
+  // The arena's records, in pages, keyed by first page (see the top of this file).
+  lock_class map_class{"uffd map_lock"};
+  mutable rw_semaphore map_lock{&map_class};
+  std::map<uint64_t, vma> mappings;
   std::map<uint64_t, uint64_t> free_extents;
-  uint64_t mapped_pages = 0;
+  std::map<uint64_t, uint64_t> foreign;
+  std::atomic<uint64_t> mapped_pages{0};
+  std::atomic<uint64_t> foreign_pages{0};
+  std::atomic<uint64_t> unevictable{0};
 
   struct alignas(cache_line_size) counters {
     std::atomic<uint64_t> faults{0}, wp_faults{0}, zero_fills{0}, swap_ins{0}, readahead{0};
@@ -226,6 +267,7 @@ struct pager::impl {
     std::atomic<uint64_t> reclaim_passes{0}, scanned{0}, rotated{0}, overcharges{0};
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0};
+    std::atomic<uint64_t> forks{0};
   } c;
 
   // A pidfd of this process, for process_madvise(MADV_DONTNEED) of a whole eviction pass with one
@@ -239,16 +281,71 @@ struct pager::impl {
   ~impl();
 
   uintptr_t page_addr(uint64_t idx) const noexcept { return base + (idx << page_shift); }
-  bool detached() const noexcept;  // true in a forked child
+  // True in a child that does not own this pager: fork_policy::detach, a raw clone(), or a
+  // child whose rebuild failed.
+  bool detached() const noexcept;
+  void touch_chunk(uint64_t idx) noexcept {
+    std::atomic<uint64_t>& w = chunk_touched[idx >> (chunk_shift + 6)];
+    const uint64_t bit = uint64_t{1} << ((idx >> chunk_shift) & 63);
+    if (!(w.load(std::memory_order_relaxed) & bit)) w.fetch_or(bit, std::memory_order_relaxed);
+  }
+  bool chunk_was_touched(uint64_t idx) const noexcept {
+    return chunk_touched[idx >> (chunk_shift + 6)].load(std::memory_order_relaxed) &
+           (uint64_t{1} << ((idx >> chunk_shift) & 63));
+  }
+  // Calls f(idx) for every page of [first, last) in a touched chunk (a superset of the pages
+  // whose word is not 0).
+  template <class F>
+  void for_each_touched(uint64_t first, uint64_t last, F f) const {
+    uint64_t i = first;
+    while (i < last) {
+      const uint64_t chunk_end = std::min(last, ((i >> chunk_shift) + 1) << chunk_shift);
+      if (chunk_was_touched(i))
+        for (; i < chunk_end; ++i) f(i);
+      i = chunk_end;
+    }
+  }
+
+  // --- The arena's records (vma.cc); map_lock held as each says.
+  // The mapping containing page idx (read or write held), or mappings.end().
+  std::map<uint64_t, vma>::const_iterator find_mapping(uint64_t idx) const noexcept;
+  // Takes [first, last) out of every record (write held), splitting records at the edges; the
+  // mapping pieces' pages are released (unmap) and foreign pieces are reserved and registered
+  // again. Returns 0 or the errno of the first system call that failed (the range is then
+  // partly foreign still: the records say which).
+  int carve(uint64_t first, uint64_t last) noexcept;
+  void insert_free(uint64_t first, uint64_t n) noexcept;
+  void insert_mapping(uint64_t first, const vma& v) noexcept;
+  // Whether [first, last) is covered by mappings (read or write held).
+  bool all_mapped(uint64_t first, uint64_t last) const noexcept;
+  // Re-reserves [first, first + n) as PROT_NONE anonymous memory registered with the userfaultfd
+  // (after a foreign mapping held it). 0 or errno.
+  int reserve(uint64_t first, uint64_t n) noexcept;
+  // Makes resident pages of [first, last) unevictable (off the clock) or evictable again, as a
+  // mapping loses or gains PROT_READ (write held).
+  void set_unevictable(uint64_t first, uint64_t last, bool on) noexcept;
+  // Calls f(first, n) for each maximal run of arena pages that is not foreign (write held).
+  template <class F>
+  void for_each_own_segment(F f) const {
+    uint64_t at = 0;
+    for (const auto& [s, n] : foreign) {
+      if (s > at) f(at, s - at);
+      at = s + n;
+    }
+    if (at < nr_pages) f(at, nr_pages - at);
+  }
 
   // --- Faults (fault.cc). Entry points return 0 when the access may be retried, EFAULT when
   // the address is not in a mapping, EIO when its stored contents are corrupt.
+  // handle_fault takes map_lock for reading; fault_page and below run with it held, and `end`
+  // is the end of the page's mapping (readahead stays inside it).
   int handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra, bool* woke) noexcept;
-  int fault_page(uint64_t idx, unsigned flags, readahead_state& ra, bool pin, bool* woke) noexcept;
+  int fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra, bool pin,
+                 bool* woke) noexcept;
   int resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin, bool* woke) noexcept;
   int resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned charged, bool pin,
                       readahead_state& ra, bool* woke) noexcept;
-  unsigned readahead_window(uint64_t idx, readahead_state& ra) const noexcept;
+  unsigned readahead_window(uint64_t idx, uint64_t end, readahead_state& ra) const noexcept;
 
   // --- Write stamps (fault.cc). The stamp bits to store after a writable event on a page
   // whose lock the caller holds.
@@ -284,11 +381,36 @@ struct pager::impl {
   // runs or map_mu is busy (the sweep stays wanted).
   bool sweep() noexcept;
 
-  // --- Releasing pages (pager.cc): unmap (valid -> 0) or discard (stays valid, NONE).
-  void release_pages(uint64_t first, uint64_t n, bool invalidate) noexcept;
+  // --- Releasing pages (pager.cc): every page of the range goes to word 0 (NONE, no slot, no
+  // PTE). `unmapping`: the range leaves its mapping (its metadata pages may be given back).
+  void release_pages(uint64_t first, uint64_t n, bool unmapping) noexcept;
+
+  // --- Moving pages for remap (vma.cc): the pages of [src, src + n) to [dst, dst + n), whose
+  // mapping has protection `prot`; both ranges are readable and writable for the duration.
+  // Write held. 0, or the errno of the first page that could not be copied (it reads as zeros).
+  int move_pages(uint64_t src, uint64_t dst, uint64_t n, int prot) noexcept;
+
+  // --- Fork (fork.cc).
+  void prepare_fork() noexcept;
+  void after_fork_parent() noexcept;
+  status after_fork_child() noexcept;
+  status start_handlers();
+  // MADV_DOFORK (during a fork) or MADV_DONTFORK (otherwise) over the arena's own segments,
+  // but dontfork mappings keep MADV_DONTFORK (write held).
+  void set_arena_fork_flag(bool dofork) noexcept;
 
   void handler_loop() noexcept;
+  // A forked child: forgets the std::thread objects of the parent's handler threads.
+  void forget_handlers() noexcept;
 };
+
+// Fork generations (fork.cc): counts fork()s in this process's ancestry, as seen by the
+// pthread_atfork handlers note_fork_handlers() installs once. A pager made in another generation
+// belongs to the parent unless its rebuild adopted it (fork_policy::copy).
+unsigned current_fork_generation() noexcept;
+void note_fork_handlers();
+void fork_register(pager::impl* p);
+void fork_unregister(pager::impl* p) noexcept;
 
 // Pages of `bytes` for the staging buffers of one fault or eviction pass: taken from a lock-free
 // pool (a signal handler may not call malloc), mapped with mmap when the pool is empty.

@@ -101,11 +101,10 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
 
 bool pager::impl::sweep() noexcept {
   // try_lock only: reclaim runs inside faults and must not wait. Busy means another reclaimer
-  // is sweeping (its sweep will do) or the arena is being changed (the next batch retries).
+  // is sweeping, and its sweep will do. The caller holds map_lock (reclaim runs under it), so
+  // the mappings cannot change under the walk.
   std::unique_lock s(sweep_mu, std::try_to_lock);
   if (!s.owns_lock()) return false;
-  std::unique_lock g(map_mu, std::try_to_lock);
-  if (!g.owns_lock()) return false;
   sweep_wanted.store(false, std::memory_order_relaxed);
   scanned_since_sweep.store(0, std::memory_order_relaxed);
   // acq_rel: a pin or unpin whose own RMW of sweep_started came first is seen below
@@ -116,19 +115,21 @@ bool pager::impl::sweep() noexcept {
   auto protect = [&](uint64_t first, uint64_t n) {
     if (n && uffd->writeprotect(page_addr(first), n << page_shift, true) != 0) ok = false;
   };
-  for (const auto& [first, n] : mappings) {
+  for (const auto& [first, v] : mappings) {
+    // Nothing in a PROT_NONE mapping can be written or evicted.
+    if (v.prot == PROT_NONE) continue;
     if (!any_pinned) {
-      protect(first, n);  // one ioctl, one TLB flush for the whole mapping
+      protect(first, v.pages);  // one ioctl, one TLB flush for the whole mapping
       continue;
     }
     // Pinned pages stay writable for the system calls they were pinned for: protect around them.
     uint64_t run = first;
-    for (uint64_t i = first; i < first + n; ++i) {
-      if (!ps_pins(ptes[i].load(std::memory_order_relaxed))) continue;
+    for_each_touched(first, first + v.pages, [&](uint64_t i) {
+      if (!ps_pins(ptes[i].load(std::memory_order_relaxed))) return;
       protect(run, i - run);
       run = i + 1;
-    }
-    protect(run, first + n - run);
+    });
+    protect(run, first + v.pages - run);
   }
   // A failed ioctl (cannot happen while the arena's VMAs stay registered) leaves sweep_done
   // behind: nothing this sweep may have missed is treated as protected.

@@ -52,9 +52,6 @@ struct sigaction chain_storage[nr_chain];
 std::atomic<const struct sigaction*> chained{nullptr};
 int chain_next = 0;
 
-std::atomic<unsigned> fork_gen{0};
-std::once_flag atfork_once;
-
 // Readahead state of this thread's own faults, and the page this thread is copying out for an
 // eviction (a fault on it means the program dropped it behind the pager's back).
 thread_local readahead_state tls_ra [[gnu::tls_model("initial-exec")]];
@@ -163,16 +160,6 @@ void install_locked() {
 void set_copying_page(uintptr_t page) noexcept { tls_copying_page = page; }
 
 int& pager_depth() noexcept { return tls_pager_depth; }
-
-unsigned current_fork_generation() noexcept {
-  return fork_gen.load(std::memory_order_relaxed);
-}
-
-void note_fork_handlers() {
-  std::call_once(atfork_once, [] {
-    pthread_atfork(nullptr, nullptr, [] { fork_gen.fetch_add(1, std::memory_order_relaxed); });
-  });
-}
 
 int sigbus_register(pager::impl* p) {
   std::lock_guard g(install_mu);

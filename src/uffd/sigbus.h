@@ -39,9 +39,4 @@ struct pager_scope {
   pager_scope& operator=(const pager_scope&) = delete;
 };
 
-// Counts fork()s in this process's ancestry: a pager made in another generation belongs to the
-// parent and refuses to work (its userfaultfd still names the parent's address space).
-unsigned current_fork_generation() noexcept;
-void note_fork_handlers();
-
 }  // namespace uswap

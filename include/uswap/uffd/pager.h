@@ -1,11 +1,17 @@
 // pager: real program memory paged through uswap's own swap stack with userfaultfd.
 //
 // A pager is what a memory cgroup is to the kernel: it owns a resident limit, the LRU its
-// reclaim scans, and the swap device its pages go to. It reserves one virtual range (the arena,
-// `max_size` bytes, MAP_NORESERVE) and registers it with userfaultfd (MISSING and WP modes).
-// Memory is handed out of the arena with map() / unmap() (mmap-like, zero-filled) or as
-// uswap::region objects (region.h); the LD_PRELOAD shim of `uswap run` routes a program's large
-// allocations here. Free arena space is PROT_NONE, so a stray access is a SIGSEGV as elsewhere.
+// reclaim scans, and the swap device its pages go to. It is also the address space of one
+// virtual range, the arena (`max_size` bytes, reserved PROT_NONE + MAP_NORESERVE, registered
+// with userfaultfd in MISSING and WP modes), inside which it emulates what mmap, munmap,
+// mprotect, madvise and mremap do for anonymous private memory: map() / map_fixed() create
+// zero-filled mappings of any protection (PROT_NONE reservations included), protect() changes
+// protections, discard() is MADV_DONTNEED, remap() is mremap, unmap() returns pages to free
+// space (PROT_NONE again, so a stray access is a SIGSEGV as after munmap). A range the program
+// covers with a mapping the pager cannot manage (a file mapped MAP_FIXED into a reservation) is
+// "foreign" until unmapped. The LD_PRELOAD shim of `uswap run` routes every anonymous private
+// mapping of a program, and its malloc, here; uswap::region objects (region.h) are the
+// library's handle on one mapping.
 //
 // Paging (the kernel's counterpart in brackets):
 //   - first touch of a page: a read maps the shared zero page (UFFDIO_ZEROPAGE), a write a zeroed
@@ -14,56 +20,60 @@
 //     pass of pages [try_charge -> try_to_free_mem_cgroup_pages]. Victims come from a clock over
 //     the mapped pages in fault order: a page referenced since the hand last passed gets a second
 //     chance [shrink_inactive_list / folio_check_references]. References are seen through
-//     faults: every fault references its page, and with `track_writes` reclaim write-protects
-//     all resident unpinned pages with one UFFDIO_WRITEPROTECT per mapping twice per lap of the
-//     clock (a sweep, as MGLRU ages page tables in bulk), so the next write to each faults once
-//     and marks it referenced (this kernel has neither page_idle nor soft-dirty tracking, and
-//     /proc/self/pagemap has no accessed bit);
-//   - eviction [shrink_folio_list -> try_to_unmap -> swap_writepage]: the victims are
-//     write-protected first (by a sweep since they were last made writable, or else by
-//     eviction's own UFFDIO_WRITEPROTECT), then copied out, compressed into the zram device
-//     under a swap slot, and dropped with MADV_DONTNEED. A write that races the eviction hits
-//     the write-protection and waits for the page lock; it then finds the page swapped out and
-//     swaps it in, so no write is ever lost (src/uffd/pager_impl.h has the argument, sweeps and
-//     pins included). All-zero pages take no slot [si->zeromap];
-//   - refault [do_swap_page]: the slot is decompressed and mapped with UFFDIO_COPY. A write
-//     fault maps it writable and frees the slot; a read fault maps it write-protected and keeps
-//     the slot, so evicting the still-clean page again costs no compression [swap cache]. A
-//     write then faults once, frees the slot and unprotects the page;
-//   - readahead [swap_vma_readahead, fault-around]: a fault continuing a sequential run resolves
-//     up to `readahead_max` following pages of the same kind with one ioctl.
+//     faults, and with `track_writes` through bulk write-protect sweeps (pager_impl.h);
+//   - eviction [shrink_folio_list -> try_to_unmap -> swap_writepage]: victims are write-protected,
+//     copied out, compressed into the zram device under a swap slot, and dropped with
+//     MADV_DONTNEED; a write racing the eviction waits for the page lock and then swaps the page
+//     back in, so no write is lost. All-zero pages take no slot [si->zeromap]. Pages of a
+//     mapping without PROT_READ cannot be copied out: they stay resident, off the clock
+//     [the unevictable LRU];
+//   - refault [do_swap_page]: the slot is decompressed and mapped with UFFDIO_COPY; a read refault
+//     keeps the slot while the page stays clean [swap cache]; readahead [swap_vma_readahead,
+//     fault-around] resolves up to `readahead_max` pages of a sequential run with one ioctl.
 //
 // Who resolves faults (fault_mode):
-//   - sigbus (default): UFFD_FEATURE_SIGBUS. The faulting thread itself takes SIGBUS and
-//     resolves its fault in the pager's handler (the ExtMem design): no thread switch. A fault
-//     taken in kernel mode cannot be resolved this way: the system call returns EFAULT. Memory
-//     that a system call will touch must be pinned first (pin(); the shim does it around read,
-//     write and the other I/O calls it wraps). Threads must not block SIGBUS.
-//   - handler_thread: `handler_threads` threads read fault messages from the descriptor and
-//     resolve them while the faulting thread sleeps in the kernel (the umap design). Kernel-mode
-//     faults work without pinning, if the descriptor may take them (uffd_access).
+//   - sigbus: UFFD_FEATURE_SIGBUS. The faulting thread itself takes SIGBUS and resolves its fault
+//     in the pager's handler (the ExtMem design): no thread switch. A fault taken in kernel mode
+//     cannot be resolved this way: the system call returns EFAULT, so memory a system call
+//     touches must be pinned first (pin(); `uswap run` does it for every system call, see
+//     src/uffd/kernel_access.h). Threads must not block SIGBUS.
+//   - handler_thread: handler threads (by default one per CPU the process may use, each bound to
+//     its CPU, so that a fault is mostly resolved on the CPU that took it) read fault messages
+//     and resolve them while the faulting thread sleeps in the kernel (the umap design). Faults
+//     taken in kernel mode are resolved too, if the descriptor takes them (kernel_faults()).
 //
 // Privileges: as root (or with vm.unprivileged_userfaultfd = 1, CAP_SYS_PTRACE, or access to
-// /dev/userfaultfd) the descriptor takes kernel-mode faults. Otherwise only
-// UFFD_USER_MODE_ONLY is possible: user-mode faults, write-protection and SIGBUS all work, but
-// a kernel-mode access to a page that is not mapped, or mapped write-protected, fails with
-// EFAULT in either fault mode; pinning is then the only way to let a system call reach the
-// memory. kernel_faults() tells which case applies.
+// /dev/userfaultfd) the descriptor takes kernel-mode faults. Otherwise only UFFD_USER_MODE_ONLY is
+// possible: user-mode faults, write-protection and SIGBUS all work, but a kernel-mode access to a
+// page that is not mapped, or mapped write-protected, fails with EFAULT in either fault mode;
+// pinning is then the only way to let a system call reach the memory.
 //
-// Fork: the arena is MADV_DONTFORK. A child process does not inherit it (an access is SIGSEGV,
-// never silently zeroes), and the pager refuses every operation in the child.
+// Fork (on_fork): with fork_policy::copy (default) the child of a fork() gets a pager of its own
+// over a copy of the arena: resident pages are inherited as the kernel copies any private
+// mapping, swapped-out pages through the child's copy of the zram device, and the child opens,
+// registers and sweeps a userfaultfd of its own and starts its own handler threads (pthread_atfork
+// drives it; the fork waits for the pager operations in flight, as the kernel's fork takes
+// mmap_lock). The arena is MADV_DONTFORK except during such a fork, so a child made without
+// fork() (a raw clone system call) gets no arena at all: an access is SIGSEGV, never zeros.
+// fork_policy::detach: the child never gets the arena and its copy of the pager refuses every
+// operation. vfork and posix_spawn share the parent's memory and are unaffected. exec replaces
+// the address space, and with it the pager.
 //
-// Thread-safety: every member may be called from any thread. Faults on one page are serialised
-// by the page's lock (a bit lock in its state word); reclaim, faults and unmap on different pages
-// run in parallel. Sweeps are serialised among themselves and never wait for a lock; pin(write)
-// may wait for a sweep in progress (one ioctl per mapping) to finish, so that no sweep
-// write-protects a page it has pinned. The pager must outlive its regions (they hold a shared_ptr to it); it is
-// destroyed only when no thread touches its memory any more.
+// Thread-safety: every member may be called from any thread. Faults take the arena's map_lock
+// for reading (the kernel's mmap_lock), map / map_fixed / unmap / protect / remap for writing;
+// faults on one page are serialised by the page's lock (a bit lock in its state word); reclaim,
+// faults, discard and pins on different pages run in parallel. The pager must outlive its
+// regions (they hold a shared_ptr to it); it is destroyed only when no thread touches its memory
+// any more.
 //
-// Errors: EINVAL for bad options or ranges, ENOMEM when the arena is full or memory is refused,
-// EPERM / ENOTSUP when userfaultfd cannot be had, ENOSPC when swap is full, EIO when a stored page
-// is corrupt (its fault then delivers a real SIGBUS). A failed call leaves every page as it was.
+// Errors: EINVAL for bad options or ranges, ENOMEM when the arena is full (it is max_size bytes)
+// or a range is not mapped (as mprotect and mremap say it), EEXIST for a map_fixed(noreplace)
+// over a mapping, EPERM / ENOTSUP when userfaultfd cannot be had, ENOSPC when swap is full, EIO
+// when a stored page is corrupt (its fault then delivers a real SIGBUS). A failed call leaves
+// every page as it was.
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <memory>
@@ -79,6 +89,9 @@ std::string_view to_string(fault_mode m) noexcept;
 // "sigbus" or "handler-thread" (also "handler"); EINVAL otherwise.
 result<fault_mode> parse_fault_mode(std::string_view text);
 
+// What a fork()ed child gets (see "Fork").
+enum class fork_policy : uint8_t { copy, detach };
+
 // Which userfaultfd to ask for (see "Privileges").
 enum class uffd_access : uint8_t {
   automatic,       // the most capable one the process may have
@@ -86,6 +99,7 @@ enum class uffd_access : uint8_t {
   user_mode_only,  // UFFD_USER_MODE_ONLY, what any unprivileged process gets
 };
 std::string_view to_string(uffd_access a) noexcept;
+std::string_view to_string(fork_policy p) noexcept;
 result<uffd_access> parse_uffd_access(std::string_view text);
 
 struct pager_options {
@@ -93,6 +107,9 @@ struct pager_options {
   uint64_t limit = 0;
   // Virtual size of the arena, rounded up to pages. Default 4 GiB.
   uint64_t max_size = uint64_t{4} << 30;
+  // Where the arena goes: 0 (default) anywhere; otherwise exactly there (page aligned), EEXIST if
+  // anything is mapped in [arena_base, arena_base + max_size).
+  uintptr_t arena_base = 0;
   // Swap space (the zram device's disksize) in bytes. Default 0: max_size, so every page of the
   // arena can be swapped out. zram's slot table costs 16 bytes per page of it, swap_map one.
   uint64_t swap_size = 0;
@@ -100,8 +117,11 @@ struct pager_options {
   std::string comp_algorithm = "lz4";
   // Who resolves faults. Default sigbus.
   fault_mode mode = fault_mode::sigbus;
-  // Threads reading fault messages in handler_thread mode, 1..64. Default 1.
-  unsigned handler_threads = 1;
+  // Threads reading fault messages in handler_thread mode, 0..64. Default 0: one per CPU in the
+  // process's affinity mask, each bound to its CPU; n > 0: n threads, unbound.
+  unsigned handler_threads = 0;
+  // What a fork()ed child gets. Default copy.
+  fork_policy on_fork = fork_policy::copy;
   // Which userfaultfd to open. Default automatic.
   uffd_access access = uffd_access::automatic;
   // The fewest pages a reclaim pass evicts (the kernel's SWAP_CLUSTER_MAX), 1..32. Default 32.
@@ -128,6 +148,9 @@ struct pager_stats {
   uint64_t resident_pages = 0;       // mapped now (what the limit bounds)
   uint64_t peak_resident_pages = 0;  // most mapped at once
   uint64_t mapped_bytes = 0;         // bytes handed out by map() and not unmapped
+  uint64_t mappings = 0;             // mapping records (after merging neighbours alike)
+  uint64_t foreign_bytes = 0;        // arena bytes held by mappings the pager does not manage
+  uint64_t unevictable_pages = 0;    // resident pages of mappings without PROT_READ
   uint64_t faults = 0;               // missing-page faults resolved (not counting readahead)
   uint64_t wp_faults = 0;            // write-protect faults resolved
   uint64_t zero_fills = 0;           // pages first mapped as zeros (UFFDIO_ZEROPAGE or COPY)
@@ -147,6 +170,7 @@ struct pager_stats {
   uint64_t wp_sweeps = 0;            // write-protect sweeps over all mappings (track_writes)
   uint64_t evict_wp_pages = 0;       // victims write-protected one run at a time by eviction,
                                      // because they were made writable since the last sweep
+  uint64_t forks = 0;                // fork()s this pager was copied by (the parent's count)
   // The swap device now.
   uint64_t swap_pages_used = 0;      // slots in use
   uint64_t zram_orig_data_size = 0;  // mm_stat
@@ -176,20 +200,44 @@ class pager {
   uint64_t arena_size() const noexcept;
   bool contains(const void* addr) const noexcept;
 
-  // mmap-like: `len` zero-filled bytes (rounded up to pages) aligned to `alignment` (a power of
-  // two, at least a page). EINVAL for len 0 or a bad alignment, ENOMEM when the arena has no
-  // room.
-  result<void*> map(uint64_t len, uint64_t alignment = 4096);
+  // mmap(hint, len, prot, MAP_PRIVATE | MAP_ANONYMOUS): `len` zero-filled bytes (rounded up to
+  // pages) aligned to `alignment` (a power of two, at least a page), at `hint` if that range is
+  // free and aligned, else wherever there is room (first fit). EINVAL for len 0 or a bad
+  // alignment, ENOMEM when the arena has no room.
+  result<void*> map(uint64_t len, uint64_t alignment = 4096, int prot = PROT_READ | PROT_WRITE,
+                    const void* hint = nullptr);
+  // mmap(addr, len, prot, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS): a new zero-filled mapping at
+  // exactly addr (page aligned, inside the arena). Whatever was there (mappings, their pages and
+  // slots, foreign ranges) is replaced; with `noreplace` (MAP_FIXED_NOREPLACE) EEXIST instead if
+  // anything is.
+  result<void*> map_fixed(void* addr, uint64_t len, int prot, bool noreplace = false);
   // munmap-like: releases every page of [addr, addr + len) that is mapped (rounded out to
-  // pages): frees its slot, drops it, makes it inaccessible. EINVAL for a range outside the
-  // arena. Unmapping part of a mapping is allowed.
+  // pages): frees its slot, drops it, makes it inaccessible; foreign parts are reserved again.
+  // EINVAL for a range outside the arena; nothing mapped there is not an error.
   status unmap(void* addr, uint64_t len);
-  // madvise(MADV_DONTNEED)-like: the pages read as zeros afterwards, their memory and slots are
-  // freed. EINVAL unless the whole range is mapped.
+  // mprotect-like. ENOMEM unless the whole range is mapped (foreign parts are the caller's).
+  status protect(void* addr, uint64_t len, int prot);
+  // madvise(MADV_DONTNEED)-like: the mapped pages of the range read as zeros afterwards, their
+  // memory and slots are freed. ENOMEM (after doing the mapped part) if some of it is not mapped.
   status discard(void* addr, uint64_t len);
-  // Extends the mapping that ends at addr + old_len in place to new_len, if the arena space after
-  // it is free; ENOMEM otherwise (mremap without MREMAP_MAYMOVE). Shrinking unmaps the tail.
+  // madvise(MADV_DONTFORK / DOFORK / WIPEONFORK / KEEPONFORK)-like, for fork_policy::copy.
+  enum class fork_advice : uint8_t { copy, dontfork, wipeonfork };
+  status set_fork_advice(void* addr, uint64_t len, fork_advice advice);
+  // mremap-like. Shrinking unmaps the tail; growing extends in place when the arena after the
+  // range is free, else (with may_move) moves it: to `new_addr` if given (MREMAP_FIXED, replacing
+  // what is there) or wherever there is room. Swapped-out pages move with their slots, resident
+  // ones are copied. EFAULT unless [addr, addr + old_len) lies in one mapping; ENOMEM when it
+  // cannot grow in place and may not move, or the arena has no room.
+  result<void*> remap(void* addr, uint64_t old_len, uint64_t new_len, bool may_move,
+                      void* new_addr = nullptr);
+  // remap(addr, old_len, new_len, false) for a range that ends where its mapping ends.
   status resize(void* addr, uint64_t old_len, uint64_t new_len);
+  // Marks [addr, addr + len) (inside the arena) foreign: the caller is about to map something
+  // there the pager cannot manage (a file, shared memory) with MAP_FIXED. The pager releases what
+  // it had there and leaves the range alone until unmap() or map_fixed() takes it back.
+  status adopt_foreign(void* addr, uint64_t len);
+  // Whether addr lies in a foreign range.
+  bool is_foreign(const void* addr) const;
   // The mapping containing addr: its start and length; ENOENT if addr is not mapped.
   result<std::pair<void*, uint64_t>> mapping_of(const void* addr) const;
 
@@ -204,6 +252,14 @@ class pager {
   // Evicts up to `nr_pages` unpinned pages now (what a fault over the limit does); returns how
   // many were evicted.
   uint64_t reclaim(uint64_t nr_pages);
+
+  // Fork hooks (fork_policy::copy): called by the pthread_atfork handlers every pager registers
+  // on creation; public so that tests can drive them. prepare_fork waits for the operations in
+  // flight and holds off new ones until after_fork_parent / after_fork_child. after_fork_child
+  // returns the error that left the child's pager unusable (it then refuses every operation).
+  void prepare_fork() noexcept;
+  void after_fork_parent() noexcept;
+  status after_fork_child() noexcept;
 
   pager_stats stats() const;
 

@@ -1,0 +1,206 @@
+// fork() with a pager: the child gets a pager of its own over a copy of the arena (pager.h,
+// "Fork"). What the kernel does for the parent's private memory (dup_mmap under mmap_lock,
+// copying page tables, sharing pages copy-on-write) it also does for the arena, if the arena may
+// be inherited; what it cannot do is carry the userfaultfd over (without
+// UFFD_FEATURE_EVENT_FORK, which would make the parent serve the child's faults, the child's
+// copy of a registered range is plain anonymous memory: swapped-out pages would read as zeros).
+// So the pager, driven by pthread_atfork:
+//   prepare  (parent)  takes map_lock for writing, which waits for every fault, pin, reclaim and
+//                      arena change in flight and holds off new ones, and lets the arena be
+//                      inherited (MADV_DOFORK);
+//   parent             MADV_DONTFORK again, releases map_lock;
+//   child              has a consistent copy of every pager structure (nothing was in flight) but
+//                      only the forking thread: it rebuilds what belongs to a process rather than
+//                      to memory: a fresh map_lock (other threads may have been queued on the
+//                      copied one), a new userfaultfd registered over the arena, a write-protect
+//                      sweep (the copied PTEs lost their uffd-wp bits), the handler threads, a
+//                      pidfd; pins of the parent's system calls in flight are dropped; dontfork
+//                      mappings are holes to reserve again, wipeonfork ones are discarded.
+// The pages swapped out at fork are in the child's copy of the zram device (copy-on-write like
+// the rest), so the child reads back exactly what the parent had.
+//
+// The arena stays MADV_DONTFORK outside a fork: a child made by a raw clone() system call, which
+// no pthread_atfork handler sees, gets no arena at all, so its accesses are SIGSEGV, never zeros.
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "pager_impl.h"
+#include "sys.h"
+
+namespace uswap {
+
+namespace {
+
+std::atomic<unsigned> fork_gen{0};
+std::once_flag atfork_once;
+
+// The pagers a fork must carry over (fork_policy::copy). fork_mu is held from the prepare
+// handler to the parent or child handler, so no pager is created or destroyed during a fork.
+std::mutex fork_mu;
+std::vector<pager::impl*>& registry() {
+  static auto* r = new std::vector<pager::impl*>();  // never destroyed: atfork may run at exit
+  return *r;
+}
+
+void prepare_all() {
+  fork_mu.lock();
+  for (pager::impl* p : registry()) p->prepare_fork();
+}
+
+void parent_all() {
+  for (pager::impl* p : registry()) p->after_fork_parent();
+  fork_mu.unlock();
+}
+
+void child_all() {
+  fork_gen.fetch_add(1, std::memory_order_relaxed);
+  for (pager::impl* p : registry()) (void)p->after_fork_child();
+  fork_mu.unlock();
+}
+
+}  // namespace
+
+unsigned current_fork_generation() noexcept { return fork_gen.load(std::memory_order_relaxed); }
+
+void note_fork_handlers() {
+  std::call_once(atfork_once, [] { pthread_atfork(prepare_all, parent_all, child_all); });
+}
+
+void fork_register(pager::impl* p) {
+  std::lock_guard g(fork_mu);
+  registry().push_back(p);
+}
+
+void fork_unregister(pager::impl* p) noexcept {
+  std::lock_guard g(fork_mu);
+  auto& r = registry();
+  r.erase(std::remove(r.begin(), r.end(), p), r.end());
+}
+
+void pager::impl::set_arena_fork_flag(bool dofork) noexcept {
+  for_each_own_segment([&](uint64_t s, uint64_t n) {
+    sys::madvise(reinterpret_cast<void*>(page_addr(s)), n << page_shift,
+                 dofork ? MADV_DOFORK : MADV_DONTFORK);
+  });
+  if (!dofork) return;
+  for (const auto& [s, v] : mappings)
+    if (v.on_fork == fork_advice::dontfork)
+      sys::madvise(reinterpret_cast<void*>(page_addr(s)), v.pages << page_shift, MADV_DONTFORK);
+}
+
+void pager::impl::prepare_fork() noexcept {
+  if (detached()) return;  // a copy in a child that does not own it: nothing to carry over
+  map_lock.down_write();
+  in_fork = true;
+  set_arena_fork_flag(true);
+}
+
+void pager::impl::after_fork_parent() noexcept {
+  if (!in_fork) return;
+  set_arena_fork_flag(false);
+  in_fork = false;
+  c.forks.fetch_add(1, std::memory_order_relaxed);
+  map_lock.up_write();
+}
+
+status pager::impl::after_fork_child() noexcept {
+  if (!in_fork) return {};
+  in_fork = false;
+  // Every lock of the pager was free at the fork but map_lock, which the parent's forking thread
+  // holds and other threads may be queued on: their waiters live on stacks this process does
+  // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.
+  new (&map_lock) rw_semaphore(&map_class);
+  std::unique_lock g(map_lock);
+  fork_generation = current_fork_generation();
+  owner_pid = ::getpid();
+  forget_handlers();
+  if (stop_fd >= 0) ::close(stop_fd);
+  stop_fd = -1;
+  if (self_pidfd >= 0) ::close(self_pidfd);
+  self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+
+  auto fail = [&](int err, const std::string& what) -> status {
+    // Without a registered userfaultfd a swapped-out page would read as zeros: take the whole
+    // arena away instead, so that any access is a SIGSEGV, and refuse to work.
+    sys::munmap(reinterpret_cast<void*>(base), nr_pages << page_shift);
+    base_lost = true;
+    fork_generation = ~0u;
+    return error(err, "uffd: the forked child's pager could not be rebuilt: " + what);
+  };
+
+  // The parent's descriptor names the parent's address space: a new one for this one.
+  uffd.reset();
+  auto f = uffd_file::open(opts.mode == fault_mode::sigbus, opts.access);
+  if (!f) return fail(f.error().code(), std::string(f.error().message()));
+  uffd = std::move(f).value();
+
+  // dontfork mappings were not inherited: their range is a hole. Their pages' states (and
+  // slots) go; the range becomes free, reserved again below.
+  std::vector<std::pair<uint64_t, uint64_t>> holes, wiped;
+  for (const auto& [s, v] : mappings) {
+    if (v.on_fork == fork_advice::dontfork) holes.emplace_back(s, v.pages);
+    if (v.on_fork == fork_advice::wipeonfork) wiped.emplace_back(s, v.pages);
+  }
+  for (const auto& [s, n] : holes) {
+    release_pages(s, n, true);
+    mappings.erase(s);
+    mapped_pages.fetch_sub(n, std::memory_order_relaxed);
+    void* a = reinterpret_cast<void*>(page_addr(s));
+    if (sys::mmap(a, n << page_shift, PROT_NONE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
+      return fail(errno, "cannot reserve a dontfork range again");
+    insert_free(s, n);
+  }
+  set_arena_fork_flag(false);
+  int reg_err = 0;
+  for_each_own_segment([&](uint64_t s, uint64_t n) {
+    sys::madvise(reinterpret_cast<void*>(page_addr(s)), n << page_shift, MADV_NOHUGEPAGE);
+    if (reg_err == 0)
+      if (auto st = uffd->register_range(page_addr(s), n << page_shift); !st.ok())
+        reg_err = st.code();
+  });
+  if (reg_err != 0) return fail(reg_err, "UFFDIO_REGISTER of the arena");
+  for (const auto& [s, n] : wiped) release_pages(s, n, false);
+
+  // Pins belonged to the parent's system calls in flight; none runs here.
+  if (pinned.load(std::memory_order_relaxed) != 0) {
+    for_each_touched(0, nr_pages, [&](uint64_t i) {
+      const uint64_t st = ptes[i].load(std::memory_order_relaxed);
+      if (ps_pins(st)) ptes[i].fetch_and(~PIN_MASK, std::memory_order_relaxed);
+    });
+    pinned.store(0, std::memory_order_relaxed);
+  }
+  // The copied PTEs lost their uffd-wp bits (the child's VMAs were not registered when they were
+  // copied). A sweep protects every resident page again, so that PG_uffd_wp ("this PTE is
+  // protected") and the write stamps hold; protecting more than the states say is always safe.
+  sweep_wanted.store(true, std::memory_order_relaxed);
+  if (!sweep()) return fail(EAGAIN, "the write-protect sweep could not start");
+  if (sweep_done.load(std::memory_order_relaxed) != sweep_started.load(std::memory_order_relaxed))
+    return fail(EIO, "the write-protect sweep failed");
+
+  // The child's own statistics start now.
+  for (std::atomic<uint64_t>* ctr :
+       {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
+        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated,
+        &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
+        &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks})
+    ctr->store(0, std::memory_order_relaxed);
+  peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
+
+  if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
+  return {};
+}
+
+void pager::prepare_fork() noexcept { impl_->prepare_fork(); }
+void pager::after_fork_parent() noexcept { impl_->after_fork_parent(); }
+status pager::after_fork_child() noexcept { return impl_->after_fork_child(); }
+
+}  // namespace uswap

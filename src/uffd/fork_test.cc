@@ -1,0 +1,225 @@
+// fork() with fork_policy::copy (fork.cc): the child gets a pager of its own over a copy of the
+// arena, resident and swapped-out pages alike; the parent's other threads keep faulting through
+// the fork; fork advice (dontfork / wipeonfork) holds; a raw clone() child gets no arena.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "uffd_test_util.h"
+
+namespace uswap {
+namespace {
+
+using namespace uffd_test;
+constexpr uint64_t MiB = 1 << 20;
+
+// Runs f in a fork()ed child; its exit status (0: f returned 0), or 100 + signal if it died.
+template <class F>
+int in_child(F f) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) ::_exit(f());
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -2;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+class ForkTest : public ::testing::TestWithParam<fault_mode> {
+ protected:
+  std::shared_ptr<pager> make(uint64_t limit, uint64_t max) {
+    pager_options o;
+    o.mode = GetParam();
+    o.limit = limit;
+    o.max_size = max;
+    auto p = pager::create(o);
+    EXPECT_TRUE(p.ok()) << p.error().to_string();
+    return p.ok() ? std::move(p).value() : nullptr;
+  }
+};
+
+TEST_P(ForkTest, ChildReadsResidentAndSwappedPagesThenPagesOnItsOwn) {
+  auto pg = make(1 * MiB, 64 * MiB);
+  ASSERT_TRUE(pg);
+  auto m = pg->map(8 * MiB);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<uint8_t*>(*m);
+  for (uint64_t i = 0; i < 2048; ++i) fill_page(a + i * page_size, i, 0);
+  const pager_stats before = pg->stats();
+  ASSERT_GT(before.swap_pages_used, 1500u) << "most pages must be swapped out at the fork";
+  ASSERT_GT(before.resident_pages, 100u);
+
+  const int rc = in_child([&] {
+    for (uint64_t i = 0; i < 2048; ++i)
+      if (!page_matches(a + i * page_size, i, 0)) return 10;
+    // The child pages by itself: new versions over its 1 MiB limit, read back.
+    for (uint64_t i = 0; i < 2048; ++i) fill_page(a + i * page_size, i, 1);
+    for (uint64_t i = 0; i < 2048; ++i)
+      if (!page_matches(a + i * page_size, i, 1)) return 11;
+    const pager_stats s = pg->stats();
+    if (s.swap_outs < 1500 || s.peak_resident_pages > s.limit_pages) return 12;
+    if (!pg->check_invariants().ok()) return 13;
+    // Its arena operations work too.
+    auto n = pg->map(MiB);
+    if (!n.ok() || !pg->unmap(*n, MiB).ok()) return 14;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "see the child's return codes";
+  // The parent's pages are its own: version 0 still.
+  for (uint64_t i = 0; i < 2048; ++i) ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
+  EXPECT_EQ(pg->stats().forks, 1u);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+TEST_P(ForkTest, ParentThreadsKeepFaultingAcrossForks) {
+  // Two threads per core rewrite and verify their own pages (each page carries its version)
+  // while the main thread forks; every child checks that every page holds one whole version.
+  auto pg = make(1 * MiB, 64 * MiB);
+  ASSERT_TRUE(pg);
+  const unsigned nthreads = 2 * std::max(2u, std::thread::hardware_concurrency());
+  constexpr uint64_t per_thread = 256;  // pages: together several times the limit
+  auto m = pg->map(nthreads * per_thread * page_size);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<uint8_t*>(*m);
+  for (uint64_t i = 0; i < nthreads * per_thread; ++i) fill_page(a + i * page_size, i, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0}, rounds{0};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < nthreads; ++t)
+    ts.emplace_back([&, t] {
+      for (uint64_t v = 1; !stop.load(); ++v) {
+        for (uint64_t i = t * per_thread; i < (t + 1) * per_thread; ++i) {
+          if (!page_matches(a + i * page_size, i, v - 1)) bad.fetch_add(1);
+          fill_page(a + i * page_size, i, v);
+        }
+        rounds.fetch_add(1);
+      }
+    });
+  int forks = 0, failed = 0;
+  while (forks < 8 || rounds.load() < 4 * nthreads) {
+    const int rc = in_child([&] {
+      for (uint64_t i = 0; i < nthreads * per_thread; ++i) {
+        uint64_t version;
+        std::memcpy(&version, a + i * page_size + 8, sizeof version);
+        if (!page_matches(a + i * page_size, i, version)) return 20;
+      }
+      return 0;
+    });
+    failed += rc != 0;
+    ++forks;
+    if (forks > 200) break;
+  }
+  stop.store(true);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failed, 0) << "children that saw a torn or zeroed page";
+  EXPECT_EQ(bad.load(), 0u) << "pages the parent's threads found changed";
+  EXPECT_GE(rounds.load(), 4u * nthreads) << "the threads must have run through the forks";
+  EXPECT_GT(pg->stats().swap_outs, 0u);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+sigjmp_buf segv_jump;
+void on_segv(int) { siglongjmp(segv_jump, 1); }
+bool read_faults(const volatile uint8_t* p) {
+  struct sigaction sa {}, old{};
+  sa.sa_handler = on_segv;
+  sigaction(SIGSEGV, &sa, &old);
+  bool faulted = false;
+  if (sigsetjmp(segv_jump, 1) == 0)
+    (void)*p;
+  else
+    faulted = true;
+  sigaction(SIGSEGV, &old, nullptr);
+  return faulted;
+}
+
+TEST_P(ForkTest, ForkAdviceDontforkAndWipeonfork) {
+  auto pg = make(1 * MiB, 64 * MiB);
+  ASSERT_TRUE(pg);
+  auto m = pg->map(6 * MiB);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<uint8_t*>(*m);
+  for (uint64_t i = 0; i < 1536; ++i) fill_page(a + i * page_size, i, 0);
+  ASSERT_TRUE(pg->set_fork_advice(a + 2 * MiB, 2 * MiB, pager::fork_advice::dontfork).ok());
+  ASSERT_TRUE(pg->set_fork_advice(a + 4 * MiB, 2 * MiB, pager::fork_advice::wipeonfork).ok());
+  const int rc = in_child([&] {
+    for (uint64_t i = 0; i < 512; ++i)
+      if (!page_matches(a + i * page_size, i, 0)) return 30;
+    if (!read_faults(a + 2 * MiB) || !read_faults(a + 4 * MiB - 1)) return 31;
+    for (uint64_t i = 1024; i < 1536; ++i)
+      if (a[i * page_size + 123] != 0) return 32;
+    if (!pg->check_invariants().ok()) return 33;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+  for (uint64_t i = 0; i < 1536; ++i) ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
+}
+
+TEST_P(ForkTest, RawCloneChildGetsNoArenaAndExecDropsIt) {
+  auto pg = make(1 * MiB, 16 * MiB);
+  ASSERT_TRUE(pg);
+  auto m = pg->map(4 * MiB);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<volatile uint8_t*>(*m);
+  a[0] = 7;
+  // clone() without the C library's fork: no pthread_atfork handler runs, so the arena must not
+  // be there at all (never zeros where a swapped-out page was).
+  const long pid = ::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    (void)a[0];
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(static_cast<pid_t>(pid), &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the raw clone child read the arena";
+  EXPECT_EQ(WTERMSIG(status), SIGSEGV);
+  // A child that execs drops its copy of the pager with its address space.
+  EXPECT_EQ(in_child([] {
+              execl("/bin/true", "true", static_cast<char*>(nullptr));
+              return 99;
+            }),
+            0);
+  EXPECT_EQ(a[0], 7);
+}
+
+TEST_P(ForkTest, VforkChildSharesTheParentsPager) {
+  auto pg = make(1 * MiB, 16 * MiB);
+  ASSERT_TRUE(pg);
+  auto m = pg->map(4 * MiB);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<uint8_t*>(*m);
+  for (uint64_t i = 0; i < 1024; ++i) fill_page(a + i * page_size, i, 0);
+  volatile int ok = 0;
+  const pid_t pid = ::vfork();
+  if (pid == 0) {
+    // Shared memory, shared pager: reading swapped pages faults them in for the parent too.
+    int good = 1;
+    for (uint64_t i = 0; i < 1024; i += 64) good &= page_matches(a + i * page_size, i, 0);
+    ok = good;
+    ::_exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(ok, 1);
+  EXPECT_EQ(pg->stats().forks, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ForkTest,
+                         ::testing::Values(fault_mode::sigbus, fault_mode::handler_thread),
+                         [](const auto& info) {
+                           return info.param == fault_mode::sigbus ? "sigbus" : "handler_thread";
+                         });
+
+}  // namespace
+}  // namespace uswap
