@@ -77,6 +77,11 @@ void zspage_arena::free_pages(void* pages, unsigned nr_pages) noexcept {
   if (!pages || nr_pages == 0 || nr_pages > max_pages) return;
   std::lock_guard<mutex> guard(lock_);
   try {
+    if (resident_free_pages_ + nr_pages > max_cached_free_) {
+      released_[nr_pages].push_back(pages);
+      ::madvise(pages, size_t{nr_pages} * page_size, MADV_DONTNEED);
+      return;
+    }
     resident_[nr_pages].push_back(pages);
     resident_free_pages_ += nr_pages;
   } catch (const std::bad_alloc&) {

@@ -12,7 +12,10 @@
 // free list per size and are reused first. release_free() returns the memory of free blocks to
 // the host (MADV_DONTNEED; zram calls it after compaction, the operation meant to give memory
 // back); released blocks stay listed and are reused after the resident ones, faulting again.
-// Chunks themselves are unmapped only when the arena is destroyed.
+// At most `max_cached_free_pages` freed pages stay resident: beyond that a freed zspage is given
+// back at once, as the kernel's zsmalloc returns an empty zspage's pages to the buddy allocator,
+// so a pool that shrinks (a pager swapping its pages back in) shrinks in memory too, not only
+// in mem_used_total. Chunks themselves are unmapped only when the arena is destroyed.
 //
 // Thread-safety: alloc_pages, free_pages and release_free may be called from any thread; one
 // mutex guards the lists (zsmalloc calls it only when a zspage is created or freed, not per
@@ -35,7 +38,10 @@ class zspage_arena final : public zs_page_allocator {
  public:
   static constexpr size_t chunk_bytes = size_t{2} << 20;
 
-  zspage_arena() = default;
+  static constexpr uint64_t default_max_cached_free_pages = 256;  // 1 MiB
+
+  explicit zspage_arena(uint64_t max_cached_free_pages = default_max_cached_free_pages)
+      : max_cached_free_(max_cached_free_pages) {}
   ~zspage_arena() override;
   zspage_arena(const zspage_arena&) = delete;
   zspage_arena& operator=(const zspage_arena&) = delete;
@@ -60,6 +66,7 @@ class zspage_arena final : public zs_page_allocator {
   std::array<std::vector<void*>, max_pages + 1> resident_;  // by size in pages
   std::array<std::vector<void*>, max_pages + 1> released_;
   uint64_t resident_free_pages_ = 0;
+  const uint64_t max_cached_free_;
 };
 
 }  // namespace uswap::zram_detail

@@ -52,6 +52,30 @@ TEST(zspage_arena, blocks_are_distinct_writable_and_reused) {
   EXPECT_EQ(arena.chunks(), chunks);
 }
 
+TEST(zspage_arena, freed_pages_beyond_the_cache_bound_go_back_to_the_host_at_once) {
+  zspage_arena arena(64);
+  std::vector<std::pair<uint8_t*, unsigned>> blocks;
+  for (int i = 0; i < 300; ++i) {
+    auto* p = static_cast<uint8_t*>(arena.alloc_pages(4));
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x5a, 4 * page_size);
+    blocks.emplace_back(p, 4);
+  }
+  for (auto [p, n] : blocks) arena.free_pages(p, n);
+  EXPECT_LE(arena.resident_free_pages(), 64u);
+  EXPECT_GE(arena.resident_free_pages(), 60u);
+  // Every block comes back, the cached ones with their old bytes, the released ones as zeros.
+  std::set<uint8_t*> seen;
+  unsigned zeroed = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto* p = static_cast<uint8_t*>(arena.alloc_pages(4));
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(seen.insert(p).second);
+    zeroed += p[0] == 0;
+  }
+  EXPECT_GE(zeroed, 280u);
+}
+
 TEST(zspage_arena, a_pool_on_the_arena_keeps_objects_and_gives_pages_back_after_compaction) {
   zram_options o;
   o.disksize = 4096 * page_size;
