@@ -8,6 +8,13 @@
 // stream and is marked dead, and the entries left in other threads' caches are dropped at their
 // next miss or exit. Entries match on the zcomp id, never reused, so a new zcomp at the address
 // of a dead one cannot pick up a stale stream.
+//
+// A thread's streams outlive its cache: at exit they go to their registry's spare list, where
+// the next thread to need one takes it instead of making a codec context (a zstd context is a
+// megabyte), and where a thread whose cache is already gone gets one. That thread is one still
+// running code after its thread_local destructors: a pthread key destructor (mimalloc's thread
+// teardown) that touches memory a uswap pager paged out, whose fault is resolved on that very
+// thread. Spare streams are shared, so their `held` flag is taken with an atomic exchange.
 #include "uswap/compress/zcomp.h"
 
 #include <algorithm>
@@ -22,13 +29,17 @@ namespace {
 
 std::atomic<uint64_t> next_zcomp_id{1};
 
-// A stream and its memory; `held` is touched only by the owning thread.
+// A stream and its memory. `held`: while cached by a thread, only that thread touches it; on
+// the spare list, whoever exchanges it to true owns the stream until put().
 struct stream_slot {
   zcomp_strm strm;
   std::unique_ptr<uint8_t[]> memory;  // buffer then local_copy, one allocation
   std::unique_ptr<zcomp_ctx> ctx;
-  bool held = false;
+  std::atomic<bool> held{false};
 };
+
+// Spare streams kept per zcomp; more are freed.
+constexpr size_t max_spares = 64;
 
 }  // namespace
 
@@ -37,18 +48,42 @@ struct zcomp::registry {
   std::atomic<bool> alive{true};
   std::vector<std::unique_ptr<stream_slot>> streams;  // under lock
 
-  // Called by the owning thread at exit: frees its stream if the zcomp still exists.
+  std::vector<stream_slot*> spares;  // under lock; each also in `streams`
+
+  // Called by the owning thread at exit: its stream becomes a spare (or is freed beyond
+  // max_spares), if the zcomp still exists.
   void release(stream_slot* s) {
     std::lock_guard<std::mutex> g(lock);
     if (!alive.load(std::memory_order_relaxed)) return;  // already freed with the zcomp
+    try {
+      if (spares.size() < max_spares) {
+        spares.push_back(s);
+        return;
+      }
+    } catch (const std::bad_alloc&) {
+    }
     auto it = std::find_if(streams.begin(), streams.end(),
                            [s](const std::unique_ptr<stream_slot>& p) { return p.get() == s; });
     if (it != streams.end()) streams.erase(it);
   }
 
+  // A spare stream, now held by the caller, or nullptr. `keep`: the caller caches it (it leaves
+  // the spare list); otherwise it stays there for the next taker once put back.
+  stream_slot* take_spare(bool keep) {
+    std::lock_guard<std::mutex> g(lock);
+    for (size_t i = 0; i < spares.size(); ++i) {
+      stream_slot* s = spares[i];
+      if (s->held.exchange(true, std::memory_order_acquire)) continue;
+      if (keep) spares.erase(spares.begin() + static_cast<ptrdiff_t>(i));
+      return s;
+    }
+    return nullptr;
+  }
+
   void shutdown() {
     std::lock_guard<std::mutex> g(lock);
     alive.store(false, std::memory_order_relaxed);
+    spares.clear();
     streams.clear();
   }
 };
@@ -65,9 +100,7 @@ struct cache_entry {
 struct thread_stream_cache {
   std::vector<cache_entry> entries;
 
-  ~thread_stream_cache() {
-    for (cache_entry& e : entries) e.reg->release(e.slot);
-  }
+  ~thread_stream_cache();
 
   // Drops the entries of destroyed zcomps (their streams are already freed).
   void prune() {
@@ -78,6 +111,14 @@ struct thread_stream_cache {
 };
 
 thread_local thread_stream_cache tls_streams;
+// Set once this thread's cache is destroyed (trivially destructible, so still readable).
+thread_local bool tls_streams_gone = false;
+
+thread_stream_cache::~thread_stream_cache() {
+  for (cache_entry& e : entries) e.reg->release(e.slot);
+  entries.clear();
+  tls_streams_gone = true;
+}
 
 }  // namespace
 
@@ -123,18 +164,12 @@ result<std::unique_ptr<zcomp>> zcomp::create(std::string_view algorithm,
   return std::unique_ptr<zcomp>(z);
 }
 
-result<zcomp_stream> zcomp::stream_get() {
-  thread_stream_cache& cache = tls_streams;
-  for (cache_entry& e : cache.entries) {
-    if (e.id == id_ && !e.slot->held) {
-      e.slot->held = true;
-      return zcomp_stream(&e.slot->strm, &e.slot->held);
-    }
-  }
+namespace {
 
-  // Slow path, once per thread (and per nesting depth): make this thread a stream.
-  cache.prune();
-  auto ctx = ops_->create_ctx(params_);
+// A new stream, held, registered in reg.streams.
+result<stream_slot*> make_stream(const zcomp_ops* ops, const zcomp_params& params,
+                                 zcomp::registry& reg) {
+  auto ctx = ops->create_ctx(params);
   if (!ctx) return ctx.error();
   auto slot = std::unique_ptr<stream_slot>(new (std::nothrow) stream_slot);
   if (slot)
@@ -146,17 +181,59 @@ result<zcomp_stream> zcomp::stream_get() {
   slot->strm.local_copy = slot->memory.get() + zcomp_strm::buffer_size;
   slot->strm.ctx = slot->ctx.get();
   stream_slot* s = slot.get();
+  s->held.store(true, std::memory_order_relaxed);
   try {
-    cache.entries.reserve(cache.entries.size() + 1);
-    std::lock_guard<std::mutex> g(reg_->lock);
-    reg_->streams.push_back(std::move(slot));
+    std::lock_guard<std::mutex> g(reg.lock);
+    reg.streams.push_back(std::move(slot));
   } catch (const std::bad_alloc&) {
     return error(ENOMEM, "zcomp: cannot register a stream");
   }
+  return s;
+}
+
+}  // namespace
+
+result<zcomp_stream> zcomp::stream_get() {
+  if (tls_streams_gone) [[unlikely]] {
+    // This thread is past its thread_local destructors: a shared spare, or a new one made
+    // spare.
+    if (stream_slot* s = reg_->take_spare(false)) return zcomp_stream(&s->strm, &s->held);
+    auto made = make_stream(ops_, params_, *reg_);
+    if (!made) return made.error();
+    stream_slot* s = *made;
+    std::lock_guard<std::mutex> g(reg_->lock);
+    try {
+      reg_->spares.push_back(s);
+    } catch (const std::bad_alloc&) {
+    }
+    return zcomp_stream(&s->strm, &s->held);
+  }
+  thread_stream_cache& cache = tls_streams;
+  for (cache_entry& e : cache.entries) {
+    if (e.id == id_ && !e.slot->held.load(std::memory_order_relaxed)) {
+      e.slot->held.store(true, std::memory_order_relaxed);
+      return zcomp_stream(&e.slot->strm, &e.slot->held);
+    }
+  }
+
+  // Slow path, once per thread (and per nesting depth): a spare stream or a new one.
+  cache.prune();
+  try {
+    cache.entries.reserve(cache.entries.size() + 1);
+  } catch (const std::bad_alloc&) {
+    return error(ENOMEM, "zcomp: cannot register a stream");
+  }
+  stream_slot* s = reg_->take_spare(true);
+  if (!s) {
+    auto made = make_stream(ops_, params_, *reg_);
+    if (!made) return made.error();
+    s = *made;
+  }
   cache.entries.push_back(cache_entry{id_, reg_, s});
-  s->held = true;
   return zcomp_stream(&s->strm, &s->held);
 }
+
+
 
 result<size_t> zcomp::compress(zcomp_strm& strm, const void* src) const {
   return strm.ctx->compress(static_cast<const uint8_t*>(src), page_size, strm.buffer,

@@ -2,6 +2,7 @@
 // per algorithm: every page read back must equal what was written, each thread must get its own
 // stream, and streams must be released at thread exit or at zcomp destruction.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <barrier>
@@ -86,7 +87,20 @@ TEST_P(concurrent_codec, sixteen_threads_round_trip_their_own_and_each_others_pa
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(streams_seen.load(), size_t{nr_threads});
-  EXPECT_EQ(comp.nr_streams(), 0u);  // exiting threads gave their streams back
+  // Exiting threads left their streams as spares; the next threads take those instead of
+  // making new ones.
+  EXPECT_EQ(comp.nr_streams(), size_t{nr_threads});
+  std::vector<std::thread> again;
+  for (int t = 0; t < nr_threads; ++t)
+    again.emplace_back([&] {
+      std::vector<uint8_t> page(page_size);
+      make_page(page.data(), 7);
+      auto s = comp.stream_get();
+      if (!s.ok() || !comp.compress(**s, page.data()).ok()) ++failures;
+    });
+  for (auto& th : again) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(comp.nr_streams(), size_t{nr_threads});
 }
 
 TEST(zcomp_concurrency, destroying_a_zcomp_while_its_threads_live_frees_their_streams) {
@@ -127,8 +141,53 @@ TEST(zcomp_concurrency, destroying_a_zcomp_while_its_threads_live_frees_their_st
   sync.arrive_and_wait();
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ((*z2)->nr_streams(), 0u);
+  EXPECT_EQ((*z2)->nr_streams(), 8u);  // the exited threads' spares
   EXPECT_EQ((*z3)->nr_streams(), 0u);
+}
+
+// A thread that compresses after its own thread_local destructors ran (a pthread key destructor:
+// mimalloc's thread teardown touching memory a pager paged out, whose fault is resolved on that
+// thread) gets a working stream, shared with others through the spare list.
+pthread_key_t late_key;
+zcomp* late_comp = nullptr;
+std::atomic<int> late_ok{0}, late_failures{0};
+
+void late_use(void*) {
+  std::vector<uint8_t> page(page_size), out(page_size);
+  fill_compressible(page.data(), page_size, 50, 42);
+  auto s = late_comp->stream_get();
+  if (!s.ok()) {
+    ++late_failures;
+    return;
+  }
+  auto len = late_comp->compress(**s, page.data());
+  if (!len.ok() || !late_comp->decompress(**s, (*s)->buffer, *len, out.data()).ok() ||
+      std::memcmp(out.data(), page.data(), page_size) != 0)
+    ++late_failures;
+  else
+    ++late_ok;
+}
+
+TEST(zcomp_concurrency, a_thread_past_its_thread_local_destructors_still_gets_a_stream) {
+  auto z = zcomp::create("lz4");
+  ASSERT_TRUE(z.ok());
+  late_comp = z->get();
+  ASSERT_EQ(pthread_key_create(&late_key, late_use), 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([] {
+      // A stream first (the thread_local cache exists and will be destroyed at exit), then the
+      // key whose destructor runs after the thread_local destructors.
+      std::vector<uint8_t> page(page_size);
+      fill_compressible(page.data(), page_size, 50, 1);
+      { auto s = late_comp->stream_get(); if (!s.ok() || !late_comp->compress(**s, page.data()).ok()) ++late_failures; }
+      pthread_setspecific(late_key, reinterpret_cast<void*>(1));
+    });
+  for (auto& th : threads) th.join();
+  pthread_key_delete(late_key);
+  EXPECT_EQ(late_failures.load(), 0);
+  EXPECT_EQ(late_ok.load(), 8);
+  EXPECT_LE(z.value()->nr_streams(), 16u);
 }
 
 }  // namespace

@@ -14,8 +14,10 @@
 // A stream per (thread, zcomp) needs no lock at all: stream_get() is a scan of a few thread-local
 // entries (usually one) and a flag store. The first stream_get() of a thread on a zcomp allocates
 // that thread's stream (the only allocation; it can fail with ENOMEM); later ones allocate nothing.
-// A thread that nests two stream_get() calls on the same zcomp gets a second stream. A thread's
-// streams are freed when the thread exits, or when the zcomp is destroyed, whichever comes first.
+// A thread that nests two stream_get() calls on the same zcomp gets a second stream. When a
+// thread exits its streams become spares of their zcomp (up to 64; more are freed), which later
+// threads take before making new ones, and which serve a thread that compresses after its own
+// thread_local destructors ran (zcomp.cc says when that happens); all are freed with the zcomp.
 //
 // compress() reads exactly page_size bytes and leaves the result in stream->buffer, returning its
 // length, which may exceed page_size for incompressible data (the caller then stores the page as
@@ -27,9 +29,10 @@
 // released (destroyed) on that thread. The zcomp must outlive its streams; destroying it while a
 // stream is held is a bug.
 // Invariants: a stream is held by at most one zcomp_stream at a time; nr_streams() equals the
-// number of (live thread, stream) pairs created on this zcomp.
+// streams cached by live threads plus the spares.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -84,16 +87,16 @@ class zcomp_stream {
 
   // zcomp_stream_put() before destruction.
   void put() noexcept {
-    if (held_) *held_ = false;
+    if (held_) held_->store(false, std::memory_order_release);
     held_ = nullptr;
     strm_ = nullptr;
   }
 
  private:
   friend class zcomp;
-  zcomp_stream(zcomp_strm* s, bool* held) noexcept : strm_(s), held_(held) {}
+  zcomp_stream(zcomp_strm* s, std::atomic<bool>* held) noexcept : strm_(s), held_(held) {}
   zcomp_strm* strm_ = nullptr;
-  bool* held_ = nullptr;  // the thread-local "in use" flag of the stream
+  std::atomic<bool>* held_ = nullptr;  // the stream's "in use" flag
 };
 
 class zcomp {
