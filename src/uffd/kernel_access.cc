@@ -1,0 +1,1608 @@
+// The kernel-access module (kernel_access.h): trampoline, seccomp program, SIGSYS handler, and
+// the engine that performs one trapped call (decode with syscall_table, pin, call, unpin).
+//
+// Why the trampoline is a page of its own: the filter's first test allows every call whose
+// instruction pointer (the address after the syscall instruction) lies in that page, so the
+// engine can re-issue a trapped call without trapping again, and nothing else can hit it by
+// accident. Code for it is assembled into this library (uswap_ka_tramp_*) and copied to the
+// fixed address; before install the library copy serves kernel_access_syscall.
+//
+// Why clone needs its own path: a child with a new stack starts at the instruction after
+// the trampoline's syscall, on that stack, with the trampoline's registers. It must instead
+// resume the program exactly as the original call would have returned 0 to it, so the parent
+// writes a copy of the interrupted context (registers, FPU state, signal mask) just below the
+// child's stack top and the child's first act is rt_sigreturn on it.
+//
+// Thread-safety: see kernel_access.h. Globals written at install only; counters, the chain and
+// the table of pins for good are lock-free.
+#include "kernel_access.h"
+
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/futex.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernel_access_impl.h"
+#include "uswap/base/page.h"
+
+// The trampoline: a syscall with up to six arguments in the SysV calling convention, and the
+// clone variant whose child (rax == 0) rt_sigreturns on the frame copy passed as eighth argument
+// (in rbx across the syscall, which preserves everything but rax, rcx and r11).
+asm(R"(
+  .pushsection .text.uswap_ka_tramp,"ax",@progbits
+  .globl uswap_ka_tramp_begin
+  .globl uswap_ka_tramp_clone
+  .globl uswap_ka_tramp_end
+  .type uswap_ka_tramp_begin,@function
+  .type uswap_ka_tramp_clone,@function
+  .p2align 4
+uswap_ka_tramp_begin:
+  mov %rdi, %rax
+  mov %rsi, %rdi
+  mov %rdx, %rsi
+  mov %rcx, %rdx
+  mov %r8, %r10
+  mov %r9, %r8
+  mov 8(%rsp), %r9
+  syscall
+  ret
+  .p2align 4
+uswap_ka_tramp_clone:
+  push %rbx
+  mov 24(%rsp), %rbx
+  mov %rdi, %rax
+  mov %rsi, %rdi
+  mov %rdx, %rsi
+  mov %rcx, %rdx
+  mov %r8, %r10
+  mov %r9, %r8
+  mov 16(%rsp), %r9
+  syscall
+  test %rax, %rax
+  jnz 1f
+  test %rbx, %rbx
+  jz 1f
+  mov %rbx, %rsp
+  mov $15, %eax
+  syscall
+  ud2
+1:
+  pop %rbx
+  ret
+uswap_ka_tramp_end:
+  .popsection
+  .pushsection .text
+  .globl uswap_ka_restore_rt
+  .type uswap_ka_restore_rt,@function
+  .p2align 4
+uswap_ka_restore_rt:
+  mov $15, %eax
+  syscall
+  .popsection
+)");
+
+extern "C" {
+long uswap_ka_tramp_begin(long, long, long, long, long, long, long);
+long uswap_ka_tramp_clone(long, long, long, long, long, long, long, void*);
+void uswap_ka_tramp_end();
+void uswap_ka_restore_rt();  // the sa_restorer of the raw rt_sigaction below (rt_sigreturn)
+}
+
+namespace uswap {
+
+namespace kernel_access_detail {
+
+engine_config g;
+counters stats;
+
+namespace {
+
+using syscall_table::decoder;
+using syscall_table::dir;
+using syscall_table::kind;
+
+using syscall6_fn = long (*)(long, long, long, long, long, long, long);
+using clone_fn = long (*)(long, long, long, long, long, long, long, void*);
+
+std::atomic<syscall6_fn> tramp_syscall{&uswap_ka_tramp_begin};
+std::atomic<clone_fn> tramp_clone{&uswap_ka_tramp_clone};
+std::atomic<bool> installed{false};
+
+constexpr uint64_t bit(int sig) { return uint64_t{1} << (sig - 1); }
+// Signals the handler never blocks: the synchronous ones (the kernel kills a thread that takes
+// one blocked) and the unblockable ones.
+constexpr uint64_t sync_signals = bit(SIGSYS) | bit(SIGSEGV) | bit(SIGBUS) | bit(SIGILL) |
+                                  bit(SIGFPE) | bit(SIGTRAP) | bit(SIGKILL) | bit(SIGSTOP);
+constexpr uint64_t async_signals = ~sync_signals;
+
+// The handler the program installed for SIGSYS (kernel_access_chain), as sigbus.cc's chain: a
+// ring of copies published by one pointer store.
+constexpr int nr_chain = 8;
+struct sigaction chain_storage[nr_chain];
+std::atomic<const struct sigaction*> chained{nullptr};
+std::atomic<unsigned> chain_next{0};
+
+// Pins for good, each range once.
+constexpr int nr_forever = 256;
+struct forever_slot {
+  std::atomic<uintptr_t> addr{0};
+  std::atomic<uint64_t> len{0};
+};
+forever_slot forever[nr_forever];
+
+bool forever_known(uintptr_t a, uint64_t len) noexcept {
+  for (forever_slot& s : forever) {
+    const uintptr_t x = s.addr.load(std::memory_order_acquire);
+    if (x == 0) return false;  // slots fill in order
+    if (x == a && s.len.load(std::memory_order_acquire) >= len) return true;
+  }
+  return false;
+}
+
+void forever_record(uintptr_t a, uint64_t len) noexcept {
+  for (forever_slot& s : forever) {
+    uintptr_t expected = 0;
+    if (s.addr.compare_exchange_strong(expected, a, std::memory_order_acq_rel)) {
+      s.len.store(len, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+int set_mask(uint64_t m) noexcept {
+  return static_cast<int>(sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&m), 0, 8));
+}
+
+// 50 us with the program's mask, as the shim's pinned_io waits at one page: other threads'
+// pins go away meanwhile.
+void pause_for_pins(frame& f) noexcept {
+  const timespec ts{0, 50000};
+  if (f.call_mask != f.work_mask) set_mask(f.call_mask);
+  sys(SYS_nanosleep, reinterpret_cast<long>(&ts), 0);
+  if (f.call_mask != f.work_mask) set_mask(f.work_mask);
+}
+
+constexpr int max_pin_retries = 4000;  // ~0.2 s of pauses, then ENOMEM
+
+uintptr_t page_end(uintptr_t a) noexcept { return (a | (page_size - 1)) + 1; }
+
+// process_vm_readv refused (a container's seccomp policy): read directly, trusting the pointer.
+std::atomic<bool> pvr_broken{false};
+
+bool read_self(void* dst, uintptr_t src, size_t len) noexcept {
+  if (!pvr_broken.load(std::memory_order_relaxed)) {
+    const struct iovec l{dst, len}, r{reinterpret_cast<void*>(src), len};
+    const long n = sys(SYS_process_vm_readv, sys(SYS_getpid), reinterpret_cast<long>(&l), 1,
+                       reinterpret_cast<long>(&r), 1, 0);
+    if (n == static_cast<long>(len)) return true;
+    if (n != -EPERM && n != -ENOSYS) return false;
+    pvr_broken.store(true, std::memory_order_relaxed);
+  }
+  std::memcpy(dst, reinterpret_cast<const void*>(src), len);
+  return true;
+}
+
+bool write_self(uintptr_t dst, const void* src, size_t len) noexcept {
+  if (!pvr_broken.load(std::memory_order_relaxed)) {
+    const struct iovec l{const_cast<void*>(src), len}, r{reinterpret_cast<void*>(dst), len};
+    const long n = sys(SYS_process_vm_writev, sys(SYS_getpid), reinterpret_cast<long>(&l), 1,
+                       reinterpret_cast<long>(&r), 1, 0);
+    if (n == static_cast<long>(len)) return true;
+    if (n != -EPERM && n != -ENOSYS) return false;
+    pvr_broken.store(true, std::memory_order_relaxed);
+  }
+  std::memcpy(reinterpret_cast<void*>(dst), src, len);
+  return true;
+}
+
+void* map_anon(size_t len) noexcept {
+  const long r = sys(SYS_mmap, 0, static_cast<long>(len), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return r < 0 && r > -4096 ? nullptr : reinterpret_cast<void*>(r);
+}
+
+// Saturating product for lengths taken from arguments; anything above the arena's size is not
+// a range the kernel could access there.
+uint64_t mul_len(uint64_t n, uint64_t elem) noexcept {
+  uint64_t r;
+  if (__builtin_mul_overflow(n, elem, &r)) return UINT64_MAX;
+  return r;
+}
+
+bool plausible(uint64_t len) noexcept { return len <= g.hi - g.lo; }
+
+// ---------------------------------------------------------------------------------------------
+// Generic decoding from the table.
+
+long decode_generic(frame& f) noexcept {
+  const syscall_table::syscall_spec& s = *f.spec;
+  for (int i = 0; i < s.nargs; ++i) {
+    const syscall_table::arg_spec& a = s.arg[i];
+    const uintptr_t p = static_cast<uintptr_t>(f.c.a[i]);
+    const bool w = syscall_table::kernel_writes(a.d);
+    if (a.k == kind::none || a.k == kind::addr || a.k == kind::special || p == 0) continue;
+    uint64_t len = 0;
+    int r = 0;
+    switch (a.k) {
+      case kind::fixed: len = a.size; break;
+      case kind::count: len = mul_len(static_cast<uint64_t>(f.c.a[a.ref]), a.size); break;
+      case kind::count_plus: len = static_cast<uint64_t>(f.c.a[a.ref]) + a.size; break;
+      case kind::count_ptr: {
+        uint32_t v = 0;
+        r = fetch(f, &v, static_cast<uintptr_t>(f.c.a[a.ref]), sizeof v, true);
+        if (r == -ENOMEM) return retry_pins;
+        len = r == 0 ? v : 0;
+        break;
+      }
+      case kind::pages:
+        len = (static_cast<uint64_t>(f.c.a[a.ref]) + page_size - 1) / page_size;
+        break;
+      case kind::fdset: {
+        const int nfds = static_cast<int>(f.c.a[a.ref]);
+        len = nfds > 0 ? (static_cast<uint64_t>(nfds) + 63) / 64 * 8 : 0;
+        break;
+      }
+      case kind::nodemask: {
+        const uint64_t maxnode = static_cast<uint64_t>(f.c.a[a.ref]);
+        len = maxnode >= 2 ? std::min<uint64_t>((maxnode - 1 + 63) / 64 * 8, page_size) : 0;
+        break;
+      }
+      case kind::self_sized: {
+        uint32_t v = 0;
+        r = fetch(f, &v, p + a.ref, sizeof v, w);
+        if (r == -ENOMEM) return retry_pins;
+        if (r != 0) continue;
+        len = std::min<uint64_t>(std::max<uint64_t>(v ? v : a.size, a.ref + 4u), page_size);
+        break;
+      }
+      case kind::path:
+        if (pin_string(f, p, 4096) == -ENOMEM) return retry_pins;
+        continue;
+      case kind::string:
+        if (pin_string(f, p, a.size) == -ENOMEM) return retry_pins;
+        continue;
+      case kind::iovec:
+        if (pin_iovecs(f, p, static_cast<unsigned long>(f.c.a[a.ref]), w) == -ENOMEM)
+          return retry_pins;
+        continue;
+      case kind::msghdr:
+        if (pin_msghdr(f, p, w) == -ENOMEM) return retry_pins;
+        continue;
+      case kind::mmsghdr: {
+        const unsigned long n = std::min<unsigned long>(static_cast<unsigned long>(f.c.a[a.ref]),
+                                                        1024);  // UIO_MAXIOV
+        // msg_len (and for recvmmsg the msghdr's lengths and flags) are written back.
+        if (pin(f, p, n * 64, true) == -ENOMEM) return retry_pins;
+        for (unsigned long k = 0; k < n; ++k)
+          if (pin_msghdr(f, p + k * 64, w) == -ENOMEM) return retry_pins;
+        continue;
+      }
+      case kind::stored: {
+        const uint64_t n = a.size ? a.size : static_cast<uint64_t>(f.c.a[a.ref]);
+        if (plausible(n) && f.pins.add(p, n, true, true) == -ENOMEM) return retry_pins;
+        continue;
+      }
+      case kind::page:
+        if (f.pins.add_guess(p, w) == -ENOMEM) return retry_pins;
+        continue;
+      default:
+        continue;
+    }
+    if (len == 0 || !plausible(len)) continue;
+    if (pin(f, p, len, w) == -ENOMEM) return retry_pins;
+  }
+  return issue_call;
+}
+
+// Decode, issue, release, retrying from scratch while pins are refused over the cap.
+long run_generic(frame& f) noexcept {
+  for (int attempt = 0;; ++attempt) {
+    long r = decode_generic(f);
+    if (r == issue_call && f.spec->dec != decoder::generic) r = decode_special(f);
+    if (r == retry_pins) {
+      f.pins.release();
+      if (attempt >= max_pin_retries) {
+        stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+        return -ENOMEM;
+      }
+      pause_for_pins(f);
+      continue;
+    }
+    if (r == issue_call) r = issue(f);
+    f.pins.release();
+    return r;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transfers: read/write-like calls, split into chunks when the arena part exceeds max_pin.
+
+enum class io_mode { file, stream, whole };
+
+io_mode classify(long fd) noexcept {
+  struct stat st;
+  if (sys(SYS_fstat, fd, reinterpret_cast<long>(&st)) != 0) return io_mode::stream;
+  if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) return io_mode::file;
+  if (S_ISSOCK(st.st_mode)) {
+    int type = 0;
+    socklen_t l = sizeof type;
+    if (sys(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, reinterpret_cast<long>(&type),
+            reinterpret_cast<long>(&l)) == 0 &&
+        type != SOCK_STREAM)
+      return io_mode::whole;  // a datagram or record is never split
+  }
+  return io_mode::stream;
+}
+
+uint64_t arena_part(uintptr_t base, uint64_t len) noexcept {
+  if (!overlaps_arena(base, len)) return 0;
+  const uintptr_t lo = std::max(base, g.lo);
+  const uintptr_t hi = base + len < base ? g.hi : std::min<uintptr_t>(base + len, g.hi);
+  return hi - lo;
+}
+
+constexpr uint64_t max_rw_count = 0x7ffff000;  // MAX_RW_COUNT: the kernel's cap on one transfer
+
+long run_transfer(frame& f) noexcept {
+  const syscall_table::transfer_spec& x = f.spec->xfer;
+  const bool kw = x.kernel_writes;
+  // The pieces: one buffer, or a copy of the iovec array.
+  struct iovec one;
+  struct iovec* pieces = &one;
+  size_t npieces = 1;
+  const uintptr_t arr = static_cast<uintptr_t>(f.c.a[x.buf]);
+  if (x.vector) {
+    const long cnt = f.c.a[x.len];
+    if (cnt <= 0 || cnt > 1024) return run_generic(f);  // the kernel's answer: EINVAL or 0
+    pieces = static_cast<struct iovec*>(f.scratch(static_cast<size_t>(cnt) * sizeof(iovec)));
+    if (!pieces) return run_generic(f);
+    npieces = static_cast<size_t>(cnt);
+  } else {
+    one.iov_base = reinterpret_cast<void*>(arr);
+    one.iov_len = std::min<uint64_t>(static_cast<uint64_t>(f.c.a[x.len]), max_rw_count);
+  }
+  // Everything but the buffer (recvfrom's and sendto's addresses; the iovec array itself, read
+  // by the kernel when the original array is passed) stays pinned for the whole call.
+  auto pin_persistent = [&]() -> int {
+    const syscall_table::syscall_spec& s = *f.spec;
+    for (int i = 0; i < s.nargs; ++i) {
+      if (i == x.buf) continue;
+      const syscall_table::arg_spec& a = s.arg[i];
+      const uintptr_t p = static_cast<uintptr_t>(f.c.a[i]);
+      if (p == 0) continue;
+      if (a.k == kind::count) {
+        const uint64_t n = mul_len(static_cast<uint64_t>(f.c.a[a.ref]), a.size);
+        if (plausible(n) && pin(f, p, n, syscall_table::kernel_writes(a.d)) == -ENOMEM)
+          return -ENOMEM;
+      } else if (a.k == kind::count_ptr) {
+        uint32_t v = 0;
+        const int r = fetch(f, &v, static_cast<uintptr_t>(f.c.a[a.ref]), sizeof v, true);
+        if (r == -ENOMEM) return r;
+        if (r == 0 && pin(f, p, v, true) == -ENOMEM) return -ENOMEM;
+      } else if (a.k == kind::fixed) {
+        if (pin(f, p, a.size, syscall_table::kernel_writes(a.d)) == -ENOMEM) return -ENOMEM;
+      }
+    }
+    if (x.vector) {
+      const int r = fetch(f, pieces, arr, npieces * sizeof(iovec), false);
+      if (r != 0) return r;
+    }
+    return 0;
+  };
+  int pr = 0;
+  for (int attempt = 0; (pr = pin_persistent()) == -ENOMEM; ++attempt) {
+    f.pins.release();
+    if (attempt >= max_pin_retries) {
+      stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+      return -ENOMEM;
+    }
+    pause_for_pins(f);
+  }
+  if (pr != 0) {
+    // The iovec array cannot be read: the kernel fails the call the same way.
+    const long r = issue(f);
+    f.pins.release();
+    return r;
+  }
+  uint64_t arena_total = 0;
+  for (size_t i = 0; i < npieces; ++i)
+    arena_total += arena_part(reinterpret_cast<uintptr_t>(pieces[i].iov_base), pieces[i].iov_len);
+
+  // Small enough for one pin budget, or a message that must not be split: pin it all.
+  io_mode mode = io_mode::file;
+  if (arena_total > g.max_pin) mode = classify(f.c.a[0]);
+  if (x.shorten_ok && arena_total > g.max_pin) mode = io_mode::stream;
+  if (arena_total <= g.max_pin || mode == io_mode::whole) {
+    for (int attempt = 0;; ++attempt) {
+      int r = 0;
+      for (size_t i = 0; i < npieces && r != -ENOMEM; ++i)
+        r = pin(f, reinterpret_cast<uintptr_t>(pieces[i].iov_base), pieces[i].iov_len, kw);
+      if (r != -ENOMEM) break;
+      f.pins.release();
+      if (attempt >= max_pin_retries || pin_persistent() == -ENOMEM) {
+        f.pins.release();
+        stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+        return -ENOMEM;
+      }
+      pause_for_pins(f);
+    }
+    const long r = issue(f);
+    f.pins.release();
+    return r;
+  }
+
+  // Chunks: at most `budget` arena bytes each, ending on a page boundary when a piece is cut,
+  // so that consecutive chunks pin disjoint pages.
+  const bool go_on = kw ? mode == io_mode::file : true;
+  const long off0 = x.offset != syscall_table::transfer_spec::no_arg ? f.c.a[x.offset] : 0;
+  const bool has_off = x.offset != syscall_table::transfer_spec::no_arg && off0 != -1;
+  struct iovec* sub = nullptr;
+  if (x.vector) {
+    sub = static_cast<struct iovec*>(f.scratch(npieces * sizeof(iovec)));
+    if (!sub) {
+      f.pins.release();
+      stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+      return -ENOMEM;
+    }
+  }
+  uint64_t budget = g.max_pin;
+  size_t idx = 0;
+  uint64_t off_in = 0;  // bytes of pieces[idx] already done
+  uint64_t done = 0;
+  int chunks = 0;
+  pin_set chunk_pins;
+  const call original = f.c;
+  for (;;) {
+    // Build the chunk from (idx, off_in).
+    size_t k = 0;
+    uint64_t arena_in = 0, chunk_len = 0;
+    size_t i = idx;
+    uint64_t o = off_in;
+    while (i < npieces) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(pieces[i].iov_base) + o;
+      const uint64_t len = pieces[i].iov_len - o;
+      const uint64_t ap = arena_part(base, len);
+      uint64_t take = len;
+      if (ap > 0) {
+        const uint64_t room = budget - arena_in;
+        if (room == 0) break;
+        if (ap > room) {
+          const uintptr_t cut = (base + room) & page_mask;
+          take = cut > base ? cut - base : room;
+        }
+        arena_in += arena_part(base, take);
+      }
+      if (take == 0) {
+        ++i;
+        o = 0;
+        continue;
+      }
+      if (x.vector) sub[k] = {reinterpret_cast<void*>(base), take};
+      ++k;
+      chunk_len += take;
+      if (take < len) {
+        o += take;
+        break;
+      }
+      ++i;
+      o = 0;
+      if (!x.vector) break;
+    }
+    if (k == 0) break;
+    // Pin the chunk's arena parts; over the cap, shrink it (down to a page, then wait).
+    int r = 0;
+    if (x.vector) {
+      for (size_t j = 0; j < k && r != -ENOMEM; ++j)
+        r = chunk_pins.add(reinterpret_cast<uintptr_t>(sub[j].iov_base), sub[j].iov_len, kw);
+    } else {
+      r = chunk_pins.add(reinterpret_cast<uintptr_t>(pieces[0].iov_base) + off_in, chunk_len, kw);
+    }
+    if (r == -ENOMEM) {
+      chunk_pins.release();
+      if (budget > page_size)
+        budget = std::max<uint64_t>(page_size, (budget / 2) & page_mask);
+      else
+        pause_for_pins(f);
+      continue;
+    }
+    f.c = original;
+    if (x.vector) {
+      f.c.a[x.buf] = reinterpret_cast<long>(sub);
+      f.c.a[x.len] = static_cast<long>(k);
+    } else {
+      f.c.a[x.buf] = static_cast<long>(reinterpret_cast<uintptr_t>(pieces[0].iov_base) + off_in);
+      f.c.a[x.len] = static_cast<long>(chunk_len);
+    }
+    if (has_off) f.c.a[x.offset] = off0 + static_cast<long>(done);
+    const long got = issue(f);
+    chunk_pins.release();
+    ++chunks;
+    if (got < 0) {
+      f.c = original;
+      f.pins.release();
+      return done ? static_cast<long>(done) : got;
+    }
+    done += static_cast<uint64_t>(got);
+    if (static_cast<uint64_t>(got) < chunk_len || !go_on) break;
+    idx = i;
+    off_in = o;
+    if (idx >= npieces) break;
+  }
+  f.c = original;
+  f.pins.release();
+  if (chunks > 1 || done < arena_total) stats.chunked.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<long>(done);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine's entry for one call.
+
+long run(frame& f) noexcept {
+  stats.emulated.fetch_add(1, std::memory_order_relaxed);
+  f.spec = syscall_table::lookup(f.c.nr);
+  if (!f.spec || f.spec->nargs < 0) return issue(f);
+  switch (f.spec->dec) {
+    case decoder::execve: return emulate_execve(f, false);
+    case decoder::execveat: return emulate_execve(f, true);
+    case decoder::clone: return emulate_clone(f, false);
+    case decoder::clone3: return emulate_clone(f, true);
+    case decoder::rt_sigprocmask: return emulate_sigprocmask(f);
+    case decoder::sigaltstack: return emulate_sigaltstack(f);
+    case decoder::rt_sigaction: return emulate_sigaction(f);
+    default: break;
+  }
+  if (f.spec->xfer.is_transfer()) return run_transfer(f);
+  return run_generic(f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGSYS.
+
+void die_of_sigsys() noexcept {
+  // The kernel's answer to a trap nobody handles: the default action, a core dump.
+  struct {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    uint64_t mask;
+  } dfl{SIG_DFL, 0, nullptr, 0};
+  sys(SYS_rt_sigaction, SIGSYS, reinterpret_cast<long>(&dfl), 0, 8);
+  const uint64_t unblock = bit(SIGSYS);
+  sys(SYS_rt_sigprocmask, SIG_UNBLOCK, reinterpret_cast<long>(&unblock), 0, 8);
+  sys(SYS_tgkill, sys(SYS_getpid), sys(SYS_gettid), SIGSYS);
+}
+
+void forward(int sig, siginfo_t* si, void* uc) {
+  stats.forwarded.fetch_add(1, std::memory_order_relaxed);
+  const struct sigaction* prev = chained.load(std::memory_order_acquire);
+  if (prev && (prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
+    prev->sa_sigaction(sig, si, uc);
+    return;
+  }
+  if (prev && !(prev->sa_flags & SA_SIGINFO) && prev->sa_handler != SIG_DFL &&
+      prev->sa_handler != SIG_IGN) {
+    prev->sa_handler(sig);
+    return;
+  }
+  // SIG_IGN holds for a SIGSYS sent with kill(); a seccomp trap cannot be ignored.
+  if (prev && prev->sa_handler == SIG_IGN && si->si_code != ka_sys_seccomp) return;
+  die_of_sigsys();
+}
+
+void sigsys_action(int sig, siginfo_t* si, void* ucv) {
+  if (si->si_code != ka_sys_seccomp ||
+      (static_cast<unsigned>(si->si_errno) & SECCOMP_RET_DATA) != kernel_access_trap_tag ||
+      !installed.load(std::memory_order_acquire)) {
+    forward(sig, si, ucv);
+    return;
+  }
+  const int saved_errno = errno;
+  auto* uc = static_cast<ucontext_t*>(ucv);
+  greg_t* r = uc->uc_mcontext.gregs;
+  frame f;
+  f.c.nr = si->si_syscall;
+  f.c.a[0] = r[REG_RDI];
+  f.c.a[1] = r[REG_RSI];
+  f.c.a[2] = r[REG_RDX];
+  f.c.a[3] = r[REG_R10];
+  f.c.a[4] = r[REG_R8];
+  f.c.a[5] = r[REG_R9];
+  f.uc = uc;
+  std::memcpy(&f.call_mask, &uc->uc_sigmask, sizeof f.call_mask);
+  f.work_mask = f.call_mask | async_signals;
+  stats.trapped.fetch_add(1, std::memory_order_relaxed);
+  if (f.c.nr >= 0 && f.c.nr < syscall_table::nr_syscalls)
+    stats.per_nr[f.c.nr].fetch_add(1, std::memory_order_relaxed);
+  r[REG_RAX] = run(f);
+  errno = saved_errno;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seccomp program.
+
+struct assembler {
+  std::vector<sock_filter> v;
+  size_t emit(uint16_t code, uint32_t k, uint8_t jt = 0, uint8_t jf = 0) {
+    v.push_back(sock_filter{code, jt, jf, k});
+    return v.size() - 1;
+  }
+  // Points conditional jump `at` (jt if `true_branch`) at the next instruction to be emitted.
+  void land(size_t at, bool true_branch) {
+    const size_t d = v.size() - at - 1;
+    if (d > 255) throw std::length_error("kernel_access: BPF jump too long");
+    (true_branch ? v[at].jt : v[at].jf) = static_cast<uint8_t>(d);
+  }
+};
+
+constexpr uint32_t off_nr = offsetof(seccomp_data, nr);
+constexpr uint32_t off_arch = offsetof(seccomp_data, arch);
+constexpr uint32_t off_ip_lo = offsetof(seccomp_data, instruction_pointer);
+constexpr uint32_t off_ip_hi = off_ip_lo + 4;
+constexpr uint32_t off_arg_lo(int i) { return offsetof(seccomp_data, args) + 8 * i; }
+constexpr uint32_t off_arg_hi(int i) { return off_arg_lo(i) + 4; }
+
+}  // namespace
+
+std::vector<sock_filter> build_filter(const kernel_access_config& cfg) {
+  const uint32_t ret_allow = SECCOMP_RET_ALLOW;
+  const uint32_t ret_trap = SECCOMP_RET_TRAP | kernel_access_trap_tag;
+  const uint32_t ret_enosys = SECCOMP_RET_ERRNO | ENOSYS;
+  const uint32_t arena_hi32 = static_cast<uint32_t>(cfg.arena_lo >> 32);
+  const uint32_t arena_mask32 =
+      static_cast<uint32_t>(~(((cfg.arena_hi - cfg.arena_lo) >> 32) - 1));
+  const uint32_t tramp_hi = static_cast<uint32_t>(cfg.trampoline_addr >> 32);
+  const uint32_t tramp_lo = static_cast<uint32_t>(cfg.trampoline_addr);
+
+  // Actions per number: 0 allow, 1 refuse, 2 + i block i (a rule and a pointer mask).
+  struct block {
+    syscall_table::rule r;
+    uint8_t mask;
+  };
+  std::vector<block> blocks;
+  std::vector<uint32_t> action(syscall_table::nr_syscalls, 0);
+  for (int nr = 0; nr < syscall_table::nr_syscalls; ++nr) {
+    const syscall_table::syscall_spec* s = syscall_table::lookup(nr);
+    if (!s->name || s->nargs < 0) continue;
+    if (s->filter == syscall_table::rule::refuse) {
+      action[nr] = 1;
+      continue;
+    }
+    const uint8_t m = syscall_table::pointer_mask(*s);
+    if (m == 0) continue;
+    size_t b = 0;
+    while (b < blocks.size() && !(blocks[b].r == s->filter && blocks[b].mask == m)) ++b;
+    if (b == blocks.size()) blocks.push_back({s->filter, m});
+    action[nr] = static_cast<uint32_t>(2 + b);
+  }
+  // Runs of equal action over [0, 2^32): the search tree's leaves.
+  struct interval {
+    uint32_t start;
+    uint32_t act;
+  };
+  std::vector<interval> runs;
+  for (int nr = 0; nr < syscall_table::nr_syscalls; ++nr)
+    if (runs.empty() || runs.back().act != action[nr])
+      runs.push_back({static_cast<uint32_t>(nr), action[nr]});
+  if (runs.back().act != 0) runs.push_back({static_cast<uint32_t>(syscall_table::nr_syscalls), 0});
+
+  assembler a;
+  // x86-64 only; an int 0x80 (i386) call has 32-bit arguments, which never reach the arena
+  // (it starts at or above 4 GiB).
+  a.emit(BPF_LD | BPF_W | BPF_ABS, off_arch);
+  a.emit(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+  a.emit(BPF_RET | BPF_K, ret_allow);
+  // Calls from the trampoline page: the engine's own.
+  a.emit(BPF_LD | BPF_W | BPF_ABS, off_ip_hi);
+  const size_t j_hi = a.emit(BPF_JMP | BPF_JEQ | BPF_K, tramp_hi, 0, 0);
+  a.emit(BPF_LD | BPF_W | BPF_ABS, off_ip_lo);
+  a.emit(BPF_ALU | BPF_AND | BPF_K, static_cast<uint32_t>(page_mask));
+  const size_t j_lo = a.emit(BPF_JMP | BPF_JEQ | BPF_K, tramp_lo, 0, 0);
+  a.land(j_lo, true);
+  a.emit(BPF_RET | BPF_K, ret_allow);
+  a.land(j_hi, false);
+  a.land(j_lo, false);
+  // x32 numbers (bit 30) are outside the table: allowed.
+  a.emit(BPF_LD | BPF_W | BPF_ABS, off_nr);
+  a.emit(BPF_JMP | BPF_JSET | BPF_K, 0x40000000u, 0, 1);
+  a.emit(BPF_RET | BPF_K, ret_allow);
+
+  // Binary search over the runs: node = "jge start(mid), next, skip one; ja right", so every
+  // conditional jump is short and the long ones are BPF_JA with a 32-bit offset. A leaf is the
+  // run's action: ret, or ja to its argument block.
+  std::vector<std::pair<size_t, uint32_t>> to_block;  // (ja index, block)
+  std::vector<std::pair<size_t, size_t>> to_right;    // (ja index, first run of the right half)
+  std::vector<size_t> subtree_at(runs.size(), 0);     // where the subtree starting at a run begins
+  auto tree = [&](auto&& self, size_t i, size_t j) -> void {
+    if (j - i == 1) {
+      const uint32_t act = runs[i].act;
+      if (act == 0) a.emit(BPF_RET | BPF_K, ret_allow);
+      else if (act == 1) a.emit(BPF_RET | BPF_K, ret_enosys);
+      else to_block.push_back({a.emit(BPF_JMP | BPF_JA, 0), act - 2});
+      return;
+    }
+    const size_t mid = (i + j) / 2;
+    a.emit(BPF_JMP | BPF_JGE | BPF_K, runs[mid].start, 0, 1);
+    to_right.push_back({a.emit(BPF_JMP | BPF_JA, 0), mid});
+    self(self, i, mid);
+    subtree_at[mid] = a.v.size();
+    self(self, mid, j);
+  };
+  tree(tree, 0, runs.size());
+  for (auto [at, mid] : to_right) a.v[at].k = static_cast<uint32_t>(subtree_at[mid] - at - 1);
+
+  // One block per (rule, mask): the rule's exceptions, then each pointer's high word.
+  std::vector<size_t> block_at(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    block_at[b] = a.v.size();
+    std::vector<size_t> to_allow, to_trap;
+    if (blocks[b].r == syscall_table::rule::futex) {
+      // FUTEX_WAKE and FUTEX_WAKE_BITSET on a private futex touch no memory (get_futex_key
+      // needs no page for them); a shared one looks the page up, so it is trapped.
+      a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(1));
+      a.emit(BPF_ALU | BPF_AND | BPF_K, ~static_cast<uint32_t>(FUTEX_CLOCK_REALTIME));
+      to_allow.push_back(a.emit(BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAKE | FUTEX_PRIVATE_FLAG));
+      to_allow.push_back(
+          a.emit(BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG));
+    } else if (blocks[b].r == syscall_table::rule::futex_wake) {
+      // futex_wake(2) with FUTEX2_PRIVATE, unless FUTEX2_NUMA (a node word is read).
+      a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(3));
+      a.emit(BPF_ALU | BPF_AND | BPF_K, ka_futex2_private | ka_futex2_numa);
+      to_allow.push_back(a.emit(BPF_JMP | BPF_JEQ | BPF_K, ka_futex2_private));
+    }
+    for (int i = 0; i < 6; ++i) {
+      if (!(blocks[b].mask & (1u << i))) continue;
+      a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_hi(i));
+      if (arena_mask32 != 0xffffffffu) a.emit(BPF_ALU | BPF_AND | BPF_K, arena_mask32);
+      to_trap.push_back(a.emit(BPF_JMP | BPF_JEQ | BPF_K, arena_hi32));
+    }
+    for (size_t at : to_allow) a.land(at, true);
+    a.emit(BPF_RET | BPF_K, ret_allow);
+    for (size_t at : to_trap) a.land(at, true);
+    a.emit(BPF_RET | BPF_K, ret_trap);
+  }
+  for (auto [at, b] : to_block) a.v[at].k = static_cast<uint32_t>(block_at[b] - at - 1);
+  if (a.v.size() > BPF_MAXINSNS) throw std::length_error("kernel_access: BPF program too long");
+  return a.v;
+}
+
+namespace {
+
+// The handler goes in with the raw system call: the preload shim interposes sigaction to keep
+// signals for itself, and must not mistake this for the program's own SIGSYS handler. Under
+// ThreadSanitizer (no shim there) through libc, so that TSan's signal machinery knows it.
+int install_sigsys(const struct sigaction& sa, struct sigaction* old) noexcept {
+#if defined(USWAP_TSAN)
+  return ::sigaction(SIGSYS, &sa, old);
+#else
+  struct {
+    void* handler;
+    unsigned long flags;
+    void (*restorer)();
+    uint64_t mask;
+  } k{reinterpret_cast<void*>(sa.sa_sigaction),
+      static_cast<unsigned long>(sa.sa_flags) | 0x04000000 /* SA_RESTORER */,
+      &uswap_ka_restore_rt, 0},
+      o{};
+  std::memcpy(&k.mask, &sa.sa_mask, sizeof k.mask);
+  const long r = sys(SYS_rt_sigaction, SIGSYS, reinterpret_cast<long>(&k),
+                     reinterpret_cast<long>(&o), 8);
+  if (r != 0) {
+    errno = static_cast<int>(-r);
+    return -1;
+  }
+  *old = {};
+  old->sa_handler = reinterpret_cast<void (*)(int)>(o.handler);
+  old->sa_flags = static_cast<int>(o.flags);
+  old->sa_restorer = o.restorer;
+  std::memcpy(&old->sa_mask, &o.mask, sizeof o.mask);
+  return 0;
+#endif
+}
+
+bool has_cap_sys_admin() noexcept {
+  struct {
+    uint32_t version;
+    int pid;
+  } hdr{0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+  struct {
+    uint32_t effective, permitted, inheritable;
+  } data[2]{};
+  if (sys(SYS_capget, reinterpret_cast<long>(&hdr), reinterpret_cast<long>(data)) != 0)
+    return false;
+  return (data[0].effective >> 21) & 1;  // CAP_SYS_ADMIN
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// pin_set, frame and the memory helpers.
+
+int pin_set::add(uintptr_t addr, uint64_t len, bool write, bool forever_pin) noexcept {
+  if (len == 0) return 0;
+  const uintptr_t end = addr + len < addr ? UINTPTR_MAX : addr + len;
+  if (end <= g.lo || addr >= g.hi) return 0;
+  uintptr_t lo = std::max(addr, g.lo);
+  const uintptr_t hi = std::min(end, g.hi);
+  if (forever_pin && forever_known(lo, hi - lo)) return 0;
+  while (lo < hi) {
+    const uint64_t n = std::min<uint64_t>(hi - lo, g.max_pin);
+    if (!forever_pin && n_ == cap_ && !grow()) return -ENOMEM;
+    const int r = g.pin(g.ctx, reinterpret_cast<const void*>(lo), n, write);
+    if (r == ENOMEM) {
+      stats.pin_retries.fetch_add(1, std::memory_order_relaxed);
+      return -ENOMEM;
+    }
+    if (r != 0) return -EFAULT;
+    stats.pinned_bytes.fetch_add(n, std::memory_order_relaxed);
+    if (forever_pin) {
+      stats.pinned_forever_bytes.fetch_add(n, std::memory_order_relaxed);
+      forever_record(lo, n);
+    } else {
+      recs_[n_++] = {lo, n};
+    }
+    lo += n;
+  }
+  return 0;
+}
+
+int pin_set::add_guess(uintptr_t addr, bool write) noexcept {
+  const int r = add(addr, page_size, write);
+  if (r != -EFAULT) return r;
+  return add(addr, page_end(addr) - addr, write);
+}
+
+void pin_set::release() noexcept {
+  while (n_ > 0) {
+    const pin_rec& p = recs_[--n_];
+    g.unpin(g.ctx, reinterpret_cast<const void*>(p.addr), p.len);
+  }
+}
+
+void pin_set::forget() noexcept { n_ = 0; }
+
+bool pin_set::grow() noexcept {
+  const size_t bytes = round_up_to_page(cap_ * 2 * sizeof(pin_rec));
+  auto* next = static_cast<pin_rec*>(map_anon(bytes));
+  if (!next) return false;
+  std::memcpy(next, recs_, n_ * sizeof(pin_rec));
+  free_storage();
+  recs_ = next;
+  mapped_bytes_ = bytes;
+  cap_ = bytes / sizeof(pin_rec);
+  return true;
+}
+
+void pin_set::free_storage() noexcept {
+  if (mapped_bytes_) sys(SYS_munmap, reinterpret_cast<long>(recs_), static_cast<long>(mapped_bytes_));
+  recs_ = inline_;
+  cap_ = sizeof inline_ / sizeof inline_[0];
+  mapped_bytes_ = 0;
+}
+
+void* frame::scratch(size_t bytes) noexcept {
+  bytes = (bytes + 15) & ~size_t{15};
+  if (scratch_used + bytes <= sizeof inline_scratch) {
+    void* p = inline_scratch + scratch_used;
+    scratch_used += bytes;
+    return p;
+  }
+  if (!mapped) {
+    mapped_len = round_up_to_page(std::max<size_t>(bytes * 2, 64 * 1024));
+    mapped = map_anon(mapped_len);
+    if (!mapped) return nullptr;
+  }
+  if (mapped_used + bytes > mapped_len) return nullptr;
+  void* p = static_cast<unsigned char*>(mapped) + mapped_used;
+  mapped_used += bytes;
+  return p;
+}
+
+frame::~frame() {
+  pins.release();
+  if (mapped) sys(SYS_munmap, reinterpret_cast<long>(mapped), static_cast<long>(mapped_len));
+}
+
+int fetch(frame& f, void* dst, uintptr_t src, size_t len, bool write) noexcept {
+  if (len == 0) return 0;
+  if (overlaps_arena(src, len)) {
+    if (src < g.lo || src + len > g.hi || src + len < src) return -EFAULT;
+    const int r = f.pins.add(src, len, write);
+    if (r != 0) return r;
+    std::memcpy(dst, reinterpret_cast<const void*>(src), len);
+    return 0;
+  }
+  return read_self(dst, src, len) ? 0 : -EFAULT;
+}
+
+int store(frame& f, uintptr_t dst, const void* src, size_t len) noexcept {
+  if (len == 0) return 0;
+  if (overlaps_arena(dst, len)) {
+    if (dst < g.lo || dst + len > g.hi || dst + len < dst) return -EFAULT;
+    const int r = f.pins.add(dst, len, true);
+    if (r != 0) return r;
+    std::memcpy(reinterpret_cast<void*>(dst), src, len);
+    return 0;
+  }
+  return write_self(dst, src, len) ? 0 : -EFAULT;
+}
+
+int pin_string(frame& f, uintptr_t s, size_t max, size_t* len) noexcept {
+  if (len) *len = max;
+  if (s == 0 || !in_arena(s)) return 0;
+  uintptr_t p = s;
+  size_t scanned = 0;
+  while (scanned < max && p < g.hi) {
+    const size_t n = std::min<size_t>(page_end(p) - p, max - scanned);
+    const int r = f.pins.add(p, n, false);
+    if (r == -ENOMEM) return r;
+    if (r != 0) return 0;
+    if (const void* z = std::memchr(reinterpret_cast<const void*>(p), 0, n)) {
+      if (len) *len = scanned + (static_cast<const char*>(z) - reinterpret_cast<const char*>(p));
+      return 0;
+    }
+    scanned += n;
+    p += n;
+  }
+  return 0;
+}
+
+int pin_iovecs(frame& f, uintptr_t iov, unsigned long cnt, bool write) noexcept {
+  if (iov == 0 || cnt == 0 || cnt > 1024) return 0;  // UIO_MAXIOV: the kernel refuses more
+  struct iovec v[32];
+  for (unsigned long i = 0; i < cnt; i += 32) {
+    const unsigned long k = std::min<unsigned long>(32, cnt - i);
+    const int r = fetch(f, v, iov + i * sizeof(iovec), k * sizeof(iovec), false);
+    if (r != 0) return r == -ENOMEM ? r : 0;
+    for (unsigned long j = 0; j < k; ++j) {
+      if (!plausible(v[j].iov_len)) continue;
+      if (pin(f, reinterpret_cast<uintptr_t>(v[j].iov_base), v[j].iov_len, write) == -ENOMEM)
+        return -ENOMEM;
+    }
+  }
+  return 0;
+}
+
+int pin_msghdr(frame& f, uintptr_t msg, bool recv) noexcept {
+  struct msghdr m;
+  static_assert(sizeof m == 56);
+  // recvmsg writes msg_namelen, msg_controllen and msg_flags back.
+  const int r = fetch(f, &m, msg, sizeof m, recv);
+  if (r != 0) return r == -ENOMEM ? r : 0;
+  if (m.msg_name && pin(f, reinterpret_cast<uintptr_t>(m.msg_name), m.msg_namelen, recv) == -ENOMEM)
+    return -ENOMEM;
+  if (pin_iovecs(f, reinterpret_cast<uintptr_t>(m.msg_iov), m.msg_iovlen, recv) == -ENOMEM)
+    return -ENOMEM;
+  if (m.msg_control && plausible(m.msg_controllen) &&
+      pin(f, reinterpret_cast<uintptr_t>(m.msg_control), m.msg_controllen, recv) == -ENOMEM)
+    return -ENOMEM;
+  return 0;
+}
+
+long issue(frame& f) noexcept {
+  const bool switch_mask = f.call_mask != f.work_mask;
+  if (switch_mask) set_mask(f.call_mask);
+  const long r = sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
+  if (switch_mask) set_mask(f.work_mask);
+  return r;
+}
+
+long sys(long nr, long a1, long a2, long a3, long a4, long a5, long a6) noexcept {
+  return tramp_syscall.load(std::memory_order_relaxed)(nr, a1, a2, a3, a4, a5, a6);
+}
+
+// ---------------------------------------------------------------------------------------------
+// execve / execveat: arena strings are copied out (never pinned across the exec).
+
+namespace {
+
+constexpr size_t max_arg_strlen = 32 * page_size;  // MAX_ARG_STRLEN
+constexpr size_t max_exec_bytes = size_t{64} << 20;
+
+// Copies (dst != null) or measures a NUL-terminated arena string, pinning one page at a time
+// and releasing it at once. Its length with the NUL, 0 when unreadable, SIZE_MAX when longer
+// than `max`.
+size_t copy_arena_string(uintptr_t s, char* dst, size_t max) noexcept {
+  size_t done = 0;
+  while (done < max) {
+    const uintptr_t p = s + done;
+    if (p >= g.hi) return 0;
+    const size_t n = std::min<size_t>(page_end(p) - p, max - done);
+    pin_set one;
+    if (one.add(p, n, false) != 0) return 0;
+    const void* z = std::memchr(reinterpret_cast<const void*>(p), 0, n);
+    const size_t k = z ? static_cast<size_t>(static_cast<const char*>(z) -
+                                             reinterpret_cast<const char*>(p)) + 1
+                       : n;
+    if (dst) std::memcpy(dst + done, reinterpret_cast<const void*>(p), k);
+    done += k;
+    if (z) return done;
+  }
+  return SIZE_MAX;
+}
+
+// One NULL-terminated string array of execve. Reads it in blocks (pinning arena blocks for the
+// read only), measures its arena strings, and, when `out` is set, writes a new array whose arena
+// strings point at copies in `strings`.
+struct vec_info {
+  size_t count = 0;          // entries before the NULL
+  size_t arena_bytes = 0;    // bytes of its strings that live in the arena, NULs included
+  bool needs_copy = false;   // the array or one of its strings is in the arena
+};
+
+int read_ptrs(uintptr_t at, uintptr_t* dst, size_t n) noexcept {
+  if (overlaps_arena(at, n * 8)) {
+    pin_set one;
+    if (at < g.lo || at + n * 8 > g.hi) return -EFAULT;
+    const int r = one.add(at, n * 8, false);
+    if (r != 0) return r;
+    std::memcpy(dst, reinterpret_cast<const void*>(at), n * 8);
+    return 0;
+  }
+  return read_self(dst, at, n * 8) ? 0 : -EFAULT;
+}
+
+long walk_vec(uintptr_t vec, vec_info* info, uintptr_t* out, char** strings) noexcept {
+  if (vec == 0) return 0;
+  if (in_arena(vec)) info->needs_copy = true;
+  uintptr_t block[64];
+  for (size_t i = 0;; i += 64) {
+    // A block may end in an unreadable page: read to its end, then the rest one by one.
+    size_t n = 64;
+    int r = read_ptrs(vec + i * 8, block, n);
+    if (r != 0) {
+      n = 0;
+      for (size_t j = 0; j < 64; ++j) {
+        if (read_ptrs(vec + (i + j) * 8, block + j, 1) != 0) break;
+        ++n;
+        if (block[j] == 0) break;
+      }
+      if (n == 0) return -EFAULT;
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const uintptr_t s = block[j];
+      if (s == 0) {
+        if (out) out[i + j] = 0;
+        info->count = i + j;
+        return 0;
+      }
+      if (i + j >= 0x7fffffff) return -E2BIG;  // MAX_ARG_STRINGS
+      if (in_arena(s)) {
+        info->needs_copy = true;
+        char* dst = strings ? *strings : nullptr;
+        const size_t len = copy_arena_string(s, dst, max_arg_strlen);
+        if (len == 0) return -EFAULT;
+        if (len == SIZE_MAX) return -E2BIG;
+        info->arena_bytes += len;
+        if (out) {
+          out[i + j] = reinterpret_cast<uintptr_t>(dst);
+          *strings += len;
+        }
+      } else if (out) {
+        out[i + j] = s;
+      }
+      if (info->arena_bytes > max_exec_bytes) return -E2BIG;
+    }
+    if (n < 64) return -EFAULT;  // the array runs into unreadable memory before its NULL
+  }
+}
+
+}  // namespace
+
+long emulate_execve(frame& f, bool at) noexcept {
+  const int pa = at ? 1 : 0;
+  const uintptr_t path = static_cast<uintptr_t>(f.c.a[pa]);
+  const uintptr_t argv = static_cast<uintptr_t>(f.c.a[pa + 1]);
+  const uintptr_t envp = static_cast<uintptr_t>(f.c.a[pa + 2]);
+  // Pass 1: sizes.
+  size_t path_len = 0;
+  if (path && in_arena(path)) {
+    path_len = copy_arena_string(path, nullptr, 4096);
+    if (path_len == 0) return -EFAULT;
+    if (path_len == SIZE_MAX) return -ENAMETOOLONG;
+  }
+  vec_info av, ev;
+  long r = walk_vec(argv, &av, nullptr, nullptr);
+  if (r == 0) r = walk_vec(envp, &ev, nullptr, nullptr);
+  if (r != 0) return r;
+  const size_t arrays = (av.needs_copy ? (av.count + 1) * 8 : 0) +
+                        (ev.needs_copy ? (ev.count + 1) * 8 : 0);
+  const size_t total = arrays + path_len + av.arena_bytes + ev.arena_bytes;
+  if (total == 0) return issue(f);  // nothing in the arena after all
+  // The copies: on this stack when small (a posix_spawn child runs on ~32 KiB), else a mapping
+  // made through the trampoline (which a vfork child's successful exec leaves in its parent).
+  alignas(16) char small[4096];
+  char* buf = small;
+  size_t mapped_len = 0;
+  if (total > sizeof small) {
+    mapped_len = round_up_to_page(total);
+    buf = static_cast<char*>(map_anon(mapped_len));
+    if (!buf) return -ENOMEM;
+  }
+  // Pass 2: copies. Strings another thread changes in between are cut at the measured length.
+  auto* arr = reinterpret_cast<uintptr_t*>(buf);
+  char* strings = buf + arrays;
+  char* const strings_end = buf + total;
+  uintptr_t new_path = path, new_argv = argv, new_envp = envp;
+  if (path_len) {
+    if (copy_arena_string(path, strings, path_len) != path_len) r = -EFAULT;
+    new_path = reinterpret_cast<uintptr_t>(strings);
+    strings += path_len;
+  }
+  vec_info av2, ev2;
+  if (r == 0 && av.needs_copy) {
+    new_argv = reinterpret_cast<uintptr_t>(arr);
+    r = walk_vec(argv, &av2, arr, &strings);
+    arr += av.count + 1;
+    if (r == 0 && (av2.count != av.count || strings > strings_end)) r = -EFAULT;
+  }
+  if (r == 0 && ev.needs_copy) {
+    new_envp = reinterpret_cast<uintptr_t>(arr);
+    r = walk_vec(envp, &ev2, arr, &strings);
+    if (r == 0 && (ev2.count != ev.count || strings > strings_end)) r = -EFAULT;
+  }
+  if (r == 0) {
+    f.c.a[pa] = static_cast<long>(new_path);
+    f.c.a[pa + 1] = static_cast<long>(new_argv);
+    f.c.a[pa + 2] = static_cast<long>(new_envp);
+    f.pins.release();  // none should be held; an exec must not carry pins
+    r = issue(f);      // returns only on failure
+  }
+  if (mapped_len) sys(SYS_munmap, reinterpret_cast<long>(buf), static_cast<long>(mapped_len));
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// clone / clone3.
+
+long emulate_clone(frame& f, bool v3) noexcept {
+  uint64_t flags, sp = 0;
+  uintptr_t ptid = 0, ctid = 0, pidfd = 0, set_tid = 0;
+  uint64_t set_tid_size = 0;
+  uint64_t args[11] = {};
+  pin_set child_pins;  // CHILD_SETTID / CHILD_CLEARTID: the child's to keep
+  for (int attempt = 0;; ++attempt) {
+    int r = 0;
+    if (v3) {
+      const uint64_t size = static_cast<uint64_t>(f.c.a[1]);
+      // struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+      // tls, set_tid, set_tid_size, cgroup (88 bytes; 64 for the first version).
+      if (size < 64 || size > page_size) return issue(f);  // the kernel's EINVAL / E2BIG
+      r = fetch(f, args, static_cast<uintptr_t>(f.c.a[0]), std::min<uint64_t>(size, sizeof args),
+                false);
+      if (r == -EFAULT) return issue(f);
+      flags = args[0];
+      pidfd = args[1];
+      ctid = args[2];
+      ptid = args[3];
+      sp = args[5] ? args[5] + args[6] : 0;
+      set_tid = args[8];
+      set_tid_size = args[9];
+      if (r == 0 && (flags & CLONE_PIDFD)) r = pin(f, pidfd, 4, true);
+    } else {
+      flags = static_cast<uint64_t>(f.c.a[0]);
+      sp = static_cast<uint64_t>(f.c.a[1]);
+      ptid = static_cast<uintptr_t>(f.c.a[2]);
+      ctid = static_cast<uintptr_t>(f.c.a[3]);
+    }
+    // The old clone writes the pidfd where PARENT_SETTID writes the tid.
+    if (r == 0 && (flags & (CLONE_PARENT_SETTID | (v3 ? 0 : CLONE_PIDFD))))
+      r = pin(f, ptid, 4, true);
+    if (r == 0 && set_tid_size && set_tid_size <= 32) r = pin(f, set_tid, set_tid_size * 4, false);
+    if (r == 0 && (flags & (CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID)))
+      r = (flags & CLONE_VM) ? f.pins.add(ctid, 4, true, true) : child_pins.add(ctid, 4, true);
+    if (r != -ENOMEM) break;
+    f.pins.release();
+    child_pins.release();
+    if (attempt >= max_pin_retries) {
+      stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+      return -ENOMEM;
+    }
+    pause_for_pins(f);
+  }
+  if ((flags & CLONE_VM) && sp == 0) {
+    // A child sharing the memory and this very stack (vfork-style) would run over the
+    // handler's frames while the parent waits in them.
+    stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+    return -EINVAL;
+  }
+  void* child_frame = nullptr;
+  if (sp != 0) {
+    if (!f.uc) {
+      stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+      return -EINVAL;  // only a trapped call has a context for the child to resume
+    }
+    // The copy of the interrupted context, below the child's stack top: the FPU state (64-byte
+    // aligned, its extended size from the software bytes of the fxsave area), then the kernel's
+    // struct ucontext (the first 304 bytes of glibc's ucontext_t) with room for the siginfo the
+    // kernel's rt_sigframe carries after it.
+    constexpr size_t uc_bytes = 304, frame_bytes = 8 + uc_bytes + 128;
+    const auto* fp = reinterpret_cast<const unsigned char*>(f.uc->uc_mcontext.fpregs);
+    size_t fp_size = 0;
+    if (fp) {
+      uint32_t sw[2];  // magic1, extended_size at offset 464
+      std::memcpy(sw, fp + 464, sizeof sw);
+      fp_size = sw[0] == 0x46505853u /* FP_XSTATE_MAGIC1 */ ? sw[1] : 512;
+    }
+    const uintptr_t fp_at = (sp - 256 - fp_size) & ~uintptr_t{63};
+    const uintptr_t uc_at = (fp_at - frame_bytes - 64) & ~uintptr_t{15};
+    if (overlaps_arena(uc_at - 8, sp - (uc_at - 8))) {
+      // The child reads it after this call returns: pinned for good.
+      if (f.pins.add(uc_at - 8, sp - (uc_at - 8), true, true) != 0) {
+        stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+        return -ENOMEM;
+      }
+    }
+    alignas(16) unsigned char copy[uc_bytes];
+    std::memcpy(copy, f.uc, uc_bytes);
+    auto* cu = reinterpret_cast<ucontext_t*>(copy);
+    greg_t* gr = cu->uc_mcontext.gregs;
+    gr[REG_RAX] = 0;
+    gr[REG_RSP] = static_cast<greg_t>(sp);
+    gr[REG_RCX] = gr[REG_RIP];  // what the syscall instruction leaves there
+    gr[REG_R11] = gr[REG_EFL];
+    cu->uc_mcontext.fpregs = fp ? reinterpret_cast<fpregset_t>(fp_at) : nullptr;
+    if ((flags & (CLONE_VM | CLONE_VFORK)) == CLONE_VM) {
+      // copy_process resets a new thread's alternate stack; so does its sigreturn here.
+      cu->uc_stack.ss_sp = nullptr;
+      cu->uc_stack.ss_size = 0;
+      cu->uc_stack.ss_flags = SS_DISABLE;
+    }
+    if ((fp && store(f, fp_at, fp, fp_size) != 0) || store(f, uc_at, copy, uc_bytes) != 0)
+      return -EFAULT;  // the stack the child was given is not writable memory
+    child_frame = reinterpret_cast<void*>(uc_at);
+  }
+  if (f.call_mask != f.work_mask) set_mask(f.call_mask);  // the child inherits this mask
+  const long r = tramp_clone.load(std::memory_order_relaxed)(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2],
+                                                             f.c.a[3], f.c.a[4], f.c.a[5],
+                                                             child_frame);
+  if (f.call_mask != f.work_mask) set_mask(f.work_mask);
+  if (r == 0) {
+    // A fork-like child (no new stack) returns through here: its copy of the CHILD_*TID word
+    // stays pinned (the kernel writes it at its exit), the rest it unpins in its own memory.
+    child_pins.forget();
+  } else {
+    child_pins.release();
+  }
+  f.pins.release();
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signal state that sigreturn would undo.
+
+long emulate_sigprocmask(frame& f) noexcept {
+  const long how = f.c.a[0];
+  const uintptr_t set = static_cast<uintptr_t>(f.c.a[1]), oset = static_cast<uintptr_t>(f.c.a[2]);
+  if (f.c.a[3] != 8) return -EINVAL;
+  const uint64_t old = f.call_mask;
+  uint64_t cur = old;
+  if (set) {
+    uint64_t v = 0;
+    int r;
+    for (int attempt = 0; (r = fetch(f, &v, set, 8, false)) == -ENOMEM; ++attempt) {
+      f.pins.release();
+      if (attempt >= max_pin_retries) return -ENOMEM;
+      pause_for_pins(f);
+    }
+    if (r != 0) {
+      f.pins.release();
+      return -EFAULT;
+    }
+    switch (how) {
+      case SIG_BLOCK: cur |= v; break;
+      case SIG_UNBLOCK: cur &= ~v; break;
+      case SIG_SETMASK: cur = v; break;
+      default: f.pins.release(); return -EINVAL;
+    }
+    // SIGKILL and SIGSTOP cannot be blocked (the kernel drops them too); SIGSYS must not be:
+    // a thread that traps with SIGSYS blocked is killed.
+    cur &= ~(bit(SIGKILL) | bit(SIGSTOP) | bit(SIGSYS));
+  }
+  f.call_mask = cur;
+  f.work_mask = cur | async_signals;
+  if (f.uc) std::memcpy(&f.uc->uc_sigmask, &cur, sizeof cur);  // sigreturn applies it
+  long result = 0;
+  if (oset && store(f, oset, &old, 8) != 0) result = -EFAULT;
+  f.pins.release();
+  return result;
+}
+
+long emulate_sigaltstack(frame& f) noexcept {
+  const uintptr_t uss = static_cast<uintptr_t>(f.c.a[0]), uoss = static_cast<uintptr_t>(f.c.a[1]);
+  stack_t ns{};
+  if (uss) {
+    int r;
+    for (int attempt = 0; (r = fetch(f, &ns, uss, sizeof ns, false)) == -ENOMEM; ++attempt) {
+      f.pins.release();
+      if (attempt >= max_pin_retries) return -ENOMEM;
+      pause_for_pins(f);
+    }
+    f.pins.release();
+    if (r != 0) return -EFAULT;
+  }
+  if (!f.uc) {
+    // Outside the handler the kernel's own call is the emulation.
+    if (uss && !(ns.ss_flags & SS_DISABLE))
+      (void)f.pins.add(reinterpret_cast<uintptr_t>(ns.ss_sp), ns.ss_size, true, true);
+    for (int attempt = 0;; ++attempt) {
+      if (pin(f, uss, sizeof(stack_t), false) != -ENOMEM &&
+          pin(f, uoss, sizeof(stack_t), true) != -ENOMEM)
+        break;
+      f.pins.release();
+      if (attempt >= max_pin_retries) return -ENOMEM;
+      pause_for_pins(f);
+    }
+    const long r = issue(f);
+    f.pins.release();
+    return r;
+  }
+  // The handler's sigreturn restores the alternate stack from uc_stack, the state at the trap:
+  // report that, and make a change there.
+  const stack_t cur = f.uc->uc_stack;
+  const uintptr_t sp = static_cast<uintptr_t>(f.uc->uc_mcontext.gregs[REG_RSP]);
+  const bool autodisarm = (cur.ss_flags & ka_ss_autodisarm) != 0;
+  const bool on_stack = !autodisarm && cur.ss_size &&
+                        sp > reinterpret_cast<uintptr_t>(cur.ss_sp) &&
+                        sp - reinterpret_cast<uintptr_t>(cur.ss_sp) <= cur.ss_size;
+  if (uss) {
+    if (on_stack) return -EPERM;
+    // The kernel validates it (mode, MINSIGSTKSZ, the AVX-512 frame size): set it now through
+    // the trampoline (this handler's own alternate stack, replaced at sigreturn anyway), then
+    // record it for sigreturn.
+    const long r = sys(SYS_sigaltstack, reinterpret_cast<long>(&ns), 0);
+    if (r != 0) return r;
+    stack_t keep = ns;
+    if ((ns.ss_flags & ~ka_ss_autodisarm) == SS_DISABLE) keep = stack_t{nullptr, SS_DISABLE, 0};
+    else if (overlaps_arena(reinterpret_cast<uintptr_t>(ns.ss_sp), ns.ss_size))
+      (void)f.pins.add(reinterpret_cast<uintptr_t>(ns.ss_sp), ns.ss_size, true, true);
+    f.uc->uc_stack = keep;
+  }
+  if (uoss) {
+    stack_t o{};
+    o.ss_sp = cur.ss_sp;
+    o.ss_size = cur.ss_size;
+    o.ss_flags = (cur.ss_size == 0 ? SS_DISABLE : (on_stack ? SS_ONSTACK : 0)) |
+                 (cur.ss_flags & ka_ss_autodisarm);
+    const int r = store(f, uoss, &o, sizeof o);
+    f.pins.release();
+    if (r != 0) return -EFAULT;
+  }
+  return 0;
+}
+
+namespace {
+
+// The kernel's struct sigaction on x86-64.
+struct k_sigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  uint64_t mask;
+};
+
+}  // namespace
+
+long emulate_sigaction(frame& f) noexcept {
+  if (f.c.a[0] != SIGSYS || !installed.load(std::memory_order_acquire)) return run_generic(f);
+  // rt_sigaction(SIGSYS) would replace this module's handler: the program's goes to the chain.
+  if (f.c.a[3] != 8) return -EINVAL;
+  const uintptr_t act = static_cast<uintptr_t>(f.c.a[1]), oact = static_cast<uintptr_t>(f.c.a[2]);
+  struct sigaction n {}, o{};
+  if (act) {
+    k_sigaction k;
+    int r;
+    for (int attempt = 0; (r = fetch(f, &k, act, sizeof k, false)) == -ENOMEM; ++attempt) {
+      f.pins.release();
+      if (attempt >= max_pin_retries) return -ENOMEM;
+      pause_for_pins(f);
+    }
+    f.pins.release();
+    if (r != 0) return -EFAULT;
+    n.sa_handler = reinterpret_cast<void (*)(int)>(k.handler);
+    n.sa_flags = static_cast<int>(k.flags);
+    n.sa_restorer = reinterpret_cast<void (*)()>(k.restorer);
+    std::memcpy(&n.sa_mask, &k.mask, sizeof k.mask);
+  }
+  kernel_access_chain(act ? &n : nullptr, &o);
+  if (oact) {
+    k_sigaction k{reinterpret_cast<void*>(o.sa_handler), static_cast<unsigned long>(o.sa_flags),
+                  reinterpret_cast<void*>(o.sa_restorer), 0};
+    std::memcpy(&k.mask, &o.sa_mask, sizeof k.mask);
+    const int r = store(f, oact, &k, sizeof k);
+    f.pins.release();
+    if (r != 0) return -EFAULT;
+  }
+  return 0;
+}
+
+}  // namespace kernel_access_detail
+
+// ---------------------------------------------------------------------------------------------
+// Public API.
+
+using namespace kernel_access_detail;
+
+status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
+  if (installed.load(std::memory_order_acquire)) return error(EBUSY, "kernel_access: installed twice");
+  const uint64_t size = cfg.arena_hi - cfg.arena_lo;
+  if (cfg.arena_hi <= cfg.arena_lo || size < (uint64_t{1} << 32) || (size & (size - 1)) != 0 ||
+      (cfg.arena_lo & (size - 1)) != 0)
+    return error(EINVAL, "kernel_access: the arena must be a power of two >= 4 GiB aligned to itself");
+  if ((cfg.trampoline_addr & (page_size - 1)) != 0 || cfg.trampoline_addr == 0 ||
+      (cfg.trampoline_addr + page_size > cfg.arena_lo && cfg.trampoline_addr < cfg.arena_hi))
+    return error(EINVAL, "kernel_access: the trampoline must be a page outside the arena");
+  if (!cfg.pin || !cfg.unpin) return error(EINVAL, "kernel_access: pin and unpin are required");
+  if (cfg.max_pin_bytes < page_size || (cfg.max_pin_bytes & (page_size - 1)) != 0)
+    return error(EINVAL, "kernel_access: max_pin_bytes must be a multiple of the page size");
+  std::vector<sock_filter> prog;
+  if (!inherited) {
+    try {
+      prog = build_filter(cfg);
+    } catch (const std::exception& e) {
+      return error(EINVAL, e.what());
+    }
+  }
+  g.lo = cfg.arena_lo;
+  g.hi = cfg.arena_hi;
+  g.trampoline = cfg.trampoline_addr;
+  g.max_pin = cfg.max_pin_bytes;
+  g.pin = cfg.pin;
+  g.unpin = cfg.unpin;
+  g.ctx = cfg.ctx;
+
+  // The trampoline: written, then made read+exec. Never MADV_DONTFORK: a forked child's
+  // handler re-issues its calls from it too.
+  const long m = sys(SYS_mmap, static_cast<long>(cfg.trampoline_addr), page_size,
+                     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (m < 0 && m > -4096)
+    return error(static_cast<int>(-m), "kernel_access: cannot map the trampoline page at the fixed address");
+  if (static_cast<uintptr_t>(m) != cfg.trampoline_addr) {
+    sys(SYS_munmap, m, page_size);
+    return error(EEXIST, "kernel_access: the trampoline address is taken");
+  }
+  const auto* code = reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_begin);
+  const size_t code_len = reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_end) - code;
+  std::memcpy(reinterpret_cast<void*>(m), code, code_len);
+  if (sys(SYS_mprotect, m, page_size, PROT_READ | PROT_EXEC) != 0) {
+    sys(SYS_munmap, m, page_size);
+    return error(EPERM, "kernel_access: cannot make the trampoline executable");
+  }
+  const size_t clone_off = reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_clone) - code;
+
+  // The handler. SA_NODEFER: a trapped call inside a program handler that runs during an
+  // emulated call (signals are unblocked then) must reach this handler again. No SA_RESTART:
+  // irrelevant for a trap (the call was never started; RAX is the emulated result), and an
+  // emulated call restarts or fails with EINTR by the program's own handlers' flags. No
+  // SA_ONSTACK: the handler runs where the call was made, like the call itself.
+  struct sigaction sa {};
+  sa.sa_sigaction = kernel_access_detail::sigsys_action;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  for (int s = 1; s < 64; ++s)
+    if (async_signals & bit(s)) sigaddset(&sa.sa_mask, s);
+  // With an inherited filter traps may come as soon as the handler is in place: everything it
+  // uses is set first.
+  tramp_syscall.store(reinterpret_cast<syscall6_fn>(m), std::memory_order_release);
+  tramp_clone.store(reinterpret_cast<clone_fn>(m + static_cast<long>(clone_off)),
+                    std::memory_order_release);
+  installed.store(true, std::memory_order_release);
+  const unsigned slot = chain_next.fetch_add(1, std::memory_order_relaxed) % nr_chain;
+  if (install_sigsys(sa, &chain_storage[slot]) != 0) {
+    const int e = errno;
+    installed.store(false, std::memory_order_release);
+    tramp_syscall.store(&uswap_ka_tramp_begin, std::memory_order_release);
+    tramp_clone.store(&uswap_ka_tramp_clone, std::memory_order_release);
+    sys(SYS_munmap, m, page_size);
+    return error(e, "kernel_access: sigaction(SIGSYS)");
+  }
+  chained.store(&chain_storage[slot], std::memory_order_release);
+  if (inherited) return {};
+
+  if (!has_cap_sys_admin()) {
+    const long r = sys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (r != 0) return error(static_cast<int>(-r), "kernel_access: PR_SET_NO_NEW_PRIVS");
+  }
+  struct sock_fprog fp {};
+  fp.len = static_cast<unsigned short>(prog.size());
+  fp.filter = prog.data();
+  // TSYNC: every thread gets the filter (a thread without it would reach the arena unpinned).
+  // SPEC_ALLOW: the filter is no sandbox, so it should not turn on the speculative store
+  // bypass mitigation that seccomp otherwise implies for the process.
+  long r = sys(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+               SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+               reinterpret_cast<long>(&fp));
+  if (r == -EINVAL)
+    r = sys(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+            reinterpret_cast<long>(&fp));
+  if (r != 0) {
+    installed.store(false, std::memory_order_release);
+    return error(r > 0 ? ESRCH : static_cast<int>(-r),
+                 r > 0 ? "kernel_access: thread " + std::to_string(r) + " cannot take the filter"
+                       : std::string("kernel_access: seccomp(SECCOMP_SET_MODE_FILTER)"));
+  }
+  return {};
+}
+
+bool kernel_access_installed() noexcept { return installed.load(std::memory_order_acquire); }
+
+long kernel_access_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6) noexcept {
+  return sys(nr, a1, a2, a3, a4, a5, a6);
+}
+
+long kernel_access_emulate(long nr, long a1, long a2, long a3, long a4, long a5, long a6) noexcept {
+  if (!installed.load(std::memory_order_acquire)) return sys(nr, a1, a2, a3, a4, a5, a6);
+  const uint64_t block = async_signals;
+  uint64_t old = 0;
+  sys(SYS_rt_sigprocmask, SIG_BLOCK, reinterpret_cast<long>(&block), reinterpret_cast<long>(&old), 8);
+  long r;
+  {
+    frame f;
+    f.c.nr = nr;
+    f.c.a[0] = a1;
+    f.c.a[1] = a2;
+    f.c.a[2] = a3;
+    f.c.a[3] = a4;
+    f.c.a[4] = a5;
+    f.c.a[5] = a6;
+    f.call_mask = old;
+    f.work_mask = old | async_signals;
+    r = run(f);
+    old = f.call_mask;  // an emulated rt_sigprocmask changed it
+  }
+  set_mask(old);
+  return r;
+}
+
+void kernel_access_chain(const struct sigaction* act, struct sigaction* old) noexcept {
+  const struct sigaction* cur = chained.load(std::memory_order_acquire);
+  if (act) {
+    struct sigaction& next = chain_storage[chain_next.fetch_add(1, std::memory_order_relaxed) % nr_chain];
+    next = *act;
+    cur = chained.exchange(&next, std::memory_order_acq_rel);
+  }
+  if (old) {
+    if (cur) *old = *cur;
+    else *old = {};
+  }
+}
+
+kernel_access_stats kernel_access_get_stats() noexcept {
+  kernel_access_stats s;
+  s.trapped = stats.trapped.load(std::memory_order_relaxed);
+  s.emulated = stats.emulated.load(std::memory_order_relaxed);
+  s.pinned_bytes = stats.pinned_bytes.load(std::memory_order_relaxed);
+  s.pinned_forever_bytes = stats.pinned_forever_bytes.load(std::memory_order_relaxed);
+  s.chunked = stats.chunked.load(std::memory_order_relaxed);
+  s.unsupported = stats.unsupported.load(std::memory_order_relaxed);
+  s.forwarded = stats.forwarded.load(std::memory_order_relaxed);
+  s.pin_retries = stats.pin_retries.load(std::memory_order_relaxed);
+  return s;
+}
+
+uint64_t kernel_access_trapped_count(long nr) noexcept {
+  if (nr < 0 || nr >= syscall_table::nr_syscalls) return 0;
+  return stats.per_nr[nr].load(std::memory_order_relaxed);
+}
+
+}  // namespace uswap
