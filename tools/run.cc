@@ -1,13 +1,16 @@
-// `uswap run --limit 256M [--comp lz4] -- PROGRAM ARGS`: runs a program with its large anonymous
-// memory paged by a uswap pager (src/uffd/preload/preload.cc), so that at most --limit bytes of
-// it are resident and the rest is compressed in zram under swap slots. At exit, prints for every
-// process of the program that paged memory: peak resident, swap-outs, swap-ins, compression
-// ratio, time spent in faults.
+// `uswap run --limit 256M [--comp lz4] -- PROGRAM ARGS`: runs any dynamically linked program
+// with every anonymous byte of it routed into a uswap pager (src/uffd/preload/), so that at most
+// --limit bytes of it are resident per process and the rest is compressed in zram under swap
+// slots. At exit it prints, for the processes that paged, peak resident, swap-outs, swap-ins,
+// compression ratio, time in faults, and what stayed unrouted; --json gives the same as one JSON
+// object, the last line on stderr.
 //
 // The shim, libuswap-preload.so, is found next to this executable (the build puts both in
-// build/bin). It is added to LD_PRELOAD; the settings go in USWAP_* variables; each process
+// build/bin). It is added to LD_PRELOAD; the settings go in USWAP_* variables; each process image
 // appends a JSON line to a statistics file this command reads after the program exits. The exit
-// status is the program's (128 + signal if it was killed).
+// status is the program's (128 + signal if it was killed). A program the shim cannot reach
+// (statically linked, setuid, Go: uswap/uffd/routable.h) is refused with exit status 126, or run
+// unrouted with --allow-unrouted; a routed program that execs one is named in the summary.
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +31,7 @@
 #include "cli.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/uffd/pager.h"
+#include "uswap/uffd/routable.h"
 
 namespace uswap::tools {
 namespace {
@@ -34,12 +39,12 @@ namespace {
 struct run_config {
   uint64_t limit = 256ull << 20;
   std::string comp = "lz4";
-  uint64_t threshold = 1ull << 20;
-  uint64_t max_size = 0;  // 0: the pager's default
-  uint64_t swap = 0;      // 0: max_size
-  std::string fault_mode = "sigbus";
+  uint64_t max_size = 0;  // 0: the shim's default (256 GiB)
+  uint64_t swap = 0;      // 0: the arena, at most twice the RAM
+  std::string fault_mode = "handler-thread";
   std::string access = "auto";
   bool json = false;
+  bool allow_unrouted = false;
   std::vector<std::string> command;
 };
 
@@ -56,6 +61,95 @@ std::string mib(uint64_t bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1 << 20));
   return b;
+}
+
+uint64_t u64(const nlohmann::json& j, const char* k) { return j.value(k, uint64_t{0}); }
+
+// The program being run: signals sent to uswap run alone (timeout's SIGTERM, a service
+// manager's SIGHUP) are passed on to it, so that it ends as it would have and the statistics
+// are still read and the statistics file removed.
+volatile sig_atomic_t child_pid = 0;
+void forward_signal(int sig) {
+  if (child_pid > 0) ::kill(child_pid, sig);
+}
+
+// What the processes did, computed from the statistics lines.
+struct run_result {
+  int exit_status = 0;
+  std::vector<nlohmann::json> processes;       // one per process image
+  std::vector<nlohmann::json> unrouted_execs;  // execs the shim could not follow
+
+  nlohmann::json to_json() const {
+    return {{"exit_status", exit_status},
+            {"processes", processes},
+            {"unrouted_execs", unrouted_execs}};
+  }
+};
+
+void print_process(std::ostream& os, const nlohmann::json& p) {
+  const uint64_t out_bytes = u64(p, "swap_out_bytes"), comp_bytes = u64(p, "compressed_bytes");
+  char ratio[32] = "-";
+  if (comp_bytes) std::snprintf(ratio, sizeof ratio, "%.2fx", double(out_bytes) / double(comp_bytes));
+  os << "uswap run: " << p.value("program", std::string("?")) << " (pid " << p.value("pid", 0)
+     << (p.value("event", std::string()) == "exec" ? ", until exec" : "") << ", "
+     << p.value("mode", std::string("?")) << ", " << p.value("uffd", std::string("?")) << ", "
+     << p.value("kernel_access", std::string("?")) << ")\n"
+     << "  peak resident   " << mib(u64(p, "peak_resident_bytes")) << " of a "
+     << mib(u64(p, "limit_bytes")) << " limit; unrouted anonymous memory at peak "
+     << mib(u64(p, "unrouted_anon_peak_bytes")) << "; compressed pool at peak "
+     << mib(u64(p, "zram_mem_used_max")) << "; VmHWM " << mib(u64(p, "vm_hwm_bytes")) << "\n"
+     << "  swap-outs       " << u64(p, "swap_outs") << " pages (" << mib(out_bytes)
+     << " compressed to " << mib(comp_bytes) << ", ratio " << ratio << "); "
+     << u64(p, "clean_evictions") << " clean and " << u64(p, "zero_evictions")
+     << " zero pages dropped\n"
+     << "  swap-ins        " << u64(p, "swap_ins") << " pages\n"
+     << "  faults          " << u64(p, "faults") << " missing + " << u64(p, "wp_faults")
+     << " write-protect, " << double(u64(p, "fault_ns")) / 1e6 << " ms in faults of "
+     << double(u64(p, "run_ns")) / 1e6 << " ms";
+  if (u64(p, "trapped_syscalls") || u64(p, "emulated_syscalls"))
+    os << "; " << u64(p, "emulated_syscalls") << " system calls pinned ("
+       << u64(p, "trapped_syscalls") << " trapped)";
+  os << "\n";
+  if (u64(p, "overcharges"))
+    os << "  overcharges     " << u64(p, "overcharges")
+       << " (faults mapped above the limit: everything else was pinned)\n";
+}
+
+void print_summary(std::ostream& os, const run_result& r) {
+  if (r.processes.empty()) {
+    os << "uswap run: no statistics (the program paged nothing, or ended without running its "
+          "exit handlers)\n";
+  }
+  // Every process that paged; of the others (short-lived helpers of a build, shells), a count.
+  std::vector<const nlohmann::json*> paged, quiet;
+  for (const auto& p : r.processes)
+    (u64(p, "swap_outs") || u64(p, "overcharges") || r.processes.size() <= 4 ? paged : quiet)
+        .push_back(&p);
+  std::sort(paged.begin(), paged.end(), [](auto* a, auto* b) {
+    return u64(*a, "peak_resident_bytes") > u64(*b, "peak_resident_bytes");
+  });
+  constexpr size_t shown = 8;
+  for (size_t i = 0; i < paged.size() && i < shown; ++i) print_process(os, *paged[i]);
+  if (paged.size() > shown)
+    os << "uswap run: " << paged.size() - shown << " more processes paged (--json lists all)\n";
+  if (!quiet.empty()) {
+    uint64_t peak = 0;
+    for (auto* p : quiet) peak = std::max(peak, u64(*p, "peak_resident_bytes"));
+    os << "uswap run: " << quiet.size() << " more processes stayed under the limit (largest peak "
+       << mib(peak) << ")\n";
+  }
+  if (r.processes.size() > 1) {
+    uint64_t outs = 0, ins = 0;
+    for (const auto& p : r.processes) {
+      outs += u64(p, "swap_outs");
+      ins += u64(p, "swap_ins");
+    }
+    os << "uswap run: " << r.processes.size() << " process images in all: " << outs
+       << " swap-outs, " << ins << " swap-ins\n";
+  }
+  for (const auto& u : r.unrouted_execs)
+    os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
+       << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
 }
 
 int run_program(const run_config& c) {
@@ -85,6 +179,19 @@ int run_program(const run_config& c) {
               << "(not in sanitizer builds)\n";
     return 1;
   }
+  // A program the shim cannot reach is named before it runs, never silently left unlimited.
+  char found[PATH_MAX];
+  if (const char* path = search_path(c.command[0].c_str(), found, sizeof found)) {
+    if (const char* why = unroutable_reason(path)) {
+      if (!c.allow_unrouted) {
+        std::cerr << "uswap run: " << path << " is " << why
+                  << ": its memory cannot be limited; --allow-unrouted runs it anyway, unlimited\n";
+        return 126;
+      }
+      std::cerr << "uswap run: " << path << " is " << why
+                << ": running it unrouted (--allow-unrouted), its memory is not limited\n";
+    }
+  }
   char stats_path[] = "/tmp/uswap-run-XXXXXX";
   const int sfd = ::mkstemp(stats_path);
   if (sfd < 0) {
@@ -92,6 +199,8 @@ int run_program(const run_config& c) {
     return 1;
   }
   ::close(sfd);
+  // Processes of the job may run as another user (su, setpriv): they must be able to append.
+  ::chmod(stats_path, 0622);
 
   std::string preload = shim;
   if (const char* old = ::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
@@ -105,12 +214,12 @@ int run_program(const run_config& c) {
     ::setenv("LD_PRELOAD", preload.c_str(), 1);
     ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
     ::setenv("USWAP_COMP", c.comp.c_str(), 1);
-    ::setenv("USWAP_THRESHOLD", std::to_string(c.threshold).c_str(), 1);
     if (c.max_size) ::setenv("USWAP_MAX_SIZE", std::to_string(c.max_size).c_str(), 1);
     if (c.swap) ::setenv("USWAP_SWAP_SIZE", std::to_string(c.swap).c_str(), 1);
     ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
     ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
     ::setenv("USWAP_STATS_FILE", stats_path, 1);
+    ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
     std::vector<char*> argv;
     for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -118,82 +227,67 @@ int run_program(const run_config& c) {
     std::fprintf(stderr, "uswap run: cannot run %s: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
-  // The program gets the terminal's signals; uswap run waits for it and reports.
+  // The program gets the terminal's signals (its process group does); uswap run waits for it and
+  // reports. Signals sent to uswap run itself go on to the program.
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGQUIT, SIG_IGN);
+  child_pid = pid;
+  for (int sig : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM}) {
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(sig, &sa, nullptr);
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run_result r;
+  r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 
-  std::vector<nlohmann::json> procs;
   std::ifstream in(stats_path);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     try {
-      procs.push_back(nlohmann::json::parse(line));
+      auto j = nlohmann::json::parse(line);
+      (j.value("event", std::string()) == "unrouted_exec" ? r.unrouted_execs : r.processes)
+          .push_back(std::move(j));
     } catch (const std::exception&) {
       std::cerr << "uswap run: unreadable statistics line: " << line << "\n";
     }
   }
   ::unlink(stats_path);
 
-  if (c.json) {
-    nlohmann::json out{{"exit_status", rc}, {"processes", procs}};
-    std::cerr << out.dump() << "\n";
-    return rc;
-  }
-  if (procs.empty()) {
-    std::cerr << "uswap run: no statistics (the program paged nothing, or ended without running "
-                 "its exit handlers)\n";
-    return rc;
-  }
-  for (const auto& p : procs) {
-    const uint64_t out_bytes = p.value("swap_out_bytes", uint64_t{0});
-    const uint64_t comp_bytes = p.value("compressed_bytes", uint64_t{0});
-    char ratio[32] = "-";
-    if (comp_bytes) std::snprintf(ratio, sizeof ratio, "%.2fx", double(out_bytes) / double(comp_bytes));
-    std::cerr << "uswap run: " << p.value("program", std::string("?")) << " (pid "
-              << p.value("pid", 0) << ", " << p.value("mode", std::string("?")) << ", "
-              << p.value("uffd", std::string("?")) << ")\n"
-              << "  peak resident   " << mib(p.value("peak_resident_bytes", uint64_t{0}))
-              << " of a " << mib(p.value("limit_bytes", uint64_t{0})) << " limit\n"
-              << "  swap-outs       " << p.value("swap_outs", uint64_t{0}) << " pages ("
-              << mib(out_bytes) << " compressed to " << mib(comp_bytes) << ", ratio " << ratio
-              << "); " << p.value("clean_evictions", uint64_t{0}) << " clean and "
-              << p.value("zero_evictions", uint64_t{0}) << " zero pages dropped\n"
-              << "  swap-ins        " << p.value("swap_ins", uint64_t{0}) << " pages\n"
-              << "  faults          " << p.value("faults", uint64_t{0}) << " missing + "
-              << p.value("wp_faults", uint64_t{0}) << " write-protect, "
-              << double(p.value("fault_ns", uint64_t{0})) / 1e6 << " ms in faults of "
-              << double(p.value("run_ns", uint64_t{0})) / 1e6 << " ms\n";
-    if (p.value("overcharges", uint64_t{0}))
-      std::cerr << "  overcharges     " << p.value("overcharges", uint64_t{0})
-                << " (faults mapped above the limit: everything else was pinned)\n";
-  }
-  return rc;
+  if (c.json)
+    std::cerr << r.to_json().dump() << "\n";
+  else
+    print_summary(std::cerr, r);
+  return r.exit_status;
 }
 
 void add_run_command(CLI::App& app, command_table& table) {
   static run_config c;
   auto* sub = app.add_subcommand(
       "run",
-      "Run a program with its large anonymous memory paged through uswap (userfaultfd + zram): "
-      "uswap run --limit 256M -- PROGRAM ARGS");
-  add_size_option(*sub, "--limit", c.limit, "Most bytes of routed memory resident at once");
+      "Run any dynamically linked program with its anonymous memory paged through uswap "
+      "(userfaultfd + zram): uswap run --limit 256M -- PROGRAM ARGS");
+  add_size_option(*sub, "--limit", c.limit, "Most bytes of a process's memory resident at once");
   sub->add_option("--comp", c.comp, "zram compression: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
-  add_size_option(*sub, "--threshold", c.threshold,
-                  "Route malloc/mmap requests of at least this size");
-  add_size_option(*sub, "--max-size", c.max_size, "Virtual size of the arena (0: 4G)");
-  add_size_option(*sub, "--swap", c.swap, "Swap space in zram (0: the arena size)");
+  add_size_option(*sub, "--max-size", c.max_size,
+                  "Virtual size of each process's arena, all its routed memory (0: 256G)");
+  add_size_option(*sub, "--swap", c.swap, "Swap space in zram (0: the arena, at most 2x RAM)");
   sub->add_option("--fault-mode", c.fault_mode,
-                  "sigbus (faults resolved in the faulting thread) or handler-thread")
+                  "handler-thread (faults resolved by a thread per CPU) or sigbus (in the "
+                  "faulting thread)")
       ->capture_default_str();
   sub->add_option("--access", c.access,
                   "userfaultfd to ask for: auto, full (kernel-mode faults), user-mode-only")
       ->capture_default_str();
-  sub->add_flag("--json", c.json, "Print the statistics as JSON (on stderr)");
+  sub->add_flag("--allow-unrouted", c.allow_unrouted,
+                "Run a program the shim cannot reach (static, setuid, Go) unlimited instead of "
+                "refusing it");
+  sub->add_flag("--json", c.json, "Print the statistics as JSON (the last line on stderr)");
   sub->add_option("command", c.command, "PROGRAM and its arguments, after --")->required();
   table.add(sub, [] { return run_program(c); });
 }

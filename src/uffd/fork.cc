@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "pager_impl.h"
+#include "sigbus.h"
 #include "sys.h"
 
 namespace uswap {
@@ -50,17 +51,22 @@ std::vector<pager::impl*>& registry() {
   return *r;
 }
 
+// The handlers run as pager code (pager_scope): what they allocate (the child's new descriptor,
+// its thread objects) must not be routed into the arena they are rebuilding.
 void prepare_all() {
+  pager_scope in_pager;
   fork_mu.lock();
   for (pager::impl* p : registry()) p->prepare_fork();
 }
 
 void parent_all() {
+  pager_scope in_pager;
   for (pager::impl* p : registry()) p->after_fork_parent();
   fork_mu.unlock();
 }
 
 void child_all() {
+  pager_scope in_pager;
   fork_gen.fetch_add(1, std::memory_order_relaxed);
   for (pager::impl* p : registry()) (void)p->after_fork_child();
   fork_mu.unlock();

@@ -64,6 +64,9 @@ shim)
   "$uswap" run --limit 8M --access user-mode-only -- "$prog" >"$tmp/user.out" 2>"$tmp/user.err" ||
     fail "with UFFD_USER_MODE_ONLY it failed: $(cat "$tmp/user.out" "$tmp/user.err")"
   grep -q "UFFD_USER_MODE_ONLY" "$tmp/user.err" || fail "the summary does not name the user-mode-only descriptor"
+  grep -q "seccomp" "$tmp/user.err" || fail "without kernel-mode faults the summary does not say seccomp"
+  "$uswap" run --limit 8M --fault-mode sigbus -- "$prog" >"$tmp/sigbus.out" 2>"$tmp/sigbus.err" ||
+    fail "in sigbus mode it failed: $(cat "$tmp/sigbus.out" "$tmp/sigbus.err")"
   ;;
 cli)
   "$uswap" run --limit 8M >"$tmp/o" 2>&1 && fail "run without a program succeeded"

@@ -1,0 +1,354 @@
+// The shim's constructor (configuration, the pager, mimalloc's arena, kernel access), its
+// statistics (one JSON line per process image) and the sampler that measures what stays
+// unrouted.
+//
+// Configuration (set by `uswap run`; without USWAP_LIMIT the shim stays out of the way):
+//   USWAP_LIMIT         resident limit in bytes
+//   USWAP_MAX_SIZE      the arena's virtual size (rounded up to a power of two, >= 4 GiB)
+//   USWAP_SWAP_SIZE     swap space (default: the arena, at most twice the machine's RAM)
+//   USWAP_COMP          compression algorithm
+//   USWAP_FAULT_MODE    handler-thread (default) or sigbus
+//   USWAP_ACCESS        auto, full or user-mode-only
+//   USWAP_STATS_FILE    where the JSON lines go (stderr summary without it)
+//   USWAP_ARENA_BASE    where the arena goes (default 32 TiB); every process of a job uses the
+//                       same range, because a seccomp filter an ancestor installed is inherited
+//                       and tests that range
+//   USWAP_SECCOMP       set by the shim that installed the filter ("lo:hi:trampoline"), so that
+//                       its descendants know it is there
+// The arena sits at a fixed address with unmapped guard pages on both sides, so that the filter's
+// test (one mask and compare) sees every buffer that touches it.
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <mimalloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "../kernel_access.h"
+#include "shim.h"
+#include "uswap/base/page.h"
+#include "uswap/base/units.h"
+
+namespace uswap::shim {
+
+shim_state g;
+
+namespace {
+
+constexpr uintptr_t default_arena_base = uintptr_t{0x2000} << 32;  // 32 TiB
+constexpr uint64_t default_arena_size = uint64_t{256} << 30;
+constexpr uint64_t min_arena_size = uint64_t{4} << 30;
+
+uint64_t now_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t env_size(const char* name, uint64_t dflt) {
+  const char* v = getenv(name);
+  if (!v || !*v) return dflt;
+  auto r = uswap::parse_size(v);
+  if (!r) {
+    fprintf(stderr, "uswap: bad %s=%s, using the default\n", name, v);
+    return dflt;
+  }
+  return *r;
+}
+
+uint64_t round_up_pow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+// --- What stays unrouted, sampled. RssAnon of the process minus the routed resident pages
+// minus the compressed pool is anonymous memory the pager does not hold: thread stacks,
+// glibc-internal mappings, memory from before the constructor, the pager's own metadata.
+std::atomic<uint64_t> peak_anon{0}, peak_unrouted{0};
+std::atomic<bool> sampler_stop{false};
+
+void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
+  uint64_t cur = m.load(std::memory_order_relaxed);
+  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+// RssAnon from /proc/self/statm: resident - shared (file and shmem), in bytes.
+uint64_t rss_anon() noexcept {
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128] = {};
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  if (sscanf(buf, "%llu %llu %llu", &size, &resident, &shared) != 3) return 0;
+  return (resident - std::min(shared, resident)) * uswap::page_size;
+}
+
+void sample() noexcept {
+  shim_scope s;
+  const uint64_t anon = rss_anon();
+  const pager_stats st = g.pg->stats();
+  const uint64_t routed = st.resident_pages * uswap::page_size;
+  const uint64_t pool = st.zram_mem_used_total;
+  update_max(peak_anon, anon);
+  update_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
+}
+
+void* sampler(void*) {
+  shim_scope s;
+  while (!sampler_stop.load(std::memory_order_relaxed)) {
+    sample();
+    const timespec t{0, 20 * 1000 * 1000};
+    nanosleep(&t, nullptr);
+  }
+  return nullptr;
+}
+
+void start_sampler() {
+  shim_scope s;
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&a, 64 * 1024);
+  if (pthread_create(&t, &a, sampler, nullptr) == 0) pthread_setname_np(t, "uswap-sampler");
+  pthread_attr_destroy(&a);
+}
+
+// --- Statistics lines.
+void program_name(char* out, size_t len) noexcept {
+  snprintf(out, len, "?");
+  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  const ssize_t n = ::read(fd, out, len - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  out[n] = 0;
+  out[strcspn(out, "\n")] = 0;
+  for (char* p = out; *p; ++p)
+    if (*p == '"' || *p == '\\' || static_cast<unsigned char>(*p) < 0x20) *p = '_';
+}
+
+uint64_t vm_hwm() noexcept {
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* p = strstr(buf, "VmHWM:");
+  return p ? strtoull(p + 6, nullptr, 10) * 1024 : 0;
+}
+
+void append_line(const char* line, size_t n) noexcept {
+  if (!g.stats_file) {
+    (void)!::write(2, line, n);
+    return;
+  }
+  const int fd = ::open(g.stats_file, O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!::write(fd, line, n);
+  ::close(fd);
+}
+
+void at_exit() { write_stats("exit"); }
+
+void after_fork_child() {
+  // The child's own figures start now; the sampler thread lives in the parent.
+  g.start_ns = now_ns();
+  peak_anon.store(0);
+  peak_unrouted.store(0);
+  if (ready()) start_sampler();
+}
+
+}  // namespace
+
+void write_stats(const char* event) noexcept {
+  if (!ready()) return;
+  sample();
+  shim_scope s;
+  const pager_stats st = g.pg->stats();
+  char prog[64];
+  program_name(prog, sizeof prog);
+  const kernel_access_stats ka = kernel_access_get_stats();
+  char line[2048];
+  const int n = snprintf(
+      line, sizeof line,
+      "{\"pid\":%d,\"ppid\":%d,\"event\":\"%s\",\"program\":\"%s\",\"mode\":\"%s\",\"uffd\":\"%s\","
+      "\"kernel_access\":\"%s\",\"limit_bytes\":%" PRIu64 ",\"peak_resident_bytes\":%" PRIu64
+      ",\"routed_peak_bytes\":%" PRIu64 ",\"unrouted_anon_peak_bytes\":%" PRIu64
+      ",\"anon_peak_bytes\":%" PRIu64 ",\"vm_hwm_bytes\":%" PRIu64 ",\"faults\":%" PRIu64
+      ",\"wp_faults\":%" PRIu64 ",\"zero_fills\":%" PRIu64 ",\"swap_ins\":%" PRIu64
+      ",\"swap_outs\":%" PRIu64 ",\"clean_evictions\":%" PRIu64 ",\"zero_evictions\":%" PRIu64
+      ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64
+      ",\"overcharges\":%" PRIu64 ",\"zram_mem_used_max\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
+      ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64 ",\"forks\":%" PRIu64
+      ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
+      "}\n",
+      static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
+      std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
+      g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
+      st.peak_resident_pages * uswap::page_size, st.peak_resident_pages * uswap::page_size,
+      peak_unrouted.load(), peak_anon.load(), vm_hwm(), st.faults, st.wp_faults, st.zero_fills,
+      st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions, st.swap_out_bytes,
+      st.compressed_bytes, st.fault_ns, st.overcharges, st.zram_mem_used_max, st.mapped_bytes,
+      st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns);
+  if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+}
+
+void note_unrouted_exec(const char* path, const char* reason) noexcept {
+  fprintf(stderr, "uswap: %s is %s: it runs unrouted, its memory is not limited\n", path, reason);
+  char line[1024], p[512];
+  snprintf(p, sizeof p, "%s", path);
+  for (char* c = p; *c; ++c)
+    if (*c == '"' || *c == '\\' || static_cast<unsigned char>(*c) < 0x20) *c = '_';
+  const int n = snprintf(line, sizeof line,
+                         "{\"pid\":%d,\"event\":\"unrouted_exec\",\"path\":\"%s\",\"reason\":\"%s\"}\n",
+                         static_cast<int>(getpid()), p, reason);
+  if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+}
+
+namespace {
+
+int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
+  auto* p = static_cast<pager*>(ctx);
+  shim_scope s;
+  const uswap::status st = p->pin(addr, len, write);
+  return st.ok() ? 0 : st.code();
+}
+
+void unpin_cb(void* ctx, const void* addr, uint64_t len) {
+  auto* p = static_cast<pager*>(ctx);
+  shim_scope s;
+  (void)p->unpin(addr, len);
+}
+
+// The guard pages on both sides of the arena (kernel_access.h's invariant): a buffer that ends
+// in the arena starts in it.
+void map_guards(uintptr_t lo, uintptr_t hi) {
+  for (uintptr_t a : {lo - uswap::page_size, hi})
+    ::syscall(SYS_mmap, a, uswap::page_size, PROT_NONE,
+              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+}
+
+__attribute__((constructor)) void shim_init() {
+  shim_scope s;
+  resolve_libc();
+  const char* limit = getenv("USWAP_LIMIT");
+  if (!limit || !*limit) return;  // not under uswap run: stay out of the way
+
+  uswap::pager_options o;
+  o.limit = env_size("USWAP_LIMIT", 0);
+  const uint64_t size =
+      std::max(round_up_pow2(env_size("USWAP_MAX_SIZE", default_arena_size)), min_arena_size);
+  o.max_size = size;
+  struct sysinfo si {};
+  const uint64_t ram = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : size;
+  o.swap_size = env_size("USWAP_SWAP_SIZE", std::min<uint64_t>(size, 2 * ram));
+  if (const char* c = getenv("USWAP_COMP"); c && *c) o.comp_algorithm = c;
+  o.mode = uswap::fault_mode::handler_thread;
+  if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
+    if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
+  if (const char* a = getenv("USWAP_ACCESS"); a && *a)
+    if (auto ac = uswap::parse_uffd_access(a)) o.access = *ac;
+  g.stats_file = getenv("USWAP_STATS_FILE");
+
+  // The arena's place: the one an ancestor's filter tests, if there is one.
+  uintptr_t inherited_lo = 0, inherited_hi = 0, inherited_tramp = 0;
+  if (const char* sc = getenv("USWAP_SECCOMP"); sc && *sc) {
+    unsigned long long lo = 0, hi = 0, tr = 0;
+    if (sscanf(sc, "%llx:%llx:%llx", &lo, &hi, &tr) == 3) {
+      inherited_lo = lo;
+      inherited_hi = hi;
+      inherited_tramp = tr;
+    }
+  }
+  o.arena_base = inherited_lo ? inherited_lo
+                              : env_size("USWAP_ARENA_BASE", default_arena_base) & ~(size - 1);
+  if (inherited_lo && inherited_hi - inherited_lo != size) {
+    fprintf(stderr, "uswap: an ancestor's arena is %llu MiB, this process asks for %llu MiB: "
+                    "using the ancestor's\n",
+            static_cast<unsigned long long>((inherited_hi - inherited_lo) >> 20),
+            static_cast<unsigned long long>(size >> 20));
+    o.max_size = inherited_hi - inherited_lo;
+  }
+  auto p = uswap::pager::create(o);
+  if (!p) {
+    fprintf(stderr, "uswap: no pager, the program runs unrouted: %s\n",
+            p.error().to_string().c_str());
+    return;
+  }
+  g.owner = new std::shared_ptr<uswap::pager>(std::move(p).value());
+  g.pg = g.owner->get();
+  g.arena_lo = g.pg->arena_start();
+  g.arena_hi = g.arena_lo + g.pg->arena_size();
+  g.limit = o.limit;
+  g.sigbus_mode = o.mode == uswap::fault_mode::sigbus;
+  map_guards(g.arena_lo, g.arena_hi);
+
+  if (!g.pg->kernel_faults()) {
+    // System calls into the arena need their pages pinned: the seccomp filter. The trampoline
+    // sits 64 KiB below the arena, the same address in every process of the job.
+    uswap::kernel_access_config kc;
+    kc.arena_lo = g.arena_lo;
+    kc.arena_hi = g.arena_hi;
+    kc.trampoline_addr = inherited_tramp ? inherited_tramp : g.arena_lo - 16 * uswap::page_size;
+    kc.pin = pin_cb;
+    kc.unpin = unpin_cb;
+    kc.ctx = g.pg;
+    kc.max_pin_bytes = std::max<uint64_t>(o.limit / 8, 16 * uswap::page_size) & uswap::page_mask;
+    const bool inherited = inherited_lo == g.arena_lo && inherited_hi == g.arena_hi;
+    if (auto st = uswap::kernel_access_install(kc, inherited); !st.ok()) {
+      fprintf(stderr,
+              "uswap: cannot install the seccomp filter that lets system calls reach paged memory "
+              "(%s): the program runs unrouted\n",
+              st.to_string().c_str());
+      return;  // the pager stays, unused: nothing is routed into it
+    }
+    g.seccomp = true;
+    if (!inherited) {
+      char v[96];
+      snprintf(v, sizeof v, "%llx:%llx:%llx", static_cast<unsigned long long>(kc.arena_lo),
+               static_cast<unsigned long long>(kc.arena_hi),
+               static_cast<unsigned long long>(kc.trampoline_addr));
+      setenv("USWAP_SECCOMP", v, 1);  // before `ready`: glibc's malloc, outside the arena
+    }
+  }
+
+  // mimalloc's memory: a managed arena inside the pager's, a quarter of it (the rest serves the
+  // program's own mmaps, and mimalloc's own beyond the managed part).
+  const uint64_t heap = g.pg->arena_size() / 4;
+  if (auto h = g.pg->map(heap, uint64_t{32} << 20); h.ok()) {
+    mi_arena_id_t id;
+    if (!mi_manage_os_memory_ex(*h, heap, /*is_committed=*/true, /*is_large=*/false,
+                                /*is_zero=*/true, /*numa_node=*/-1, /*exclusive=*/false, &id))
+      (void)g.pg->unmap(*h, heap);  // mimalloc then maps its own, through the shim, into the pager
+  }
+
+  g.start_ns = now_ns();
+  // Registered after the pager's own pthread_atfork handlers, so that the pager is rebuilt
+  // before the sampler restarts.
+  pthread_atfork(nullptr, nullptr, after_fork_child);
+  // Registered before any of the program's exit handlers, so it runs after all of them.
+  atexit(at_exit);
+  g.ready.store(true, std::memory_order_release);
+  start_sampler();
+}
+
+}  // namespace
+}  // namespace uswap::shim

@@ -1,0 +1,179 @@
+// The malloc family: mimalloc, whose memory is the pager's arena (init.cc gives it a managed
+// arena there; what it maps beyond that goes through the shim's mmap into the pager too).
+//
+// Which allocator a pointer belongs to is decided by its address: everything mimalloc hands out
+// lies in the arena, nothing glibc's malloc hands out does (the arena is one reserved range the
+// kernel places nothing else in). glibc's malloc serves pager code (the SIGBUS handler and the
+// handler threads allocate zspages and compression streams while resolving a fault: routing
+// those into the pager would recurse) and everything allocated before the constructor ran;
+// such blocks are freed and resized by glibc as before.
+//
+// glibc's malloc also serves the dynamic loader: its allocations (each thread's DTV, dynamic TLS
+// blocks, dlopen's link maps) are read by every __tls_get_addr, including the pager's own TLS
+// accesses while it resolves a fault. In the arena such a block could be evicted, and a fault
+// taken inside fault resolution, holding a page lock, would wait for itself. An allocation whose
+// caller lies in the loader's text is therefore glibc's.
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <malloc.h>
+#include <mimalloc.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "shim.h"
+
+namespace uswap::shim {
+
+libc_fns libc;
+
+namespace {
+
+template <class T>
+T next_fn(const char* name) {
+  return reinterpret_cast<T>(dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+namespace {
+
+// The dynamic loader's text, [lo, hi).
+uintptr_t ldso_lo = 0, ldso_hi = 0;
+
+int find_ldso(struct dl_phdr_info* info, size_t, void*) {
+  if (!info->dlpi_name || !strstr(info->dlpi_name, "ld-linux")) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+      ldso_lo = info->dlpi_addr + ph.p_vaddr;
+      ldso_hi = ldso_lo + ph.p_memsz;
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+void resolve_libc() {
+  if (!ldso_lo) dl_iterate_phdr(find_ldso, nullptr);
+  libc.mmap = next_fn<decltype(libc.mmap)>("mmap");
+  libc.munmap = next_fn<decltype(libc.munmap)>("munmap");
+  libc.mprotect = next_fn<decltype(libc.mprotect)>("mprotect");
+  libc.madvise = next_fn<decltype(libc.madvise)>("madvise");
+  libc.mremap = next_fn<decltype(libc.mremap)>("mremap");
+  libc.mlockall = next_fn<decltype(libc.mlockall)>("mlockall");
+  libc.malloc_usable_size = next_fn<decltype(libc.malloc_usable_size)>("malloc_usable_size");
+  libc.sigaction = next_fn<decltype(libc.sigaction)>("sigaction");
+  libc.sigprocmask = next_fn<decltype(libc.sigprocmask)>("sigprocmask");
+  libc.pthread_sigmask = next_fn<decltype(libc.pthread_sigmask)>("pthread_sigmask");
+  libc.sigsuspend = next_fn<decltype(libc.sigsuspend)>("sigsuspend");
+  libc.sigaltstack = next_fn<decltype(libc.sigaltstack)>("sigaltstack");
+}
+
+namespace {
+
+inline bool mimalloc_block(const void* p) noexcept { return in_arena(p); }
+
+// Whether an allocation goes to mimalloc: the shim is active and the caller (`ra`, the return
+// address) is not the dynamic loader.
+inline bool to_mimalloc(const void* ra) noexcept {
+  return active() && reinterpret_cast<uintptr_t>(ra) - ldso_lo >= ldso_hi - ldso_lo;
+}
+#define USWAP_CALLER __builtin_return_address(0)
+
+// A glibc block moved into mimalloc (a realloc after the constructor of memory allocated
+// before it).
+void* move_to_mimalloc(void* p, size_t n) noexcept {
+  void* q = mi_malloc(n);
+  if (!q) return fail_with<void*>(ENOMEM, nullptr);
+  const size_t old = libc.malloc_usable_size ? lc().malloc_usable_size(p) : 0;
+  memcpy(q, p, std::min(old, n));
+  __libc_free(p);
+  return q;
+}
+
+}  // namespace
+
+}  // namespace uswap::shim
+
+using namespace uswap::shim;
+
+USWAP_EXPORT void* malloc(size_t n) {
+  return to_mimalloc(USWAP_CALLER) ? mi_malloc(n) : __libc_malloc(n);
+}
+
+USWAP_EXPORT void free(void* p) {
+  if (!p) return;
+  if (mimalloc_block(p))
+    mi_free(p);
+  else
+    __libc_free(p);
+}
+
+USWAP_EXPORT void cfree(void* p) { free(p); }
+
+USWAP_EXPORT void* calloc(size_t n, size_t m) {
+  return to_mimalloc(USWAP_CALLER) ? mi_calloc(n, m) : __libc_calloc(n, m);
+}
+
+USWAP_EXPORT void* realloc(void* p, size_t n) {
+  if (!p) return to_mimalloc(USWAP_CALLER) ? mi_malloc(n) : __libc_malloc(n);
+  if (mimalloc_block(p)) {
+    if (n == 0) {
+      mi_free(p);
+      return nullptr;
+    }
+    return mi_realloc(p, n);
+  }
+  if (!to_mimalloc(USWAP_CALLER) || n == 0) return __libc_realloc(p, n);
+  return move_to_mimalloc(p, n);
+}
+
+USWAP_EXPORT void* reallocarray(void* p, size_t n, size_t m) {
+  size_t bytes;
+  if (__builtin_mul_overflow(n, m, &bytes)) return fail_with<void*>(ENOMEM, nullptr);
+  return realloc(p, bytes);
+}
+
+USWAP_EXPORT void* memalign(size_t align, size_t n) {
+  if (!to_mimalloc(USWAP_CALLER)) return __libc_memalign(align, n);
+  if (align == 0 || (align & (align - 1))) return fail_with<void*>(EINVAL, nullptr);
+  return mi_malloc_aligned(n, align);
+}
+
+USWAP_EXPORT void* aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
+
+USWAP_EXPORT int posix_memalign(void** out, size_t align, size_t n) {
+  if (align < sizeof(void*) || (align & (align - 1))) return EINVAL;
+  const int saved = errno;
+  void* p = memalign(align, n);
+  if (!p && n) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+USWAP_EXPORT void* valloc(size_t n) { return memalign(static_cast<size_t>(getpagesize()), n); }
+
+USWAP_EXPORT void* pvalloc(size_t n) {
+  const size_t page = static_cast<size_t>(getpagesize());
+  return memalign(page, (n + page - 1) & ~(page - 1));
+}
+
+USWAP_EXPORT size_t malloc_usable_size(void* p) {
+  if (!p) return 0;
+  if (mimalloc_block(p)) return mi_usable_size(p);
+  return libc.malloc_usable_size ? lc().malloc_usable_size(p) : 0;
+}
+
+// glibc's malloc_trim gives its heap's free memory back; for mimalloc the counterpart is a
+// collection, whose purges reach the pager as MADV_DONTNEED.
+USWAP_EXPORT int malloc_trim(size_t) {
+  if (ready()) mi_collect(true);
+  return 1;
+}

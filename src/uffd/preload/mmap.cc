@@ -1,0 +1,251 @@
+// mmap, munmap, mprotect, madvise, mremap and the mlock family for the arena.
+//
+// Every anonymous private mapping of any protection is routed into the pager: the program's own
+// (PROT_NONE reservations committed later with mprotect, as the JVM and V8 do), mimalloc's
+// segments, a library's buffers. MAP_FIXED inside the arena is a pager map_fixed; MAP_FIXED of a
+// file or shared memory there (the JVM maps its class-data archive into a reservation) makes the
+// range foreign first. What stays with the kernel: mappings that are not anonymous-private, huge
+// pages, MAP_GROWSDOWN stacks, MAP_32BIT, MAP_FIXED outside the arena (the program chose the
+// address), and glibc's own internal mmaps (thread stacks), which never reach this file; all of
+// it is counted as unrouted memory by the statistics.
+//
+// Calls that straddle the arena's edge are refused (EINVAL): nothing a program gets from mmap
+// crosses it, so only a program computing addresses of its own could ask for that.
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "shim.h"
+
+namespace uswap::shim {
+namespace {
+
+bool routable(int flags, int fd) noexcept {
+  if ((flags & MAP_TYPE) != MAP_PRIVATE || !(flags & MAP_ANONYMOUS)) return false;
+  (void)fd;  // ignored for MAP_ANONYMOUS, as the kernel does
+  return !(flags & (MAP_HUGETLB | MAP_GROWSDOWN | MAP_32BIT));
+}
+
+// The arena is full: say so once, naming the option, then fail as mmap fails.
+void arena_full(size_t len) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    fprintf(stderr,
+            "uswap: the arena is full: a mapping of %zu bytes does not fit; run with a larger "
+            "--max-size (now %llu MiB)\n",
+            len, static_cast<unsigned long long>((g.arena_hi - g.arena_lo) >> 20));
+}
+
+void refuse_straddle(const char* what) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    fprintf(stderr, "uswap: refused a %s across the edge of the arena (EINVAL)\n", what);
+}
+
+// The pager refuses (EPERM) in a process that does not own it (a raw clone() child): the kernel
+// call then does what it can.
+bool detached_error(const uswap::status& st) noexcept { return st.code() == EPERM; }
+
+}  // namespace
+}  // namespace uswap::shim
+
+using namespace uswap::shim;
+
+USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  if (!active()) return lc().mmap(addr, len, prot, flags, fd, off);
+  const bool fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
+  if (!routable(flags, fd)) {
+    if (!fixed || !overlaps_arena(addr, len)) return lc().mmap(addr, len, prot, flags, fd, off);
+    if (!inside_arena(addr, len)) {
+      refuse_straddle("MAP_FIXED mapping");
+      return fail_with<void*>(EINVAL, MAP_FAILED);
+    }
+    // A file or shared mapping placed inside the arena: the range becomes foreign.
+    shim_scope s;
+    if (flags & MAP_FIXED_NOREPLACE) {
+      auto m = g.pg->mapping_of(addr);
+      if (m.ok() || g.pg->is_foreign(addr)) return fail_with<void*>(EEXIST, MAP_FAILED);
+    }
+    if (auto st = g.pg->adopt_foreign(addr, len); !st.ok())
+      return fail_with<void*>(st.code(), MAP_FAILED);
+    void* r = lc().mmap(addr, len, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
+    if (r == MAP_FAILED) {
+      const int err = errno;
+      (void)g.pg->unmap(addr, len);  // the range is the pager's free space again
+      errno = err;
+    }
+    return r;
+  }
+  if (len == 0) return fail_with<void*>(EINVAL, MAP_FAILED);
+  if (fixed) {
+    if (!overlaps_arena(addr, len)) return lc().mmap(addr, len, prot, flags, fd, off);
+    if (!inside_arena(addr, len)) {
+      refuse_straddle("MAP_FIXED mapping");
+      return fail_with<void*>(EINVAL, MAP_FAILED);
+    }
+    shim_scope s;
+    auto r = g.pg->map_fixed(addr, len, prot, flags & MAP_FIXED_NOREPLACE);
+    if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
+    return *r;
+  }
+  shim_scope s;
+  auto r = g.pg->map(len, uswap::page_size, prot, addr);
+  if (!r) {
+    if (detached_error(r.error())) return lc().mmap(addr, len, prot, flags, fd, off);
+    if (r.error().code() == ENOMEM) arena_full(len);
+    return fail_with<void*>(r.error().code(), MAP_FAILED);
+  }
+  return *r;
+}
+
+USWAP_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  return mmap(addr, len, prot, flags, fd, off);
+}
+
+USWAP_EXPORT int munmap(void* addr, size_t len) {
+  if (!active() || !overlaps_arena(addr, len)) return lc().munmap(addr, len);
+  if (!inside_arena(addr, len)) {
+    refuse_straddle("munmap");
+    return fail_with(EINVAL, -1);
+  }
+  shim_scope s;
+  const uswap::status st = g.pg->unmap(addr, len);
+  if (st.ok()) return 0;
+  if (detached_error(st)) return lc().munmap(addr, len);
+  return fail_with(st.code(), -1);
+}
+
+USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
+  if (!active() || !overlaps_arena(addr, len)) return lc().mprotect(addr, len, prot);
+  if (!inside_arena(addr, len)) {
+    refuse_straddle("mprotect");
+    return fail_with(EINVAL, -1);
+  }
+  shim_scope s;
+  // A foreign range is the program's own mapping: the kernel's to change.
+  if (g.pg->is_foreign(addr)) return lc().mprotect(addr, len, prot);
+  const uswap::status st = g.pg->protect(addr, len, prot);
+  if (st.ok()) return 0;
+  if (detached_error(st)) return lc().mprotect(addr, len, prot);
+  return fail_with(st.code(), -1);
+}
+
+USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
+  if (!active() || !overlaps_arena(addr, len)) return lc().madvise(addr, len, advice);
+  if (!inside_arena(addr, len)) {
+    refuse_straddle("madvise");
+    return fail_with(EINVAL, -1);
+  }
+  shim_scope s;
+  if (g.pg->is_foreign(addr)) return lc().madvise(addr, len, advice);
+  uswap::status st;
+  switch (advice) {
+    case MADV_DONTNEED:
+    case MADV_FREE:
+      // Both may read back zeros afterwards: the pager frees the pages and their slots.
+      st = g.pg->discard(addr, len);
+      break;
+    case MADV_DONTFORK:
+      st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::dontfork);
+      break;
+    case MADV_WIPEONFORK:
+      st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::wipeonfork);
+      break;
+    case MADV_DOFORK:
+    case MADV_KEEPONFORK:
+      st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::copy);
+      break;
+    case MADV_HUGEPAGE:
+    case MADV_NOHUGEPAGE:
+    case MADV_MERGEABLE:
+    case MADV_UNMERGEABLE:
+    case MADV_COLD:
+    case MADV_PAGEOUT:
+    case MADV_POPULATE_READ:
+    case MADV_POPULATE_WRITE:
+      // Hints about page size, merging and residency: the pager decides those (4 KiB pages,
+      // its own clock). A populate is met lazily, which a program cannot tell apart.
+      return 0;
+    default:
+      return lc().madvise(addr, len, advice);  // WILLNEED, SEQUENTIAL, DONTDUMP...
+  }
+  if (st.ok()) return 0;
+  if (detached_error(st)) return lc().madvise(addr, len, advice);
+  return fail_with(st.code(), -1);
+}
+
+USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
+  void* new_addr = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void*);
+    va_end(ap);
+  }
+  auto kernel = [&] {
+    return (flags & MREMAP_FIXED) ? lc().mremap(old, old_len, new_len, flags, new_addr)
+                                  : lc().mremap(old, old_len, new_len, flags);
+  };
+  if (!active()) return kernel();
+  const bool old_in = overlaps_arena(old, old_len ? old_len : 1);
+  const bool new_in = new_addr && overlaps_arena(new_addr, new_len);
+  if (!old_in && !new_in) return kernel();
+  if (!old_in || (new_addr && !new_in) || !inside_arena(old, old_len) ||
+      (new_addr && !inside_arena(new_addr, new_len))) {
+    refuse_straddle("mremap");
+    return fail_with<void*>(EINVAL, MAP_FAILED);
+  }
+  shim_scope s;
+  if (g.pg->is_foreign(old)) {
+    // The program's own mapping moves or grows as the kernel decides; if it leaves its place,
+    // that place is the pager's again.
+    if (new_addr) {
+      if (auto st = g.pg->adopt_foreign(new_addr, new_len); !st.ok())
+        return fail_with<void*>(st.code(), MAP_FAILED);
+    }
+    void* r = kernel();
+    if (r != MAP_FAILED && r != old) (void)g.pg->unmap(old, old_len);
+    return r;
+  }
+  if (flags & MREMAP_DONTUNMAP) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      fprintf(stderr, "uswap: mremap(MREMAP_DONTUNMAP) of routed memory is not supported (EINVAL)\n");
+    return fail_with<void*>(EINVAL, MAP_FAILED);
+  }
+  auto r = g.pg->remap(old, old_len, new_len, flags & MREMAP_MAYMOVE, new_addr);
+  if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
+  return *r;
+}
+
+// mlock of routed memory would pin it beyond the pager's reach (and MADV_DONTNEED refuses
+// VM_LOCKED ranges): the pager keeps its limit instead, which a program cannot tell apart but
+// by timing.
+USWAP_EXPORT int mlock(const void* addr, size_t len) {
+  if (active() && inside_arena(addr, len)) return 0;
+  return libc_result(::syscall(SYS_mlock, addr, len));
+}
+
+USWAP_EXPORT int mlock2(const void* addr, size_t len, unsigned flags) {
+  if (active() && inside_arena(addr, len)) return 0;
+  return libc_result(::syscall(SYS_mlock2, addr, len, flags));
+}
+
+USWAP_EXPORT int munlock(const void* addr, size_t len) {
+  if (active() && inside_arena(addr, len)) return 0;
+  return libc_result(::syscall(SYS_munlock, addr, len));
+}
+
+USWAP_EXPORT int mlockall(int flags) {
+  const int r = lc().mlockall(flags);
+  if (r == 0 && ready() && (flags & MCL_CURRENT)) {
+    // The arena must stay pageable: undo MCL_CURRENT there.
+    ::syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
+  }
+  return r;
+}

@@ -1,0 +1,138 @@
+// The state the parts of libuswap-preload.so share (init.cc, malloc.cc, mmap.cc, signals.cc,
+// spawn.cc, io.cc). The shim is the LD_PRELOAD library of `uswap run`: it routes every
+// anonymous byte of any dynamically linked program into one pager (pager.h) per process:
+//   - the whole malloc family is mimalloc, whose only memory is the pager's arena (a managed
+//     arena, mi_manage_os_memory_ex, and beyond it mimalloc's own mmap calls, which reach the
+//     shim's mmap); glibc's malloc serves only the pager's own allocations and whatever was
+//     allocated before the shim's constructor ran;
+//   - every anonymous private mmap, of any protection, becomes a pager mapping; munmap,
+//     mprotect, madvise and mremap of arena memory go to the pager; a file or shared mapping
+//     placed MAP_FIXED inside the arena becomes a foreign range;
+//   - kernel-mode access: where the userfaultfd resolves kernel-mode faults (handler threads on
+//     a full descriptor) nothing is needed; otherwise a seccomp filter traps every system call
+//     with a pointer into the arena and pins what it touches (kernel_access.h), and the libc
+//     calls whose arena pointers hide behind other pointers (readv, sendmsg, exec, spawn) are
+//     emulated or copied out of the arena here;
+//   - fork: the pager's pthread_atfork handlers give the child a pager of its own;
+//   - signals: the program's handlers for SIGBUS (sigbus mode) and SIGSYS (seccomp) are chained
+//     behind the pager's, and neither signal is ever blocked.
+// See docs/DESIGN.md, "uswap run".
+//
+// Thread-safety: shim_state is written once by the constructor before `ready` is published
+// (release); afterwards it is read-only but for the atomics. Every entry point may be called
+// from any thread, and the signal-related ones from signal handlers.
+#pragma once
+
+#include <signal.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "../sigbus.h"
+#include "uswap/base/page.h"
+#include "uswap/uffd/pager.h"
+
+#define USWAP_EXPORT extern "C" __attribute__((visibility("default")))
+
+extern "C" {
+void* __libc_malloc(size_t);
+void __libc_free(void*);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+}
+
+namespace uswap::shim {
+
+struct shim_state {
+  std::atomic<bool> ready{false};
+  pager* pg = nullptr;                      // owned by owner, set once before `ready`
+  std::shared_ptr<pager>* owner = nullptr;  // never destroyed: the program may run past exit
+  uintptr_t arena_lo = 0, arena_hi = 0;
+  bool seccomp = false;       // kernel access through kernel_access.h (no kernel-mode faults)
+  bool sigbus_mode = false;   // the pager owns SIGBUS
+  const char* stats_file = nullptr;
+  uint64_t start_ns = 0;
+  uint64_t limit = 0;
+};
+extern shim_state g;
+
+// Pager code (the SIGBUS handler, handler threads, the shim's own calls into the pager) must
+// never be routed into the pager: a thread-local depth marks it.
+using shim_scope = uswap::pager_scope;
+inline bool in_pager_code() noexcept { return uswap::pager_depth() != 0; }
+inline bool ready() noexcept { return g.ready.load(std::memory_order_acquire); }
+// Routing applies: the shim is configured and the caller is the program, not pager code.
+inline bool active() noexcept { return ready() && !in_pager_code(); }
+inline bool in_arena(const void* p) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return ready() && a >= g.arena_lo && a < g.arena_hi;
+}
+// Whether [p, p + len) touches the arena.
+inline bool overlaps_arena(const void* p, size_t len) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return ready() && len != 0 && a < g.arena_hi && a + len > g.arena_lo;
+}
+inline bool inside_arena(const void* p, size_t len) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return ready() && a >= g.arena_lo && len <= g.arena_hi - a;
+}
+
+// The libc functions the shim wraps, resolved (dlsym RTLD_NEXT) by the constructor.
+struct libc_fns {
+  void* (*mmap)(void*, size_t, int, int, int, off_t);
+  int (*munmap)(void*, size_t);
+  int (*mprotect)(void*, size_t, int);
+  int (*madvise)(void*, size_t, int);
+  void* (*mremap)(void*, size_t, size_t, int, ...);
+  int (*mlockall)(int);
+  size_t (*malloc_usable_size)(void*);
+  int (*sigaction)(int, const struct sigaction*, struct sigaction*);
+  int (*sigprocmask)(int, const sigset_t*, sigset_t*);
+  int (*pthread_sigmask)(int, const sigset_t*, sigset_t*);
+  int (*sigsuspend)(const sigset_t*);
+  int (*sigaltstack)(const stack_t*, stack_t*);
+};
+extern libc_fns libc;
+void resolve_libc();  // malloc.cc
+// The libc functions, resolved on first use: a library the program links (jemalloc in
+// redis-server) may call mmap from its own constructor, before the shim's has run.
+inline const libc_fns& lc() noexcept {
+  if (__builtin_expect(libc.mmap == nullptr, 0)) resolve_libc();
+  return libc;
+}
+
+// Sets errno from a uswap status (its code) and returns `fail`.
+template <class T>
+T fail_with(int err, T fail) noexcept {
+  errno = err;
+  return fail;
+}
+
+// A set without the signals the pager needs delivered (SIGBUS in sigbus mode, SIGSYS with
+// seccomp): the kernel kills a thread that takes a forced one while blocking it. Returns `set`
+// itself when nothing had to go, else `copy` filled in.
+const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexcept;
+
+// Statistics (init.cc): one JSON line for this process image to USWAP_STATS_FILE, at exit or
+// just before an exec replaces the image; and a line naming an exec the shim cannot follow.
+void write_stats(const char* event) noexcept;
+void note_unrouted_exec(const char* path, const char* reason) noexcept;
+
+// Kernel access with seccomp: the call performed with its arena buffers pinned (the handler's
+// engine), or the plain call when kernel-mode faults are resolved. Raw result (-errno).
+long syscall_pinned(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0,
+                    long a6 = 0) noexcept;
+// Converts a raw result to the libc convention (-1 and errno).
+inline long libc_result(long r) noexcept {
+  if (r < 0 && r > -4096) {
+    errno = static_cast<int>(-r);
+    return -1;
+  }
+  return r;
+}
+
+}  // namespace uswap::shim

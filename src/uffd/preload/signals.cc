@@ -1,0 +1,173 @@
+// Signals: the pager's SIGBUS (sigbus mode) and SIGSYS (seccomp) stay the pager's, the program's
+// handlers for them are chained behind, and neither is ever blocked.
+//
+// The kernel delivers a fault's SIGBUS and a seccomp trap's SIGSYS by force: if the thread blocks
+// the signal, it resets the handler to the default and kills the process. So every way a program
+// blocks signals has the pager's removed: sigprocmask, pthread_sigmask, sigsuspend, the masks of
+// ppoll, pselect and epoll_pwait(2), and the sa_mask of every handler it installs (a handler
+// installed with sigfillset blocks everything while it runs). glibc's own internal masking
+// (pthread_create's window around clone, posix_spawn's child) does not come through here; the
+// emulated rt_sigprocmask of kernel_access.h covers the calls that trap, and spawn.cc makes sure
+// nothing a posix_spawn child touches lies in the arena.
+// A SIGBUS a program sends itself (kill, raise) has si_code <= 0 and goes to the program's
+// handler; so does a fault on memory that is not the pager's.
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+
+#include "../kernel_access.h"
+#include "shim.h"
+
+namespace uswap::shim {
+
+const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexcept {
+  if (!set || !ready()) return set;
+  const bool bus = g.sigbus_mode && sigismember(set, SIGBUS) == 1;
+  const bool sys = g.seccomp && sigismember(set, SIGSYS) == 1;
+  if (!bus && !sys) return set;
+  *copy = *set;
+  if (bus) sigdelset(copy, SIGBUS);
+  if (sys) sigdelset(copy, SIGSYS);
+  return copy;
+}
+
+namespace {
+
+bool pager_signal(int sig) noexcept {
+  return ready() && ((sig == SIGBUS && g.sigbus_mode) || (sig == SIGSYS && g.seccomp));
+}
+
+template <class T>
+T next_fn(const char* name) {
+  return reinterpret_cast<T>(dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+}  // namespace uswap::shim
+
+using namespace uswap::shim;
+
+USWAP_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  struct sigaction copy;
+  if (act && ready()) {
+    sigset_t m;
+    const sigset_t* stripped = without_pager_signals(&act->sa_mask, &m);
+    if (stripped != &act->sa_mask) {
+      copy = *act;
+      copy.sa_mask = m;
+      act = &copy;
+    }
+  }
+  if (pager_signal(sig) && !in_pager_code()) {
+    shim_scope s;
+    if (sig == SIGBUS)
+      uswap::sigbus_chain(act, old);
+    else
+      uswap::kernel_access_chain(act, old);
+    return 0;
+  }
+  return lc().sigaction(sig, act, old);
+}
+
+namespace {
+
+sighandler_t install(int sig, sighandler_t handler, int flags) {
+  struct sigaction act {}, old{};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = flags;
+  if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}
+
+}  // namespace
+
+// signal() and its relatives install through sigaction, so that the pager's signals are routed
+// above; the flags are glibc's for each.
+USWAP_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
+  return install(sig, handler, SA_RESTART);
+}
+USWAP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler) {
+  return install(sig, handler, SA_RESTART);
+}
+USWAP_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) {
+  return install(sig, handler, SA_RESETHAND | SA_NODEFER);
+}
+USWAP_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+  return install(sig, handler, SA_RESETHAND | SA_NODEFER);
+}
+
+USWAP_EXPORT sighandler_t sigset(int sig, sighandler_t handler) {
+  if (!pager_signal(sig)) {
+    static auto real = next_fn<sighandler_t (*)(int, sighandler_t)>("sigset");
+    return real(sig, handler);
+  }
+  // SIG_HOLD would block the pager's signal: the handler stays, nothing is blocked.
+  if (handler == SIG_HOLD) {
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    return old.sa_handler;
+  }
+  return install(sig, handler, 0);
+}
+
+USWAP_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
+  sigset_t copy;
+  return lc().sigprocmask(how, how == SIG_UNBLOCK ? set : without_pager_signals(set, &copy), old);
+}
+
+USWAP_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
+  sigset_t copy;
+  return lc().pthread_sigmask(how, how == SIG_UNBLOCK ? set : without_pager_signals(set, &copy),
+                              old);
+}
+
+USWAP_EXPORT int sigsuspend(const sigset_t* mask) {
+  sigset_t copy;
+  return lc().sigsuspend(without_pager_signals(mask, &copy));
+}
+
+USWAP_EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* tmo,
+                       const sigset_t* mask) {
+  static auto real = next_fn<int (*)(struct pollfd*, nfds_t, const struct timespec*,
+                                     const sigset_t*)>("ppoll");
+  sigset_t copy;
+  return real(fds, n, tmo, without_pager_signals(mask, &copy));
+}
+
+USWAP_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const struct timespec* tmo,
+                         const sigset_t* mask) {
+  static auto real = next_fn<int (*)(int, fd_set*, fd_set*, fd_set*, const struct timespec*,
+                                     const sigset_t*)>("pselect");
+  sigset_t copy;
+  return real(n, r, w, e, tmo, without_pager_signals(mask, &copy));
+}
+
+USWAP_EXPORT int epoll_pwait(int fd, struct epoll_event* ev, int max, int timeout,
+                             const sigset_t* mask) {
+  static auto real =
+      next_fn<int (*)(int, struct epoll_event*, int, int, const sigset_t*)>("epoll_pwait");
+  sigset_t copy;
+  return real(fd, ev, max, timeout, without_pager_signals(mask, &copy));
+}
+
+USWAP_EXPORT int epoll_pwait2(int fd, struct epoll_event* ev, int max, const struct timespec* tmo,
+                              const sigset_t* mask) {
+  static auto real = next_fn<int (*)(int, struct epoll_event*, int, const struct timespec*,
+                                     const sigset_t*)>("epoll_pwait2");
+  sigset_t copy;
+  return real(fd, ev, max, tmo, without_pager_signals(mask, &copy));
+}
+
+// An alternate signal stack in routed memory is written by the kernel when a signal arrives:
+// with seccomp, the call goes through the engine, which pins the stack for good.
+USWAP_EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
+  if (active() && g.seccomp)
+    return static_cast<int>(libc_result(uswap::kernel_access_emulate(
+        SYS_sigaltstack, reinterpret_cast<long>(ss), reinterpret_cast<long>(old))));
+  return lc().sigaltstack(ss, old);
+}

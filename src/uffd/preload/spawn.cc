@@ -1,0 +1,306 @@
+// Starting programs: posix_spawn, system, popen and the exec family.
+//
+// Two things need the shim here.
+//  1. What the new program will be. A statically linked program, a setuid/setgid or file-
+//     capability program (the dynamic loader ignores LD_PRELOAD for it) and a Go program (raw
+//     system calls, its own memory manager) cannot be routed: the exec is allowed, it runs
+//     unrouted, and the shim says so on stderr and in the statistics (never silently).
+//  2. Kernel-mode access without kernel-mode faults (seccomp). A posix_spawn child (glibc's
+//     __spawni: clone(CLONE_VM | CLONE_VFORK)) runs on the parent's memory with every signal
+//     handler reset to the default: a SIGSYS trap there, or in sigbus mode a SIGBUS, kills it.
+//     So nothing the child touches may lie in the arena: path, argv and envp are copied to
+//     memory outside it, the attribute and file-action objects are copied to the stack, and the
+//     file actions' own arrays come from glibc's malloc (the add functions run as pager code).
+//     environ is swapped for the copy during the call, for the PATH lookup of posix_spawnp and
+//     for system() and popen(), which spawn internally. The exec family copies its strings too,
+//     because the filter only sees the argv array, not the strings it points to. With
+//     kernel-mode faults none of this is needed and the calls go straight to libc.
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "../kernel_access.h"
+#include "shim.h"
+#include "uswap/uffd/routable.h"
+
+extern char** environ;
+
+namespace uswap::shim {
+namespace {
+
+template <class T>
+T next_fn(const char* name) {
+  return reinterpret_cast<T>(dlsym(RTLD_NEXT, name));
+}
+
+bool must_copy() noexcept { return active() && g.seccomp; }
+
+// One block outside the arena holding copies of a path and two string vectors. Made with a raw
+// mmap (never routed), released by the destructor. In a vfork child whose exec succeeds the
+// destructor never runs and the block stays in the parent: a few pages per such exec.
+class arg_copy {
+ public:
+  arg_copy(const char* path, char* const* argv, char* const* envp) noexcept {
+    size_t bytes = (path ? strlen(path) + 1 : 0) + vec_bytes(argv) + vec_bytes(envp) + 64;
+    bytes = (bytes + 4095) & ~size_t{4095};
+    void* p = reinterpret_cast<void*>(::syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == reinterpret_cast<void*>(-1)) return;
+    base_ = static_cast<char*>(p);
+    size_ = bytes;
+    char* at = base_;
+    // Vectors first (pointer aligned), strings after.
+    argv_ = argv ? reinterpret_cast<char**>(at) : nullptr;
+    at += argv ? (count(argv) + 1) * sizeof(char*) : 0;
+    envp_ = envp ? reinterpret_cast<char**>(at) : nullptr;
+    at += envp ? (count(envp) + 1) * sizeof(char*) : 0;
+    if (path) {
+      path_ = at;
+      at = stpcpy(at, path) + 1;
+    }
+    at = fill(argv_, argv, at);
+    fill(envp_, envp, at);
+  }
+  ~arg_copy() {
+    if (base_) ::syscall(SYS_munmap, base_, size_);
+  }
+  arg_copy(const arg_copy&) = delete;
+  arg_copy& operator=(const arg_copy&) = delete;
+  bool ok() const noexcept { return base_ != nullptr; }
+  const char* path() const noexcept { return path_; }
+  char** argv() const noexcept { return argv_; }
+  char** envp() const noexcept { return envp_; }
+
+ private:
+  static size_t count(char* const* v) noexcept {
+    size_t n = 0;
+    while (v[n]) ++n;
+    return n;
+  }
+  static size_t vec_bytes(char* const* v) noexcept {
+    if (!v) return 0;
+    size_t b = (count(v) + 1) * sizeof(char*);
+    for (size_t i = 0; v[i]; ++i) b += strlen(v[i]) + 1;
+    return b;
+  }
+  static char* fill(char** dst, char* const* src, char* at) noexcept {
+    if (!src) return at;
+    size_t i = 0;
+    for (; src[i]; ++i) {
+      dst[i] = at;
+      at = stpcpy(at, src[i]) + 1;
+    }
+    dst[i] = nullptr;
+    return at;
+  }
+  char* base_ = nullptr;
+  size_t size_ = 0;
+  const char* path_ = nullptr;
+  char** argv_ = nullptr;
+  char** envp_ = nullptr;
+};
+
+// environ replaced by `copy` for the duration of a call that reads it in a spawn child.
+struct environ_swap {
+  explicit environ_swap(char** copy) noexcept : saved(environ) {
+    if (copy) environ = copy;
+  }
+  ~environ_swap() { environ = saved; }
+  char** saved;
+};
+
+void check_target(const char* path) noexcept {
+  if (!ready()) return;
+  if (const char* why = uswap::unroutable_reason(path)) note_unrouted_exec(path, why);
+}
+
+using spawn_fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                         const posix_spawnattr_t*, char* const[], char* const[]);
+
+int spawn(spawn_fn real, bool search, pid_t* pid, const char* path,
+          const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
+          char* const argv[], char* const envp[]) {
+  if (ready()) {
+    char buf[4096];
+    check_target(search ? uswap::search_path(path, buf, sizeof buf) : path);
+  }
+  if (!must_copy()) return real(pid, path, fa, attr, argv, envp);
+  arg_copy c(path, argv, envp);
+  if (!c.ok()) return ENOMEM;
+  posix_spawn_file_actions_t fa_copy;
+  posix_spawnattr_t attr_copy;
+  if (fa) memcpy(&fa_copy, fa, sizeof fa_copy);
+  if (attr) memcpy(&attr_copy, attr, sizeof attr_copy);
+  // posix_spawnp's child looks PATH up in the parent's environ.
+  arg_copy env(nullptr, nullptr, search ? environ : nullptr);
+  if (search && !env.ok()) return ENOMEM;
+  environ_swap e(search ? env.envp() : nullptr);
+  return real(pid, c.path(), fa ? &fa_copy : nullptr, attr ? &attr_copy : nullptr, c.argv(),
+              c.envp());
+}
+
+}  // namespace
+}  // namespace uswap::shim
+
+using namespace uswap::shim;
+
+USWAP_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* fa,
+                             const posix_spawnattr_t* attr, char* const argv[],
+                             char* const envp[]) {
+  static auto real = next_fn<spawn_fn>("posix_spawn");
+  return spawn(real, false, pid, path, fa, attr, argv, envp);
+}
+
+USWAP_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* fa,
+                              const posix_spawnattr_t* attr, char* const argv[],
+                              char* const envp[]) {
+  static auto real = next_fn<spawn_fn>("posix_spawnp");
+  return spawn(real, true, pid, file, fa, attr, argv, envp);
+}
+
+// The file actions' arrays and path copies come from glibc's malloc (outside the arena): the
+// spawn child reads them.
+#define USWAP_FA_WRAP(name, params, args)                                        \
+  USWAP_EXPORT int name params {                                                 \
+    static auto real = next_fn<int(*) params>(#name);                            \
+    shim_scope s;                                                                \
+    return real args;                                                            \
+  }
+USWAP_FA_WRAP(posix_spawn_file_actions_init, (posix_spawn_file_actions_t * fa), (fa))
+USWAP_FA_WRAP(posix_spawn_file_actions_destroy, (posix_spawn_file_actions_t * fa), (fa))
+USWAP_FA_WRAP(posix_spawn_file_actions_addopen,
+              (posix_spawn_file_actions_t * fa, int fd, const char* path, int flags, mode_t mode),
+              (fa, fd, path, flags, mode))
+USWAP_FA_WRAP(posix_spawn_file_actions_addclose, (posix_spawn_file_actions_t * fa, int fd),
+              (fa, fd))
+USWAP_FA_WRAP(posix_spawn_file_actions_adddup2,
+              (posix_spawn_file_actions_t * fa, int fd, int newfd), (fa, fd, newfd))
+USWAP_FA_WRAP(posix_spawn_file_actions_addchdir_np,
+              (posix_spawn_file_actions_t * fa, const char* path), (fa, path))
+USWAP_FA_WRAP(posix_spawn_file_actions_addfchdir_np, (posix_spawn_file_actions_t * fa, int fd),
+              (fa, fd))
+USWAP_FA_WRAP(posix_spawn_file_actions_addclosefrom_np,
+              (posix_spawn_file_actions_t * fa, int from), (fa, from))
+
+USWAP_EXPORT int system(const char* cmd) {
+  static auto real = next_fn<int (*)(const char*)>("system");
+  if (ready()) check_target("/bin/sh");
+  if (!must_copy() || !cmd) return real(cmd);
+  char* const argv[] = {const_cast<char*>(cmd), nullptr};
+  arg_copy c(nullptr, argv, environ);
+  if (!c.ok()) return -1;
+  environ_swap e(c.envp());
+  return real(c.argv()[0]);
+}
+
+USWAP_EXPORT FILE* popen(const char* cmd, const char* mode) {
+  static auto real = next_fn<FILE* (*)(const char*, const char*)>("popen");
+  if (ready()) check_target("/bin/sh");
+  if (!must_copy() || !cmd) return real(cmd, mode);
+  char* const argv[] = {const_cast<char*>(cmd), nullptr};
+  arg_copy c(nullptr, argv, environ);
+  if (!c.ok()) return fail_with<FILE*>(ENOMEM, nullptr);
+  environ_swap e(c.envp());
+  return real(c.argv()[0], mode);
+}
+
+// --- The exec family. Each records this image's statistics first (the image is about to be
+// replaced) and names an unroutable target; with seccomp its strings are copied out of the arena
+// (the filter sees only the argv array, not the strings).
+
+namespace uswap::shim {
+namespace {
+
+int do_execve(const char* path, char* const argv[], char* const envp[]) {
+  static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execve");
+  check_target(path);
+  write_stats("exec");
+  if (!must_copy()) return real(path, argv, envp);
+  arg_copy c(path, argv, envp);
+  if (!c.ok()) return fail_with(ENOMEM, -1);
+  return real(c.path(), c.argv(), c.envp());
+}
+
+int do_execvpe(const char* file, char* const argv[], char* const envp[]) {
+  static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execvpe");
+  char buf[4096];
+  check_target(uswap::search_path(file, buf, sizeof buf));
+  write_stats("exec");
+  if (!must_copy()) return real(file, argv, envp);
+  arg_copy c(file, argv, envp);
+  if (!c.ok()) return fail_with(ENOMEM, -1);
+  return real(c.path(), c.argv(), c.envp());
+}
+
+// The variadic execl* arguments as a vector on the stack (as glibc does), up to a bound.
+constexpr int max_list_args = 4096;
+
+}  // namespace
+}  // namespace uswap::shim
+
+USWAP_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  return do_execve(path, argv, envp);
+}
+
+USWAP_EXPORT int execv(const char* path, char* const argv[]) {
+  return do_execve(path, argv, environ);
+}
+
+USWAP_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  return do_execvpe(file, argv, envp);
+}
+
+USWAP_EXPORT int execvp(const char* file, char* const argv[]) {
+  return do_execvpe(file, argv, environ);
+}
+
+USWAP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  static auto real = next_fn<int (*)(int, char* const[], char* const[])>("fexecve");
+  write_stats("exec");
+  if (!must_copy()) return real(fd, argv, envp);
+  arg_copy c(nullptr, argv, envp);
+  if (!c.ok()) return fail_with(ENOMEM, -1);
+  return real(fd, c.argv(), c.envp());
+}
+
+#define USWAP_COLLECT_ARGS(first, last_named, with_env)            \
+  char* args[max_list_args];                                        \
+  char** env = environ;                                             \
+  int n = 0;                                                        \
+  {                                                                 \
+    va_list ap;                                                     \
+    va_start(ap, last_named);                                       \
+    args[n++] = const_cast<char*>(first);                           \
+    while (args[n - 1] && n < max_list_args) args[n++] = va_arg(ap, char*); \
+    if (with_env) env = va_arg(ap, char**);                         \
+    va_end(ap);                                                     \
+  }                                                                 \
+  if (args[n - 1]) return fail_with(E2BIG, -1);
+
+USWAP_EXPORT int execl(const char* path, const char* arg, ...) {
+  USWAP_COLLECT_ARGS(arg, arg, false)
+  return do_execve(path, args, env);
+}
+
+USWAP_EXPORT int execlp(const char* file, const char* arg, ...) {
+  USWAP_COLLECT_ARGS(arg, arg, false)
+  return do_execvpe(file, args, env);
+}
+
+USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
+  USWAP_COLLECT_ARGS(arg, arg, true)
+  return do_execve(path, args, env);
+}
