@@ -41,7 +41,7 @@ struct run_config {
   std::string comp = "lz4";
   uint64_t max_size = 0;  // 0: the shim's default (256 GiB)
   uint64_t swap = 0;      // 0: the arena, at most twice the RAM
-  std::string fault_mode = "handler-thread";
+  std::string fault_mode = "sigbus";
   std::string access = "auto";
   bool json = false;
   bool allow_unrouted = false;
@@ -278,8 +278,8 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "Virtual size of each process's arena, all its routed memory (0: 256G)");
   add_size_option(*sub, "--swap", c.swap, "Swap space in zram (0: the arena, at most 2x RAM)");
   sub->add_option("--fault-mode", c.fault_mode,
-                  "handler-thread (faults resolved by a thread per CPU) or sigbus (in the "
-                  "faulting thread)")
+                  "sigbus (faults resolved in the faulting thread) or handler-thread (by a thread "
+                  "per CPU)")
       ->capture_default_str();
   sub->add_option("--access", c.access,
                   "userfaultfd to ask for: auto, full (kernel-mode faults), user-mode-only")

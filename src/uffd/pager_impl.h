@@ -184,6 +184,14 @@ inline constexpr unsigned max_readahead = 16;
 // before the second visit, so that a page written all the time is seen written (one fault per
 // sweep) whatever its place on the clock relative to where the sweeps happen.
 inline constexpr unsigned sweeps_per_lap = 2;
+// Write tracking must pay for itself: a sweep costs one write-protect fault for every resident
+// page written before the hand reaches it, and buys second chances for pages written since.
+// When the write-protect faults since the last sweep outnumber the missing-page faults (the
+// paging itself), the working set does not fit well enough for references to save refaults
+// (a program writing all of its memory, as Python's reference counts do): the next sweep waits
+// twice as long, up to max_sweep_interval half-laps. When they fall below a quarter of them,
+// the interval halves again, down to half a lap.
+inline constexpr unsigned max_sweep_interval = 64;
 
 // Fault flags, from the x86 page-fault error code (SIGBUS mode) or the uffd message.
 inline constexpr unsigned FAULT_FLAG_WRITE = 1;
@@ -242,6 +250,10 @@ struct pager::impl {
   std::mutex sweep_mu;
   std::atomic<uint64_t> sweep_started{0}, sweep_done{0}, sweep_finished{0};
   std::atomic<uint64_t> scanned_since_sweep{0};  // clock steps since the last sweep
+  // Half-laps between sweeps (1..max_sweep_interval), and the fault counters at the last sweep
+  // (written by the sweeper, under sweep_mu).
+  std::atomic<unsigned> sweep_interval{1};
+  uint64_t wp_faults_at_sweep = 0, faults_at_sweep = 0;
   std::atomic<bool> sweep_wanted{true};          // the first reclaim sweeps first
 
   // The clock: a circular list through lru_prev/lru_next; lru_head is the hand (the oldest).

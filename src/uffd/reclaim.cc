@@ -107,6 +107,19 @@ bool pager::impl::sweep() noexcept {
   if (!s.owns_lock()) return false;
   sweep_wanted.store(false, std::memory_order_relaxed);
   scanned_since_sweep.store(0, std::memory_order_relaxed);
+  {
+    // Does write tracking pay for itself? (pager_impl.h, max_sweep_interval.)
+    const uint64_t wp = c.wp_faults.load(std::memory_order_relaxed);
+    const uint64_t f = c.faults.load(std::memory_order_relaxed);
+    const uint64_t dwp = wp - wp_faults_at_sweep, df = f - faults_at_sweep;
+    wp_faults_at_sweep = wp;
+    faults_at_sweep = f;
+    const unsigned iv = sweep_interval.load(std::memory_order_relaxed);
+    if (dwp > df && iv < max_sweep_interval)
+      sweep_interval.store(iv * 2, std::memory_order_relaxed);
+    else if (4 * dwp < df && iv > 1)
+      sweep_interval.store(iv / 2, std::memory_order_relaxed);
+  }
   // acq_rel: a pin or unpin whose own RMW of sweep_started came first is seen below
   // (pager_impl.h, "Write-protect sweeps").
   const uint64_t k = sweep_started.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -180,7 +193,9 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
     c.scanned.fetch_add(scanned, std::memory_order_relaxed);
     if (opts.track_writes) {
       const uint64_t since = scanned_since_sweep.fetch_add(scanned, std::memory_order_relaxed);
-      if (since + scanned >= std::max<uint64_t>(lru_nr / sweeps_per_lap, reclaim_pass))
+      const uint64_t interval = lru_nr * sweep_interval.load(std::memory_order_relaxed) /
+                                sweeps_per_lap;
+      if (since + scanned >= std::max<uint64_t>(interval, reclaim_pass))
         sweep_wanted.store(true, std::memory_order_relaxed);
     }
   }

@@ -158,6 +158,28 @@ TEST_P(RegionTest, WriteTrackingKeepsAHotPageResident) {
   EXPECT_LE(with, 2u) << "the hot page should stay resident";
 }
 
+// Write tracking must pay for itself: a program that writes a little into every page it touches
+// (reference counts), at random over twice its limit, would take a write-protect fault for
+// nearly every resident page after each sweep while the references buy almost nothing (the
+// working set does not fit). The sweep interval backs off until write-protect faults no longer
+// outnumber the paging's own faults.
+TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
+  pager_options o;
+  o.readahead_max = 1;
+  auto r = make(4 * MiB, 2 * MiB, o);
+  auto* base = static_cast<volatile uint64_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  std::mt19937_64 rng(7);
+  for (uint64_t i = 0; i < 40 * pages; ++i) {
+    const uint64_t p = rng() % pages;
+    base[p * (page_size / 8) + (i % 8)] += 1;
+  }
+  const pager_stats s = r->owner().stats();
+  EXPECT_GT(s.swap_ins, 10 * pages) << describe(s);
+  EXPECT_GT(s.wp_sweeps, 1u) << describe(s);
+  EXPECT_LE(s.wp_faults, s.faults + s.faults / 4) << describe(s);
+}
+
 // Write tracking by sweeps: random writes over a region four times its limit, each page written
 // once. A page's victim turn comes two visits of the hand after its write, with sweeps in
 // between, so its PTE is write-protected already and eviction needs no write-protect call of

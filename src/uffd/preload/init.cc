@@ -7,7 +7,7 @@
 //   USWAP_MAX_SIZE      the arena's virtual size (rounded up to a power of two, >= 4 GiB)
 //   USWAP_SWAP_SIZE     swap space (default: the arena, at most twice the machine's RAM)
 //   USWAP_COMP          compression algorithm
-//   USWAP_FAULT_MODE    handler-thread (default) or sigbus
+//   USWAP_FAULT_MODE    sigbus (default) or handler-thread
 //   USWAP_ACCESS        auto, full or user-mode-only
 //   USWAP_STATS_FILE    where the JSON lines go (stderr summary without it)
 //   USWAP_ARENA_BASE    where the arena goes (default 32 TiB); every process of a job uses the
@@ -261,7 +261,7 @@ __attribute__((constructor)) void shim_init() {
   const uint64_t ram = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : size;
   o.swap_size = env_size("USWAP_SWAP_SIZE", std::min<uint64_t>(size, 2 * ram));
   if (const char* c = getenv("USWAP_COMP"); c && *c) o.comp_algorithm = c;
-  o.mode = uswap::fault_mode::handler_thread;
+  o.mode = uswap::fault_mode::sigbus;
   if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
     if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
   if (const char* a = getenv("USWAP_ACCESS"); a && *a)
