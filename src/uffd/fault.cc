@@ -120,7 +120,7 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
                               bool* woke) noexcept {
   if (addr < base || addr >= base + (nr_pages << page_shift)) return EFAULT;
   const uint64_t idx = (addr - base) >> page_shift;
-  std::shared_lock g(map_lock);
+  map_read_guard g(map_lock, this);
   const auto it = find_mapping(idx);
   if (it == mappings.end()) {
     // Not mapped any more: the fault raced an munmap of its page (a bug of the program, which

@@ -74,6 +74,8 @@ void child_all() {
 
 }  // namespace
 
+thread_local const pager::impl* tls_map_writer [[gnu::tls_model("initial-exec")]] = nullptr;
+
 unsigned current_fork_generation() noexcept { return fork_gen.load(std::memory_order_relaxed); }
 
 void note_fork_handlers() {
@@ -105,6 +107,7 @@ void pager::impl::set_arena_fork_flag(bool dofork) noexcept {
 void pager::impl::prepare_fork() noexcept {
   if (detached()) return;  // a copy in a child that does not own it: nothing to carry over
   map_lock.down_write();
+  tls_map_writer = this;
   in_fork = true;
   set_arena_fork_flag(true);
 }
@@ -114,6 +117,7 @@ void pager::impl::after_fork_parent() noexcept {
   set_arena_fork_flag(false);
   in_fork = false;
   c.forks.fetch_add(1, std::memory_order_relaxed);
+  tls_map_writer = nullptr;
   map_lock.up_write();
 }
 
@@ -125,6 +129,11 @@ status pager::impl::after_fork_child() noexcept {
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.
   new (&map_lock) rw_semaphore(&map_class);
   std::unique_lock g(map_lock);
+  // While g holds it, a fault on this thread (none is expected) resolves without it.
+  tls_map_writer = this;
+  struct clear_writer {
+    ~clear_writer() { tls_map_writer = nullptr; }
+  } clear_on_return;
   fork_generation = current_fork_generation();
   owner_pid = ::getpid();
   forget_handlers();
@@ -165,6 +174,7 @@ status pager::impl::after_fork_child() noexcept {
       return fail(errno, "cannot reserve a dontfork range again");
     insert_free(s, n);
   }
+  nr_mappings.store(mappings.size(), std::memory_order_relaxed);
   set_arena_fork_flag(false);
   int reg_err = 0;
   for_each_own_segment([&](uint64_t s, uint64_t n) {

@@ -417,7 +417,7 @@ status pager::pin(const void* addr, uint64_t len, bool write) {
   if (m.pinned.load(std::memory_order_relaxed) + n > m.limit_pages / 2)
     return error(ENOMEM, "uffd: pinning " + std::to_string(n) + " pages would pin more than half "
                          "the limit");
-  std::shared_lock g(m.map_lock);
+  map_read_guard g(m.map_lock, &m);
   // Every page must lie in a mapping the access may reach: PROT_READ for a read pin, PROT_WRITE
   // for a write pin (the kernel would refuse anything else anyway, and a page without PROT_READ
   // could not be copied out later).
@@ -456,7 +456,7 @@ status pager::unpin(const void* addr, uint64_t len) {
     return error(EINVAL, "uffd: unpin of a range outside the arena");
   const uint64_t first = (a - m.base) >> page_shift;
   const uint64_t last = (a + len - 1 - m.base) >> page_shift;
-  std::shared_lock g(m.map_lock);
+  map_read_guard g(m.map_lock, &m);
   bool unpinned_all = true;
   for (uint64_t idx = first; idx <= last; ++idx) {
     std::atomic<uint64_t>& w = m.ptes[idx];
@@ -486,7 +486,7 @@ status pager::unpin(const void* addr, uint64_t len) {
 
 uint64_t pager::reclaim(uint64_t nr_pages) {
   if (impl_->detached() || nr_pages == 0) return 0;
-  std::shared_lock g(impl_->map_lock);
+  map_read_guard g(impl_->map_lock, impl_.get());
   return impl_->shrink(nr_pages, nr_pages);
 }
 
@@ -502,10 +502,7 @@ pager_stats pager::stats() const {
   s.mapped_bytes = m.mapped_pages.load(std::memory_order_relaxed) << page_shift;
   s.foreign_bytes = m.foreign_pages.load(std::memory_order_relaxed) << page_shift;
   s.unevictable_pages = m.unevictable.load(std::memory_order_relaxed);
-  {
-    std::shared_lock g(m.map_lock);
-    s.mappings = m.mappings.size();
-  }
+  s.mappings = m.nr_mappings.load(std::memory_order_relaxed);
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   s.faults = ld(m.c.faults);
   s.wp_faults = ld(m.c.wp_faults);

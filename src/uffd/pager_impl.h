@@ -205,6 +205,29 @@ struct readahead_state {
   unsigned window = 1;
 };
 
+// The pager whose map_lock this thread holds for writing across a fork (prepare_fork to
+// after_fork_*), or nullptr. glibc's fork touches the program's memory between the prepare
+// handlers and the clone (its NSS state, stdio's FILE list): a fault there, on the forking thread,
+// must be resolved without taking map_lock again, which it already holds exclusively.
+extern thread_local const pager::impl* tls_map_writer;
+
+// map_lock for reading, or nothing on the thread that holds it for writing across a fork.
+class map_read_guard {
+ public:
+  map_read_guard(const rw_semaphore& l, const pager::impl* owner) noexcept;
+  ~map_read_guard() { if (locked_) l_.up_read(); }
+  void unlock() noexcept {
+    if (locked_) l_.up_read();
+    locked_ = false;
+  }
+  map_read_guard(const map_read_guard&) = delete;
+  map_read_guard& operator=(const map_read_guard&) = delete;
+
+ private:
+  rw_semaphore& l_;
+  bool locked_;
+};
+
 // A mapping record (the arena's vm_area_struct): protection and fork advice of a run of pages.
 struct vma {
   uint64_t pages = 0;
@@ -270,6 +293,7 @@ struct pager::impl {
   std::map<uint64_t, uint64_t> free_extents;
   std::map<uint64_t, uint64_t> foreign;
   std::atomic<uint64_t> mapped_pages{0};
+  std::atomic<uint64_t> nr_mappings{0};  // mappings.size(), for lock-free statistics
   std::atomic<uint64_t> foreign_pages{0};
   std::atomic<uint64_t> unevictable{0};
 
@@ -415,6 +439,11 @@ struct pager::impl {
   // A forked child: forgets the std::thread objects of the parent's handler threads.
   void forget_handlers() noexcept;
 };
+
+inline map_read_guard::map_read_guard(const rw_semaphore& l, const pager::impl* owner) noexcept
+    : l_(const_cast<rw_semaphore&>(l)), locked_(tls_map_writer != owner) {
+  if (locked_) l_.down_read();
+}
 
 // Fork generations (fork.cc): counts fork()s in this process's ancestry, as seen by the
 // pthread_atfork handlers note_fork_handlers() installs once. A pager made in another generation

@@ -96,6 +96,9 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
     total += got;
     if (got == 0 && fruitless_budget-- == 0) break;
   }
+  if (opts.reclaim_hook)
+    opts.reclaim_hook(opts.reclaim_hook_arg, resident.load(std::memory_order_relaxed),
+                      store->stats().mm.mem_used_total);
   return total;
 }
 

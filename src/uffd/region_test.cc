@@ -172,7 +172,8 @@ TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
   std::mt19937_64 rng(7);
   for (uint64_t i = 0; i < 40 * pages; ++i) {
     const uint64_t p = rng() % pages;
-    base[p * (page_size / 8) + (i % 8)] += 1;
+    const uint64_t w = p * (page_size / 8) + (i % 8);
+    base[w] = base[w] + 1;
   }
   const pager_stats s = r->owner().stats();
   EXPECT_GT(s.swap_ins, 10 * pages) << describe(s);

@@ -95,6 +95,7 @@ void pager::impl::insert_mapping(uint64_t s, const vma& v_in) noexcept {
     mappings.erase(next);
   }
   mappings[s] = v;
+  nr_mappings.store(mappings.size(), std::memory_order_relaxed);
 }
 
 int pager::impl::reserve(uint64_t first, uint64_t n) noexcept {
@@ -121,6 +122,7 @@ int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
     mapped_pages.fetch_sub(it->second.pages, std::memory_order_relaxed);
     it = mappings.erase(it);
   }
+  nr_mappings.store(mappings.size(), std::memory_order_relaxed);
   for (auto it = free_extents.lower_bound(first); it != free_extents.end() && it->first < last;)
     it = free_extents.erase(it);
   int err = 0;
@@ -314,7 +316,7 @@ status pager::discard(void* addr, uint64_t len) {
   uint64_t first, last;
   if (!arena_range(*this, addr, len, &first, &last))
     return error(EINVAL, "uffd: discard of a range outside the arena");
-  std::shared_lock g(m.map_lock);
+  map_read_guard g(m.map_lock, &m);
   bool gaps = false;
   for (uint64_t at = first; at < last;) {
     auto it = m.find_mapping(at);
@@ -530,7 +532,7 @@ bool pager::is_foreign(const void* addr) const {
   const impl& m = *impl_;
   if (!contains(addr)) return false;
   const uint64_t idx = (reinterpret_cast<uintptr_t>(addr) - m.base) >> page_shift;
-  std::shared_lock g(m.map_lock);
+  map_read_guard g(m.map_lock, &m);
   auto it = m.foreign.upper_bound(idx);
   if (it == m.foreign.begin()) return false;
   --it;
@@ -541,7 +543,7 @@ result<std::pair<void*, uint64_t>> pager::mapping_of(const void* addr) const {
   const impl& m = *impl_;
   if (!contains(addr)) return error(ENOENT, "uffd: address outside the arena");
   const uint64_t idx = (reinterpret_cast<uintptr_t>(addr) - m.base) >> page_shift;
-  std::shared_lock g(m.map_lock);
+  map_read_guard g(m.map_lock, &m);
   auto it = m.find_mapping(idx);
   if (it == m.mappings.end()) return error(ENOENT, "uffd: address not mapped");
   return std::pair<void*, uint64_t>{reinterpret_cast<void*>(m.page_addr(it->first)),

@@ -32,7 +32,9 @@ class VmaTest : public ::testing::TestWithParam<fault_mode> {
     pg = std::move(p).value();
   }
   void TearDown() override {
-    if (pg) EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+    if (pg) {
+      EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+    }
   }
   uint8_t* map(uint64_t len, int prot = PROT_READ | PROT_WRITE) {
     auto m = pg->map(len, page_size, prot);
@@ -221,7 +223,9 @@ TEST_P(VmaTest, DiscardOfARangeWithHolesDoesTheMappedPartsAndSaysENOMEM) {
   ASSERT_TRUE(pg->unmap(a + MiB, page_size).ok());
   EXPECT_EQ(pg->discard(a, 2 * MiB).code(), ENOMEM);
   for (uint64_t i = 0; i < 512; ++i)
-    if (i != 256) ASSERT_EQ(a[i * page_size + 100], 0) << i;
+    if (i != 256) {
+      ASSERT_EQ(a[i * page_size + 100], 0) << i;
+    }
   EXPECT_EQ(pg->stats().swap_pages_used, 0u);
 }
 

@@ -141,6 +141,13 @@ struct pager_options {
   // a write into that window. Default nullptr.
   void (*evict_hook)(void* arg, void* page) = nullptr;
   void* evict_hook_arg = nullptr;
+  // Called after every reclaim pass (the moments memory is tightest), with the pages resident
+  // and the compressed pool's bytes then; for statistics that sample the process (uswap run's
+  // unrouted-memory peak). It runs inside a fault, with map_lock held for reading: it must not
+  // call the pager but for stats(), and must be async-signal-safe in sigbus mode. Default
+  // nullptr.
+  void (*reclaim_hook)(void* arg, uint64_t resident_pages, uint64_t pool_bytes) = nullptr;
+  void* reclaim_hook_arg = nullptr;
 };
 
 struct pager_stats {
@@ -261,6 +268,7 @@ class pager {
   void after_fork_parent() noexcept;
   status after_fork_child() noexcept;
 
+  // Lock-free (atomic counters): callable from anywhere, a reclaim_hook included.
   pager_stats stats() const;
 
   // Quiescent only (no fault, map, unmap or reclaim running): checks that the page states, the

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <mimalloc.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +77,12 @@ uint64_t round_up_pow2(uint64_t v) {
 // --- What stays unrouted, sampled. RssAnon of the process minus the routed resident pages
 // minus the compressed pool is anonymous memory the pager does not hold: thread stacks,
 // glibc-internal mappings, memory from before the constructor, the pager's own metadata.
+// Samples are taken after reclaim passes (when memory is tightest), on mapping changes and at
+// exit, at most every 10 ms. No sampler thread: a thread of its own would make every program
+// multi-threaded, and glibc's fork then walks structures (stdio's FILE list, the NSS state) in
+// the child before any pthread_atfork handler can give the child its pager.
 std::atomic<uint64_t> peak_anon{0}, peak_unrouted{0};
-std::atomic<bool> sampler_stop{false};
+std::atomic<uint64_t> last_sample_ns{0};
 
 void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
   uint64_t cur = m.load(std::memory_order_relaxed);
@@ -98,35 +103,28 @@ uint64_t rss_anon() noexcept {
   return (resident - std::min(shared, resident)) * uswap::page_size;
 }
 
-void sample() noexcept {
-  shim_scope s;
+void sample_with(uint64_t routed, uint64_t pool) noexcept {
   const uint64_t anon = rss_anon();
-  const pager_stats st = g.pg->stats();
-  const uint64_t routed = st.resident_pages * uswap::page_size;
-  const uint64_t pool = st.zram_mem_used_total;
   update_max(peak_anon, anon);
   update_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
 }
 
-void* sampler(void*) {
-  shim_scope s;
-  while (!sampler_stop.load(std::memory_order_relaxed)) {
-    sample();
-    const timespec t{0, 20 * 1000 * 1000};
-    nanosleep(&t, nullptr);
-  }
-  return nullptr;
+uint64_t coarse_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void start_sampler() {
-  shim_scope s;
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&a, 64 * 1024);
-  if (pthread_create(&t, &a, sampler, nullptr) == 0) pthread_setname_np(t, "uswap-sampler");
-  pthread_attr_destroy(&a);
+// Whether 10 ms passed since the last sample (and claims this one).
+bool sample_due() noexcept {
+  const uint64_t now = coarse_ns();
+  uint64_t last = last_sample_ns.load(std::memory_order_relaxed);
+  return now - last >= 10 * 1000 * 1000 &&
+         last_sample_ns.compare_exchange_strong(last, now, std::memory_order_relaxed);
+}
+
+void reclaim_sample(void*, uint64_t resident_pages, uint64_t pool_bytes) {
+  if (sample_due()) sample_with(resident_pages * uswap::page_size, pool_bytes);
 }
 
 // --- Statistics lines.
@@ -169,17 +167,30 @@ void append_line(const char* line, size_t n) noexcept {
 void at_exit() { write_stats("exit"); }
 
 void after_fork_child() {
-  // The child's own figures start now; the sampler thread lives in the parent.
+  // The child's own figures start now.
+  g.pid = getpid();
+  g.stats_written.store(false);
   g.start_ns = now_ns();
   peak_anon.store(0);
   peak_unrouted.store(0);
-  if (ready()) start_sampler();
 }
 
 }  // namespace
 
-void write_stats(const char* event) noexcept {
+void sample() noexcept {
   if (!ready()) return;
+  shim_scope s;
+  const pager_stats st = g.pg->stats();
+  sample_with(st.resident_pages * uswap::page_size, st.zram_mem_used_total);
+}
+
+void sample_if_due() noexcept {
+  if (ready() && sample_due()) sample();
+}
+
+void write_stats(const char* event) noexcept {
+  // Once per image; never for a vfork child, whose pager is its parent's.
+  if (!ready() || getpid() != g.pid || g.stats_written.exchange(true)) return;
   sample();
   shim_scope s;
   const pager_stats st = g.pg->stats();
@@ -260,13 +271,16 @@ __attribute__((constructor)) void shim_init() {
   struct sysinfo si {};
   const uint64_t ram = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : size;
   o.swap_size = env_size("USWAP_SWAP_SIZE", std::min<uint64_t>(size, 2 * ram));
+  o.reclaim_hook = reclaim_sample;
   if (const char* c = getenv("USWAP_COMP"); c && *c) o.comp_algorithm = c;
   o.mode = uswap::fault_mode::sigbus;
   if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
     if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
   if (const char* a = getenv("USWAP_ACCESS"); a && *a)
     if (auto ac = uswap::parse_uffd_access(a)) o.access = *ac;
-  g.stats_file = getenv("USWAP_STATS_FILE");
+  // A copy: programs that set their process title (redis, postgres) overwrite the memory their
+  // environment strings were in.
+  if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
 
   // The arena's place: the one an ancestor's filter tests, if there is one.
   uintptr_t inherited_lo = 0, inherited_hi = 0, inherited_tramp = 0;
@@ -340,14 +354,19 @@ __attribute__((constructor)) void shim_init() {
       (void)g.pg->unmap(*h, heap);  // mimalloc then maps its own, through the shim, into the pager
   }
 
+  // glibc's fork reads and resets its NSS state in the child before any pthread_atfork handler
+  // runs (stdio.cc says why that matters): allocate it now, from glibc's malloc, rather than at
+  // the program's first user or host lookup, from the arena.
+  endpwent();
+
   g.start_ns = now_ns();
+  g.pid = getpid();
   // Registered after the pager's own pthread_atfork handlers, so that the pager is rebuilt
   // before the sampler restarts.
   pthread_atfork(nullptr, nullptr, after_fork_child);
   // Registered before any of the program's exit handlers, so it runs after all of them.
   atexit(at_exit);
   g.ready.store(true, std::memory_order_release);
-  start_sampler();
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     if (r.error().code() == ENOMEM) arena_full(len);
     return fail_with<void*>(r.error().code(), MAP_FAILED);
   }
+  sample_if_due();
   return *r;
 }
 

@@ -57,6 +57,8 @@ struct shim_state {
   const char* stats_file = nullptr;
   uint64_t start_ns = 0;
   uint64_t limit = 0;
+  pid_t pid = 0;  // the process the pager belongs to (a vfork child shares it, and is not it)
+  std::atomic<bool> stats_written{false};  // this image's line is out (exit, or exec)
 };
 extern shim_state g;
 
@@ -120,6 +122,8 @@ const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexc
 // Statistics (init.cc): one JSON line for this process image to USWAP_STATS_FILE, at exit or
 // just before an exec replaces the image; and a line naming an exec the shim cannot follow.
 void write_stats(const char* event) noexcept;
+// A sample of the unrouted-memory peak, if 10 ms passed since the last one.
+void sample_if_due() noexcept;
 void note_unrouted_exec(const char* path, const char* reason) noexcept;
 
 // Kernel access with seccomp: the call performed with its arena buffers pinned (the handler's

@@ -209,11 +209,15 @@ USWAP_EXPORT int system(const char* cmd) {
 USWAP_EXPORT FILE* popen(const char* cmd, const char* mode) {
   static auto real = next_fn<FILE* (*)(const char*, const char*)>("popen");
   if (ready()) check_target("/bin/sh");
-  if (!must_copy() || !cmd) return real(cmd, mode);
+  if (!must_copy() || !cmd) {
+    shim_scope s;  // the FILE from glibc's malloc (stdio.cc says why)
+    return real(cmd, mode);
+  }
   char* const argv[] = {const_cast<char*>(cmd), nullptr};
   arg_copy c(nullptr, argv, environ);
   if (!c.ok()) return fail_with<FILE*>(ENOMEM, nullptr);
   environ_swap e(c.envp());
+  shim_scope s;
   return real(c.argv()[0], mode);
 }
 
@@ -224,10 +228,16 @@ USWAP_EXPORT FILE* popen(const char* cmd, const char* mode) {
 namespace uswap::shim {
 namespace {
 
+// An exec that returns failed: the image goes on, and will write its line again at its end.
+struct exec_failed_guard {
+  ~exec_failed_guard() { g.stats_written.store(false); }
+};
+
 int do_execve(const char* path, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execve");
   check_target(path);
   write_stats("exec");
+  exec_failed_guard again;
   if (!must_copy()) return real(path, argv, envp);
   arg_copy c(path, argv, envp);
   if (!c.ok()) return fail_with(ENOMEM, -1);
@@ -239,6 +249,7 @@ int do_execvpe(const char* file, char* const argv[], char* const envp[]) {
   char buf[4096];
   check_target(uswap::search_path(file, buf, sizeof buf));
   write_stats("exec");
+  exec_failed_guard again;
   if (!must_copy()) return real(file, argv, envp);
   arg_copy c(file, argv, envp);
   if (!c.ok()) return fail_with(ENOMEM, -1);
@@ -270,6 +281,7 @@ USWAP_EXPORT int execvp(const char* file, char* const argv[]) {
 USWAP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(int, char* const[], char* const[])>("fexecve");
   write_stats("exec");
+  exec_failed_guard again;
   if (!must_copy()) return real(fd, argv, envp);
   arg_copy c(nullptr, argv, envp);
   if (!c.ok()) return fail_with(ENOMEM, -1);
@@ -304,3 +316,13 @@ USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
   USWAP_COLLECT_ARGS(arg, arg, true)
   return do_execve(path, args, env);
 }
+
+// A process that ends with _exit (a fork child that is done, redis' BGSAVE child) runs no exit
+// handlers: its statistics line is written here.
+USWAP_EXPORT void _exit(int status) {
+  write_stats("exit");
+  ::syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+
+USWAP_EXPORT void _Exit(int status) { _exit(status); }
