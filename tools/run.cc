@@ -45,6 +45,7 @@ struct run_config {
   std::string access = "auto";
   bool json = false;
   bool allow_unrouted = false;
+  bool no_write_tracking = false;
   std::vector<std::string> command;
 };
 
@@ -218,6 +219,7 @@ int run_program(const run_config& c) {
     if (c.swap) ::setenv("USWAP_SWAP_SIZE", std::to_string(c.swap).c_str(), 1);
     ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
     ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
+    if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
     ::setenv("USWAP_STATS_FILE", stats_path, 1);
     ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
     std::vector<char*> argv;
@@ -287,6 +289,8 @@ void add_run_command(CLI::App& app, command_table& table) {
   sub->add_flag("--allow-unrouted", c.allow_unrouted,
                 "Run a program the shim cannot reach (static, setuid, Go) unlimited instead of "
                 "refusing it");
+  sub->add_flag("--no-write-tracking", c.no_write_tracking,
+                "No write-protect sweeps: the clock sees references through faults only");
   sub->add_flag("--json", c.json, "Print the statistics as JSON (the last line on stderr)");
   sub->add_option("command", c.command, "PROGRAM and its arguments, after --")->required();
   table.add(sub, [] { return run_program(c); });

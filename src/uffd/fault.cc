@@ -27,6 +27,26 @@ void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
 
 }  // namespace
 
+// The swap cache pays when clean evictions (a kept slot spared a compression) are not
+// outnumbered by writes to swap-cache pages (each a write-protect fault that found the copy
+// stale). Python writes a reference count into every object it reads, so nearly every read
+// refault used to cost a write-protect fault for nothing. The counters halve once their sum
+// passes 64k, so the choice follows the program's current phase.
+bool pager::impl::swapcache_pays() const noexcept {
+  return swapcache_written.load(std::memory_order_relaxed) <=
+         2 * swapcache_clean.load(std::memory_order_relaxed) + 64;
+}
+
+void pager::impl::note_swapcache_written() noexcept {
+  if (swapcache_written.fetch_add(1, std::memory_order_relaxed) +
+          swapcache_clean.load(std::memory_order_relaxed) > (uint64_t{1} << 16)) {
+    swapcache_written.store(swapcache_written.load(std::memory_order_relaxed) / 2,
+                            std::memory_order_relaxed);
+    swapcache_clean.store(swapcache_clean.load(std::memory_order_relaxed) / 2,
+                          std::memory_order_relaxed);
+  }
+}
+
 uint64_t pager::impl::write_stamp(uint64_t finished_before) noexcept {
   // A read-modify-write, not a load: it orders the writable event's ioctl (and, in unpin, the
   // pin count's decrement) against a sweep's increment of sweep_started (pager_impl.h,
@@ -175,6 +195,7 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     if (st & PG_swapcache) {
       store->release(handles[idx]);
       handles[idx] = 0;
+      note_swapcache_written();
     }
     // mark_page_accessed: a reference while already referenced activates the page.
     const uint64_t ref = (st & PG_referenced) ? PG_active | PG_referenced : PG_referenced;
@@ -242,6 +263,7 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
   const uintptr_t addr = page_addr(idx);
   int err = 0;
   uint64_t done = 0;
+  bool keep = false;  // the pages keep their slots (mapped write-protected: the swap cache)
   const uint64_t finished = finished_before();  // for the write stamp
   // UFFDIO_COPY and UFFDIO_ZEROPAGE work within one VMA. Adjacent mappings are often separate
   // VMAs (the kernel cannot merge VMAs with different anon_vmas), and the kernel then refuses
@@ -274,9 +296,11 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
       k = loaded;
       // A read fault maps the pages write-protected and keeps their slots: while nobody
       // writes them, evicting them again costs nothing (the swap cache). A write fault maps
-      // them writable: the write makes the copies stale.
+      // them writable: the write makes the copies stale. So does a read fault when the swap
+      // cache does not pay (swapcache_pays).
+      keep = !write && swapcache_pays();
       do {
-        err = uffd->copy(addr, buf.data, k * page_size, !write, &done);
+        err = uffd->copy(addr, buf.data, k * page_size, keep, &done);
       } while (shrink_run_on_enoent(err));
     }
   }
@@ -308,7 +332,7 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     if (kind == PS_SWAPPED && ((age - ps_shadow(st_i)) & SHADOW_MAX) <= limit_pages)
       flags |= PG_active;
     if (kind == PS_SWAPPED) {
-      if (write) {
+      if (!keep) {
         store->release(handles[run[i]]);
         handles[run[i]] = 0;
       } else {

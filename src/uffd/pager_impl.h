@@ -276,6 +276,11 @@ struct pager::impl {
   // Half-laps between sweeps (1..max_sweep_interval), and the fault counters at the last sweep
   // (written by the sweeper, under sweep_mu).
   std::atomic<unsigned> sweep_interval{1};
+  // Whether read refaults keep their slots (fault.cc, swapcache_pays): writes that found a
+  // swap-cache copy stale, and evictions a kept copy made free.
+  std::atomic<uint64_t> swapcache_written{0}, swapcache_clean{0};
+  bool swapcache_pays() const noexcept;
+  void note_swapcache_written() noexcept;
   uint64_t wp_faults_at_sweep = 0, faults_at_sweep = 0;
   std::atomic<bool> sweep_wanted{true};          // the first reclaim sweeps first
 

@@ -379,6 +379,7 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
   c.swap_outs.fetch_add(nstored, std::memory_order_relaxed);
   c.zero_evictions.fetch_add(nzero, std::memory_order_relaxed);
   c.clean_evictions.fetch_add(nclean, std::memory_order_relaxed);
+  if (nclean) swapcache_clean.fetch_add(nclean, std::memory_order_relaxed);
   return evicted;
 }
 

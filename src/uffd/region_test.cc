@@ -181,6 +181,30 @@ TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
   EXPECT_LE(s.wp_faults, s.faults + s.faults / 4) << describe(s);
 }
 
+// The swap cache must pay too: a read refault keeps the page's slot (mapped write-protected) so
+// that evicting it again unchanged costs nothing, but a program that writes what it has just read
+// (reference counts again) turns every such refault into a write-protect fault as well. Once
+// writes to swap-cache pages outnumber the evictions the kept copies spared, read refaults map
+// pages writable.
+TEST_P(RegionTest, ReadRefaultsStopKeepingSlotsWhenTheyAreWrittenAnyway) {
+  pager_options o;
+  o.track_writes = false;  // only the swap cache write-protects pages here
+  o.readahead_max = 1;
+  auto r = make(4 * MiB, 1 * MiB, o);
+  auto* base = static_cast<volatile uint64_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (int lap = 0; lap < 6; ++lap)
+    for (uint64_t p = 0; p < pages; ++p) {
+      const uint64_t w = p * (page_size / 8);
+      const uint64_t v = base[w];  // a read fault first
+      base[w] = v + 1;             // then the write
+    }
+  for (uint64_t p = 0; p < pages; ++p) ASSERT_EQ(base[p * (page_size / 8)], 6u) << p;
+  const pager_stats s = r->owner().stats();
+  EXPECT_GT(s.swap_ins, 2 * pages) << describe(s);
+  EXPECT_LT(s.wp_faults, s.swap_ins / 4) << describe(s);
+}
+
 // Write tracking by sweeps: random writes over a region four times its limit, each page written
 // once. A page's victim turn comes two visits of the hand after its write, with sweeps in
 // between, so its PTE is write-protected already and eviction needs no write-protect call of

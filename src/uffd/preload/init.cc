@@ -9,6 +9,7 @@
 //   USWAP_COMP          compression algorithm
 //   USWAP_FAULT_MODE    sigbus (default) or handler-thread
 //   USWAP_ACCESS        auto, full or user-mode-only
+//   USWAP_TRACK_WRITES  0: no write-protect sweeps (pager_options::track_writes)
 //   USWAP_STATS_FILE    where the JSON lines go (stderr summary without it)
 //   USWAP_ARENA_BASE    where the arena goes (default 32 TiB); every process of a job uses the
 //                       same range, because a seccomp filter an ancestor installed is inherited
@@ -276,6 +277,7 @@ __attribute__((constructor)) void shim_init() {
   o.mode = uswap::fault_mode::sigbus;
   if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
     if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
+  if (const char* t = getenv("USWAP_TRACK_WRITES"); t && *t) o.track_writes = strcmp(t, "0") != 0;
   if (const char* a = getenv("USWAP_ACCESS"); a && *a)
     if (auto ac = uswap::parse_uffd_access(a)) o.access = *ac;
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
