@@ -4,7 +4,7 @@
 #                       the sort of N values (default 32Mi: a 512 MiB working set, two arrays of
 #                       8-byte values) under --limit LIMIT (default 64M)
 #   run_test.sh shim    USWAP SHIM_TEST_PROGRAM          the shim's promises, checked inside C
-#   run_test.sh cli     USWAP                            errors and the statistics summary
+#   run_test.sh cli     USWAP STATIC_PROGRAM             errors, refusals and the summary
 # MODE: sigbus | handler-thread; ACCESS: auto | user-mode-only.
 set -u
 what=$1
@@ -80,9 +80,34 @@ cli)
   [ $? -eq 7 ] || fail "the program's exit status was not passed on"
   # A program that pages: the human summary names every figure.
   "$uswap" run --limit 1M -- dd if=/dev/urandom of=/dev/null bs=4M count=4 status=none >"$tmp/o" 2>&1
-  for want in "peak resident" "swap-outs" "swap-ins" "ratio" "ms in faults"; do
+  for want in "peak resident" "swap-outs" "swap-ins" "ratio" "ms in faults" "unrouted"; do
     grep -q "$want" "$tmp/o" || fail "the summary lacks '$want': $(cat "$tmp/o")"
   done
+  # A program the shim cannot reach is refused (126) and named, or run with --allow-unrouted.
+  static=$3
+  "$static" >/dev/null 2>&1
+  static_rc=$?
+  "$uswap" run --limit 8M -- "$static" >"$tmp/o" 2>&1
+  [ $? -eq 126 ] && grep -q "statically linked" "$tmp/o" || fail "a static program was not refused: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M --allow-unrouted -- "$static" >"$tmp/o" 2>&1
+  [ $? -eq $static_rc ] && grep -q "unrouted" "$tmp/o" || fail "--allow-unrouted did not run it, or said nothing: $(cat "$tmp/o")"
+  # ...and one a routed program execs is named in the summary.
+  "$uswap" run --limit 8M -- sh -c "\"$static\"" >"$tmp/o" 2>&1
+  [ $? -eq $static_rc ] && grep -q "unrouted: $static" "$tmp/o" || fail "an exec of a static program was not named: $(cat "$tmp/o")"
+  # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
+  if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
+    d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"
+    su -s /bin/bash nobody -c "$d/uswap run --limit 8M -- /usr/bin/su -c true" >"$tmp/o" 2>&1
+    [ $? -eq 126 ] && grep -q "setuid" "$tmp/o" || fail "a setuid program was not refused for nobody: $(cat "$tmp/o")"
+    rm -rf "$d"
+  fi
+  # A full arena is a clear error naming --max-size; the program gets ENOMEM (Python: MemoryError).
+  "$uswap" run --limit 8M --max-size 4G -- python3 -c 'x = bytearray(5 << 30)' >"$tmp/o" 2>&1
+  [ $? -ne 0 ] && grep -q -- "--max-size" "$tmp/o" && grep -q MemoryError "$tmp/o" ||
+    fail "a full arena was not a clear error: $(cat "$tmp/o")"
+  # A limit below what the program needs to progress thrashes (maps above the limit), never hangs.
+  timeout 120 "$uswap" run --limit 256K -- sort -S 16M /dev/null >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "sort under a 256K limit did not finish: $(cat "$tmp/o")"
   ;;
 *)
   echo "usage: $0 sort|shim|cli ..."
