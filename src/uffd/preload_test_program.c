@@ -35,6 +35,11 @@ static int zeros(const uint8_t *p, size_t bytes) {
 
 static volatile sig_atomic_t got_sigbus;
 static void on_sigbus(int sig) { got_sigbus = sig; }
+static volatile uintptr_t usr1_frame;
+static void on_usr1(int sig) {
+  (void)sig;
+  usr1_frame = (uintptr_t)__builtin_frame_address(0);
+}
 
 int main(void) {
   const int shimmed = getenv("USWAP_LIMIT") != NULL;
@@ -112,6 +117,42 @@ int main(void) {
   CHECK(sigaction(SIGBUS, NULL, &old) == 0 && old.sa_handler == on_sigbus);
   raise(SIGBUS);
   CHECK(got_sigbus == SIGBUS);
+
+  /* signal() and sysv_signal() route through the shim too: a raised SIGBUS reaches them while
+   * paged memory keeps faulting in (a pager fault never does). */
+  got_sigbus = 0;
+  CHECK(signal(SIGBUS, on_sigbus) != SIG_ERR);
+  uint64_t *again = malloc(12 * MiB);
+  CHECK(again != NULL);
+  fill(again, 12 * MiB, 9);
+  CHECK(check(again, 12 * MiB, 9));
+  CHECK(got_sigbus == 0);
+  raise(SIGBUS);
+  CHECK(got_sigbus == SIGBUS);
+  free(again);
+
+  /* An alternate signal stack in routed memory: the kernel writes the signal frame there (with
+   * seccomp the shim pins it), and the handler runs on it. */
+  const size_t alt_size = 256 * 1024;
+  uint8_t *alt = malloc(alt_size);
+  CHECK(alt != NULL);
+  stack_t ss = {.ss_sp = alt, .ss_size = alt_size, .ss_flags = 0};
+  CHECK(sigaltstack(&ss, NULL) == 0);
+  uint64_t *push = malloc(16 * MiB); /* push the alternate stack's pages out */
+  CHECK(push != NULL);
+  fill(push, 16 * MiB, 10);
+  struct sigaction alt_sa;
+  memset(&alt_sa, 0, sizeof alt_sa);
+  alt_sa.sa_handler = on_usr1;
+  alt_sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&alt_sa.sa_mask);
+  CHECK(sigaction(SIGUSR1, &alt_sa, NULL) == 0);
+  usr1_frame = 0;
+  raise(SIGUSR1);
+  CHECK(usr1_frame >= (uintptr_t)alt && usr1_frame < (uintptr_t)alt + alt_size);
+  ss.ss_flags = SS_DISABLE;
+  CHECK(sigaltstack(&ss, NULL) == 0);
+  free(push);
 
   /* Blocking the pager's signals is refused under the shim (the kernel would kill a thread that
    * takes a forced one while blocking it): SIGBUS in sigbus mode, SIGSYS when system calls are
