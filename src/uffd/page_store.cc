@@ -13,6 +13,9 @@ result<std::unique_ptr<page_store>> page_store::create(const page_store_options&
   zo.disksize = (opts.max_pages + 1) * page_size;
   zo.name = "uffd-zram";
   zo.comp_algorithm = opts.comp_algorithm;
+  // The pager's pool grows with what it swaps out and is counted beside the limit: no huge-page
+  // chunks, whose untouched rest would be resident from their first zspage.
+  zo.huge_page_chunks = false;
   auto z = zram_device::create(zo);
   if (!z) return z.error();
   ps->zram_ = std::move(z).value();

@@ -692,7 +692,8 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
     z->huge_csum = zeroed_array<uint32_t>(nr_pages);
     if (!z->huge_csum) return error(ENOMEM, "zram: no memory for the huge-page checksums");
   }
-  z->arena.reset(new (std::nothrow) zram_detail::zspage_arena());
+  z->arena.reset(new (std::nothrow) zram_detail::zspage_arena(
+      zram_detail::zspage_arena::default_max_cached_free_pages, o.huge_page_chunks));
   if (!z->arena) return error(ENOMEM, "zram: out of memory");
   zs_pool_options po;
   po.max_pages_per_zspage = o.max_pages_per_zspage;

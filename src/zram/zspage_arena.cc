@@ -25,7 +25,9 @@ void* zspage_arena::new_chunk() noexcept {
   if (end > aligned + chunk_bytes) ::munmap(reinterpret_cast<void*>(aligned + chunk_bytes),
                                             end - aligned - chunk_bytes);
   void* chunk = reinterpret_cast<void*>(aligned);
-  ::madvise(chunk, chunk_bytes, MADV_HUGEPAGE);  // advisory: without THP it still works
+  // Advisory: without THP it still works. Without asking, the kernel's default policy may still
+  // give a huge page ("always"); MADV_NOHUGEPAGE keeps the pool's memory to what it holds.
+  ::madvise(chunk, chunk_bytes, huge_pages_ ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   try {
     chunks_.push_back(chunk);
   } catch (const std::bad_alloc&) {

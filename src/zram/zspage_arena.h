@@ -40,8 +40,9 @@ class zspage_arena final : public zs_page_allocator {
 
   static constexpr uint64_t default_max_cached_free_pages = 256;  // 1 MiB
 
-  explicit zspage_arena(uint64_t max_cached_free_pages = default_max_cached_free_pages)
-      : max_cached_free_(max_cached_free_pages) {}
+  explicit zspage_arena(uint64_t max_cached_free_pages = default_max_cached_free_pages,
+                        bool huge_pages = true)
+      : max_cached_free_(max_cached_free_pages), huge_pages_(huge_pages) {}
   ~zspage_arena() override;
   zspage_arena(const zspage_arena&) = delete;
   zspage_arena& operator=(const zspage_arena&) = delete;
@@ -67,6 +68,7 @@ class zspage_arena final : public zs_page_allocator {
   std::array<std::vector<void*>, max_pages + 1> released_;
   uint64_t resident_free_pages_ = 0;
   const uint64_t max_cached_free_;
+  const bool huge_pages_;  // MADV_HUGEPAGE on new chunks
 };
 
 }  // namespace uswap::zram_detail

@@ -148,6 +148,11 @@ struct zram_options {
   bool checksum = true;
   // zsmalloc's chain size (CONFIG_ZSMALLOC_CHAIN_SIZE), 1..16. Default 8.
   unsigned max_pages_per_zspage = 8;
+  // Ask for transparent huge pages for the pool's 2 MiB chunks (zspage_arena.h): a chunk then
+  // faults in at once, the fast way to fill a device, but is resident in full from its first
+  // zspage. false: 4 KiB faults, and the pool's memory follows what it holds (a pager counts its
+  // pool against a bound). Default true.
+  bool huge_page_chunks = true;
   // Source of access times in seconds (ac_time). Default nullptr: CLOCK_MONOTONIC_COARSE seconds.
   // Tests pass a controllable clock; it must be callable from any thread.
   uint32_t (*clock)() = nullptr;

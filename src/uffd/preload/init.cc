@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <mimalloc.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -355,6 +356,10 @@ __attribute__((constructor)) void shim_init() {
                                 /*is_zero=*/true, /*numa_node=*/-1, /*exclusive=*/false, &id))
       (void)g.pg->unmap(*h, heap);  // mimalloc then maps its own, through the shim, into the pager
   }
+
+  // glibc's malloc serves pager code only (and what came before): one arena, not one per thread
+  // that ever resolved a fault (each a 64 MiB reservation with its own partly used heap).
+  mallopt(M_ARENA_MAX, 1);
 
   // glibc's fork reads and resets its NSS state in the child before any pthread_atfork handler
   // runs (stdio.cc says why that matters): allocate it now, from glibc's malloc, rather than at
