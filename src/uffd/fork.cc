@@ -35,6 +35,7 @@
 #include "pager_impl.h"
 #include "sigbus.h"
 #include "sys.h"
+#include "uswap/sync/tsan.h"
 
 namespace uswap {
 
@@ -127,6 +128,11 @@ status pager::impl::after_fork_child() noexcept {
   // Every lock of the pager was free at the fork but map_lock, which the parent's forking thread
   // holds and other threads may be queued on: their waiters live on stacks this process does
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.
+  // This thread is the copy of the one that took it for writing in prepare_fork: release it as
+  // that thread (for ThreadSanitizer's view of who holds what), then start from a fresh lock.
+  tsan::pre_unlock(&map_lock);
+  tsan::post_unlock(&map_lock);
+  map_lock.~rw_semaphore();
   new (&map_lock) rw_semaphore(&map_class);
   std::unique_lock g(map_lock);
   // While g holds it, a fault on this thread (none is expected) resolves without it.
