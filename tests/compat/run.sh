@@ -424,10 +424,14 @@ run_case() {
       --arg plain_rc "$plain_rc" --arg plain_wall "$plain_wall" --argjson plain_peak "$plain_peak" \
       --arg u_rc "$u_rc" --arg u_wall "$u_wall" --argjson u_peak "$u_peak" \
       --argjson max_hwm "$max_hwm" --argjson max_zram "$max_zram" \
-      --argjson swap_outs "$swap_outs_total" --argjson procs "$procs_json" \
-      --argjson unrouted "$unrouted_json" \
+      --argjson swap_outs "$swap_outs_total" \
+      --slurpfile procs <(printf '%s' "$procs_json") \
+      --slurpfile unrouted <(printf '%s' "$unrouted_json") \
       --arg result "$result" --argjson reasons "$reasons_json" --arg date "$(date -u +%FT%TZ)" '
       def num: if . == "" then null else tonumber end;
+      # A job that ran thousands of processes (a shell loop of clients) has a processes list too
+      # long for one argument: it comes in through a file.
+      $procs[0] as $procs | $unrouted[0] as $unrouted |
       {case: $case, program: $program, package: $package, version: $version, user: $user,
        mode: $mode, description: $description, limit_bytes: $limit,
        plain: {exit_status: ($plain_rc | num), wall_s: ($plain_wall | num), peak_rss_bytes: $plain_peak},
@@ -439,7 +443,8 @@ run_case() {
                    zram_mem_used_max, swap_outs, swap_ins, routed_peak_bytes,
                    unrouted_anon_peak_bytes})), unrouted_execs: $unrouted}
               else null end),
-       result: $result, reasons: $reasons, date: $date}' >>"$results"
+       result: $result, reasons: $reasons, date: $date}' >>"$results" ||
+      { echo "FAIL $name: could not write its results line to $results"; return 1; }
   fi
 
   local head
