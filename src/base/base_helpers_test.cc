@@ -1,0 +1,98 @@
+// enum_names, mix64, fetch_max and USWAP_DCHECK.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "uswap/base/atomic_max.h"
+#include "uswap/base/dcheck.h"
+#include "uswap/base/enum_names.h"
+#include "uswap/base/hash.h"
+
+namespace uswap {
+namespace {
+
+enum class color { red, green, blue };
+inline constexpr enum_name<color> color_names[] = {
+    {color::red, "red"}, {color::green, "green"}, {color::blue, "blue"}};
+
+TEST(EnumNames, NameOfAndParseAreInverse) {
+  static_assert(valid_table(color_names));
+  for (color c : all_values(color_names)) {
+    auto back = parse_enum(color_names, name_of(color_names, c), "color");
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, c);
+  }
+  EXPECT_EQ(name_of(color_names, static_cast<color>(7)), "?");
+}
+
+TEST(EnumNames, UnknownNameListsTheValidOnes) {
+  auto r = parse_enum(color_names, "mauve", "color");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), EINVAL);
+  EXPECT_EQ(r.error().message(), "unknown color 'mauve' (valid: red, green, blue)");
+}
+
+TEST(EnumNames, ListsKeepTheirOrderAndRejectBadItems) {
+  auto all = parse_enum_list(color_names, "all", "color");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, (std::vector<color>{color::red, color::green, color::blue}));
+  auto two = parse_enum_list(color_names, "blue,red", "color");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(*two, (std::vector<color>{color::blue, color::red}));
+  for (const char* bad : {"", "red,", ",red", "red,,blue", "red,mauve", "red,red"}) {
+    auto r = parse_enum_list(color_names, bad, "color");
+    EXPECT_FALSE(r.ok()) << "'" << bad << "'";
+    if (!r.ok()) {
+      EXPECT_EQ(r.error().code(), EINVAL);
+    }
+  }
+}
+
+TEST(EnumNames, ATableWithARepeatIsInvalid) {
+  constexpr enum_name<color> twice[] = {{color::red, "red"}, {color::green, "red"}};
+  constexpr enum_name<color> same_value[] = {{color::red, "red"}, {color::red, "rot"}};
+  static_assert(!valid_table(twice));
+  static_assert(!valid_table(same_value));
+}
+
+TEST(Mix64, KnownValueAndNoCollisionsOnASequence) {
+  // splitmix64's first output for seed 0 (Vigna's reference implementation).
+  EXPECT_EQ(mix64(0), 0xe220a8397b1dcdafull);
+  std::set<uint64_t> seen;
+  for (uint64_t i = 0; i < 100000; ++i) seen.insert(mix64(i));
+  EXPECT_EQ(seen.size(), 100000u);
+}
+
+TEST(FetchMax, ConcurrentRaisesLeaveTheLargest) {
+  std::atomic<uint64_t> peak{5};
+  EXPECT_EQ(fetch_max(peak, uint64_t{3}), 5u);  // lower: unchanged
+  EXPECT_EQ(peak.load(), 5u);
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < 8; ++t)
+    ts.emplace_back([&, t] {
+      for (uint64_t i = 0; i < 20000; ++i) fetch_max(peak, mix64(i * 8 + t) >> 8);
+    });
+  for (auto& t : ts) t.join();
+  uint64_t want = 5;
+  for (uint64_t i = 0; i < 20000 * 8; ++i) want = std::max(want, mix64(i) >> 8);
+  EXPECT_EQ(peak.load(), want);
+}
+
+#if USWAP_DCHECK_ON
+TEST(DcheckDeathTest, AFailedCheckAbortsNamingTheCondition) {
+  int held = 0;
+  EXPECT_DEATH(USWAP_DCHECK(held == 1), "invariant violated: held == 1 at .*base_helpers_test.cc");
+  USWAP_DCHECK(held == 0);  // a true condition passes
+}
+#else
+TEST(Dcheck, OffInReleaseTheConditionIsNotEvaluated) {
+  int evaluated = 0;
+  USWAP_DCHECK(++evaluated == 100);
+  EXPECT_EQ(evaluated, 0);
+}
+#endif
+
+}  // namespace
+}  // namespace uswap
