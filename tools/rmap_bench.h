@@ -21,7 +21,7 @@
 
 #include "uswap/base/status.h"
 #include "uswap/mm/rmap_lock.h"
-#include "uswap/mm/swap_device.h"
+#include "uswap/backend/swap_device.h"
 #include "uswap/mm/vmstat.h"
 #include "uswap/sync/lockstat.h"
 

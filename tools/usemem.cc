@@ -179,9 +179,9 @@ result<usemem_result> run_usemem(const usemem_config& cfg, const usemem_progress
   }
   res.events = m->events();
   res.swap = m->swap_stats();
-  if (zram_device* z = m->zram()) {
-    res.mm_stat = z->mm_stat();
-    res.mm_stat_text = z->mm_stat_text();
+  if (swap_backend* b = m->backend()) {
+    if (auto st = b->stats().device.mm_stat) res.mm_stat = *st;
+    res.mm_stat_text = b->device().mm_stat_text();
   }
   for (lock_stats& s : lockstat::snapshot_all())
     if (s.acquisitions) res.locks.push_back(std::move(s));
@@ -194,7 +194,8 @@ result<usemem_result> run_usemem(const usemem_config& cfg, const usemem_progress
   const swap_usage after = m->swap_stats();
   res.teardown_clean = after.inuse == 0 && after.cached == 0 &&
                        m->nr_free_pages() == m->mem().nr_pages() &&
-                       (!m->zram() || m->zram()->mm_stat().orig_data_size == 0);
+                       (!m->backend() || (m->backend()->stats().device.stored_pages == 0 &&
+                                             m->backend()->check_invariants().ok()));
   return res;
 }
 

@@ -54,38 +54,27 @@ result<std::unique_ptr<machine>> machine::create(const machine_options& opts) {
 machine::machine(const machine_options& opts, std::unique_ptr<phys_mem> mem)
     : opts_(opts), id_(next_machine_id.fetch_add(1)), mem_(std::move(mem)) {}
 
-// swapon: one swap area of `swap` bytes on a zram or RAM device. Slot 0 is the area's header,
-// so the device and the area have one page more than the swap space they offer.
+// swapon: one swap area of `swap` bytes on a zram or RAM device (swap_backend).
 status machine::swapon() {
-  const uint64_t slots = bytes_to_pages(opts_.swap);
-  if (slots < 1) return error(EINVAL, "machine: swap must be at least one page");
-  auto dev = opts_.swap_dev == swap_dev_kind::zram ? make_zram_swap_device(slots + 1, opts_.zram)
-                                                   : make_ram_swap_device(slots + 1);
-  if (!dev) return dev.error();
-  swapdev_ = std::move(*dev);
-  swap_options so;
-  so.lock_mode = opts_.swap_lock;
-  so.slot_cache = opts_.slot_cache;
-  swap_ = std::make_unique<swap_system>(so);
-  swap_area_options ao;
-  ao.size_pages = slots + 1;
-  ao.name = std::string(to_string(opts_.swap_dev));
-  swap_device* d = swapdev_.get();
-  // zram frees a slot's object as soon as the slot is free (zram_slot_free_notify), and whole
-  // freed clusters are discarded as well, which catches a notify that found the slot busy.
-  ao.slot_free_notify = [d](uint64_t offset) { d->slot_free_notify(offset); };
-  ao.discard = opts_.swap_dev == swap_dev_kind::zram;
-  if (ao.discard) ao.discard_fn = [d](uint64_t offset, uint64_t nr) { d->discard(offset, nr); };
-  auto type = swap_->swapon(std::move(ao));
-  if (!type) return type.error();
+  swap_backend_options bo;
+  bo.slots = bytes_to_pages(opts_.swap);
+  if (bo.slots < 1) return error(EINVAL, "machine: swap must be at least one page");
+  bo.device = opts_.swap_dev;
+  bo.zram = opts_.zram;
+  bo.swap.lock_mode = opts_.swap_lock;
+  bo.swap.slot_cache = opts_.slot_cache;
+  auto b = swap_backend::create(bo);
+  if (!b) return b.error();
+  backend_ = std::move(*b);
+  swap_ = &backend_->swap();
   cache_ = std::make_unique<swap_cache<page>>(*swap_, 64, &cls_swap_cache_);
   return {};
 }
 
 swap_usage machine::swap_stats() const {
   swap_usage u;
-  u.write_errors = write_errors_.load(std::memory_order_relaxed);
   if (!swap_) return u;
+  u.write_errors = backend_->write_errors();
   u.total = swap_->total_swap_pages();
   u.free = swap_->nr_swap_pages();
   for (unsigned t = 0; t < swap_->nr_areas(); ++t)

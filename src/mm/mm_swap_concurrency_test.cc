@@ -71,11 +71,12 @@ void expect_swap_empty(machine& m) {
   const swap_usage u = m.swap_stats();
   EXPECT_EQ(u.inuse, 0u);
   EXPECT_EQ(u.cached, 0u);
-  if (zram_device* z = m.zram()) {
-    EXPECT_EQ(z->mm_stat().orig_data_size, 0u);
-    EXPECT_EQ(z->mm_stat().compr_data_size, 0u);
+  const swap_backend_stats s = m.backend()->stats();
+  EXPECT_EQ(s.device.stored_pages, 0u);
+  if (s.device.mm_stat) {
+    EXPECT_EQ(s.device.mm_stat->compr_data_size, 0u);
   }
-  EXPECT_TRUE(m.swap_sys()->check_invariants().ok());
+  EXPECT_TRUE(m.backend()->check_invariants().ok()) << m.backend()->check_invariants().to_string();
   EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());
 }
 

@@ -72,14 +72,15 @@ void expect_swap_empty(machine& m) {
   EXPECT_EQ(u.inuse, 0u);
   EXPECT_EQ(u.cached, 0u);
   EXPECT_EQ(u.free, u.total);
-  if (zram_device* z = m.zram()) {
-    const zram_mm_stat st = z->mm_stat();
-    EXPECT_EQ(st.orig_data_size, 0u);
-    EXPECT_EQ(st.compr_data_size, 0u);
-    EXPECT_EQ(st.same_pages, 0u);
-    EXPECT_EQ(st.huge_pages, 0u);
+  const swap_backend_stats s = m.backend()->stats();
+  EXPECT_EQ(s.device.stored_pages, 0u);
+  if (const auto& st = s.device.mm_stat) {
+    EXPECT_EQ(st->orig_data_size, 0u);
+    EXPECT_EQ(st->compr_data_size, 0u);
+    EXPECT_EQ(st->same_pages, 0u);
+    EXPECT_EQ(st->huge_pages, 0u);
   }
-  EXPECT_TRUE(m.swap_sys()->check_invariants().ok());
+  EXPECT_TRUE(m.backend()->check_invariants().ok()) << m.backend()->check_invariants().to_string();
 }
 
 class swap_dev_test : public ::testing::TestWithParam<swap_dev_kind> {};
@@ -96,9 +97,7 @@ TEST_P(swap_dev_test, pages_go_out_and_come_back_intact) {
   EXPECT_GT(ev[PGSTEAL_DIRECT], 0u);
   EXPECT_GT(mm->swap_ents(), 0u);
   EXPECT_EQ(mm->swap_ents() + mm->rss_anon(), 400u);
-  if (GetParam() == swap_dev_kind::zram) {
-    EXPECT_GT(m->zram()->mm_stat().orig_data_size, 0u);
-  }
+  EXPECT_GT(m->backend()->stats().device.stored_pages, 0u);
   EXPECT_EQ(mismatches(*mm, *a, 0, 400, 1), 0u);
   ev = m->events();
   EXPECT_GT(ev[PSWPIN], 0u);
@@ -235,7 +234,7 @@ TEST(zram_swap, a_full_zram_mem_limit_fails_pageout_and_the_fault_gets_enomem) {
   EXPECT_GT(m->swap_stats().write_errors, 0u);
   EXPECT_LT(p, 64u + 32u);
   // Lifting the limit lets reclaim write again; everything written before is intact.
-  m->zram()->set_mem_limit(0);
+  ASSERT_TRUE(m->backend()->device().set_mem_limit(0).ok());
   for (uint64_t q = 0; q < p; ++q) {
     uint64_t first = 0;
     ASSERT_TRUE(mm->read(*a + q * page_size, &first, 8).ok());

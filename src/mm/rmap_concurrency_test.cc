@@ -198,7 +198,8 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
   EXPECT_EQ(u.inuse, 0u);
   EXPECT_EQ(u.cached, 0u);
   EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());
-  EXPECT_EQ(m.zram()->mm_stat().orig_data_size, 0u);
+  EXPECT_EQ(m.backend()->stats().device.stored_pages, 0u);
+  EXPECT_TRUE(m.backend()->check_invariants().ok()) << m.backend()->check_invariants().to_string();
 }
 
 // The anon_vma interval tree under churn: forkers fork the parent (and sometimes a grandchild

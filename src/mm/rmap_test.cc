@@ -76,8 +76,9 @@ void expect_clean(machine& m) {
   EXPECT_EQ(u.inuse, 0u);
   EXPECT_EQ(u.cached, 0u);
   EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());
-  if (m.zram()) {
-    EXPECT_EQ(m.zram()->mm_stat().orig_data_size, 0u);
+  if (swap_backend* b = m.backend()) {
+    EXPECT_EQ(b->stats().device.stored_pages, 0u);
+    EXPECT_TRUE(b->check_invariants().ok()) << b->check_invariants().to_string();
   }
 }
 

@@ -7,7 +7,7 @@
 #include "fault.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/rmap.h"
-#include "uswap/mm/swap_device.h"
+#include "uswap/backend/swap_backend.h"
 #include "uswap/swap/swap_cache.h"
 #include "uswap/swap/swap_system.h"
 
@@ -55,9 +55,8 @@ bool machine::add_to_swap(page* p) {
 bool machine::pageout(page* p) {
   p->clear(PG_dirty);  // folio_clear_dirty_for_io: a later write re-dirties it
   const swap_entry e{p->private_.load(std::memory_order_relaxed)};
-  if (status st = swapdev_->write_page(swp_offset(e), mem_->page_address(p)); !st.ok()) {
-    p->set(PG_dirty);  // handle_write_error: keep the data in RAM
-    write_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (status st = backend_->swap_writepage(e, mem_->page_address(p)); !st.ok()) {
+    p->set(PG_dirty);  // handle_write_error: keep the data in RAM (the back end counts it)
     return false;
   }
   events_.count(PSWPOUT);
@@ -130,12 +129,56 @@ void machine::free_swap_and_cache(uint64_t entry) {
 // ---------------------------------------------------------------------------------------------
 // do_swap_page: the pte holds a swap entry. The page comes from the swap cache if it is there
 // (written out but not yet freed, or swapped in by another fault); otherwise this fault claims
-// the slot's SWAP_HAS_CACHE (swapcache_prepare), reads the page from the swap device into a new
-// frame and adds it to the swap cache, so that concurrent faults on the same entry find this one
-// page (they got EEXIST and retry the lookup). Then, with the page locked and the pte rechecked
-// under its lock, the page is mapped and the pte's swap count dropped (swap_free). The slot
-// stays allocated while the page is clean in the swap cache, so reclaiming it again costs no
-// write; a write fault, or swap more than half full (vm_swap_full), frees it (try_to_free_swap).
+// the slot's SWAP_HAS_CACHE, reads the page from the swap device into a new frame and adds it to
+// the swap cache, so that concurrent faults on the same entry find this one page
+// (swap_cache::read_swap_cache_async, the kernel's __read_swap_cache_async; the swap_in_source
+// below is mm's side of it). Then, with the page locked and the pte rechecked under its lock, the
+// page is mapped and the pte's swap count dropped (swap_free). The slot stays allocated while the
+// page is clean in the swap cache, so reclaiming it again costs no write; a write fault, or swap
+// more than half full (vm_swap_full), frees it (try_to_free_swap).
+namespace {
+
+// The frames, locks and flags of a swap-in, for read_swap_cache_async.
+struct swap_in_source {
+  machine& m;
+  const std::atomic<pte_t>& ptep;
+  pte_t orig;
+  bool locked = false;  // read() has locked the frame it was given
+
+  // A page being freed by reclaim (refcount frozen at 0) is not taken: its slot is released
+  // in a moment and the lookup retried.
+  bool pin(page* p) { return p->get_unless_zero(); }
+  // Allocated before the slot is claimed, so that a fault racing this one is never kept
+  // waiting while this one reclaims.
+  result<page*> alloc() { return m.alloc_page(); }
+  // With SWAP_HAS_CACHE held: the frame is locked, read, and set up as a swap-cache page (the
+  // cache's reference taken), all before it becomes visible in the cache.
+  status read(swap_entry e, page* fresh) {
+    fresh->lock(m.page_lock_class());
+    locked = true;
+    fresh->set(PG_swapbacked);
+    if (status st = m.backend()->swap_read_folio(e, m.page_address(fresh)); !st.ok()) return st;
+    fresh->set(PG_uptodate);
+    fresh->private_.store(e.val, std::memory_order_relaxed);
+    fresh->set(PG_swapcache);
+    fresh->get();  // the swap cache's reference
+    return {};
+  }
+  // A frame that did not make it into the cache: undo read()'s set-up, if it ran.
+  void release(page* fresh) {
+    if (fresh->test(PG_swapcache)) {
+      fresh->clear(PG_swapcache);
+      fresh->put_testzero();  // the cache's reference; ours remains
+    }
+    if (locked) fresh->unlock();
+    locked = false;
+    m.put_page(fresh);
+  }
+  bool stale() const { return ptep.load(std::memory_order_relaxed) != orig; }
+};
+
+}  // namespace
+
 fault_result do_swap_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_t orig,
                           access_type type, page_access_fn* fn) {
   mm_struct* mm = vma->vm_mm;
@@ -144,73 +187,26 @@ fault_result do_swap_page(vm_area_struct* vma, uint64_t addr, pte_table* t, pte_
   const uint64_t entry = pte_to_swp_entry_val(orig);
   if (status st = anon_vma_prepare(vma); !st.ok()) return fault_result::fail(std::move(st));
 
-  page* p = nullptr;
-  page* fresh = nullptr;
-  bool locked = false;
-  for (;;) {
-    if (ptep.load(std::memory_order_relaxed) != orig) {  // another fault mapped it
-      if (fresh) m.put_page(fresh);
-      return fault_result::retry();
-    }
-    bool busy = false;
-    if ((p = m.lookup_swap_cache(entry, &busy))) {
-      m.event_counters().count(SWAP_RA_HIT);
-      break;
-    }
-    if (busy) {  // reclaim is freeing the cached page: its slot is released in a moment
-      std::this_thread::yield();
-      continue;
-    }
-    // Allocate before claiming the slot, as __read_swap_cache_async does, so that a fault
-    // racing this one is never kept waiting while we reclaim.
-    if (!fresh) {
-      auto r = m.alloc_page();
-      if (!r) {
-        if (ptep.load(std::memory_order_relaxed) != orig) return fault_result::retry();
-        return fault_result::fail(r.error());
-      }
-      fresh = *r;
-    }
-    status st = m.swap_sys()->swapcache_prepare(swap_entry{entry});
-    if (st.code() == EEXIST) {  // another fault is reading it in, or reclaim is adding it
-      std::this_thread::yield();
-      continue;
-    }
-    if (!st.ok()) {  // the slot was freed: the pte must have changed
-      m.put_page(fresh);
-      if (ptep.load(std::memory_order_relaxed) != orig) return fault_result::retry();
-      return fault_result::fail(error(EIO, "swap-in: " + st.to_string()));
-    }
-    // This fault owns SWAP_HAS_CACHE: read the page in.
-    fresh->lock(m.page_lock_class());
-    fresh->set(PG_swapbacked);
-    st = m.swap_dev()->read_page(swp_offset(swap_entry{entry}), m.page_address(fresh));
-    if (st.ok()) {
-      fresh->set(PG_uptodate);
-      fresh->private_.store(entry, std::memory_order_relaxed);
-      fresh->set(PG_swapcache);
-      fresh->get();  // the swap cache's reference
-      st = m.swap_cache_of()->add_to_swap_cache(swap_entry{entry}, fresh);
-      if (!st.ok()) {
-        fresh->clear(PG_swapcache);
-        fresh->put_testzero();
-      }
-    }
-    if (!st.ok()) {
-      (void)m.swap_sys()->swapcache_clear(swap_entry{entry});
-      fresh->unlock();
-      m.put_page(fresh);
-      return fault_result::fail(error(EIO, "swap-in of " + to_string(swap_entry{entry}) + ": " + st.to_string()));
-    }
-    m.lru_cache_add(fresh);
+  swap_in_source src{m, ptep, orig};
+  bool allocated = false;
+  auto got = m.swap_cache_of()->read_swap_cache_async(swap_entry{entry}, src, &allocated);
+  if (!got.ok()) {
+    // EAGAIN: another fault mapped the entry, or munmap zapped it; ENOENT / EINVAL: the slot was
+    // freed, which only a changed pte explains. Anything else is the device's error.
+    if (src.stale()) return fault_result::retry();
+    if (got.error().code() == ENOMEM) return fault_result::fail(got.error());  // no frame
+    return fault_result::fail(
+        error(EIO, "swap-in of " + to_string(swap_entry{entry}) + ": " + got.error().to_string()));
+  }
+  page* p = *got;
+  const bool locked = allocated;
+  if (allocated) {
+    m.lru_cache_add(p);
     m.event_counters().count(PSWPIN);
     m.event_counters().count(PGMAJFAULT);
-    p = fresh;
-    fresh = nullptr;
-    locked = true;
-    break;
+  } else {
+    m.event_counters().count(SWAP_RA_HIT);
   }
-  if (fresh) m.put_page(fresh);
   if (!locked) p->lock(m.page_lock_class());
   // The page may have left the swap cache (and the slot been reused) while we waited.
   if (!p->test(PG_swapcache) || p->private_.load(std::memory_order_relaxed) != entry) {

@@ -55,25 +55,40 @@ TEST_P(swap_cache_modes, swap_out_then_swap_in_through_the_cache) {
   EXPECT_EQ(cache.add_to_swap_cache(e, nullptr).code(), EINVAL);
 
   // swap-in: the first fault reads, the second finds the page.
-  int reads = 0;
   page in;
-  auto read = [&](swap_entry) -> result<page*> {
-    ++reads;
-    in.data = 42;
-    return &in;
-  };
-  auto pin = [](page* pg) { pg->refs++; };
+  struct source {
+    page& in;
+    int reads = 0, allocs = 0, released = 0;
+    bool pin(page* pg) {
+      pg->refs++;
+      return true;
+    }
+    result<page*> alloc() {
+      ++allocs;
+      return &in;
+    }
+    status read(swap_entry, page* pg) {
+      ++reads;
+      pg->data = 42;
+      return {};
+    }
+    void release(page*) { ++released; }
+    bool stale() const { return false; }
+  } src{in};
   bool allocated = false;
-  auto r = cache.read_swap_cache_async(e, read, pin, &allocated);
+  auto r = cache.read_swap_cache_async(e, src, &allocated);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(*r, &in);
+  EXPECT_EQ(in.data, 42u);
   EXPECT_TRUE(allocated);
   EXPECT_EQ(sys.swap_map_byte(e), SWAP_HAS_CACHE | 1);
-  r = cache.read_swap_cache_async(e, read, pin, &allocated);
+  r = cache.read_swap_cache_async(e, src, &allocated);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, &in);
   EXPECT_FALSE(allocated);
-  EXPECT_EQ(reads, 1);
+  EXPECT_EQ(src.reads, 1);
+  EXPECT_EQ(src.allocs, 1) << "a hit allocates nothing";
+  EXPECT_EQ(src.released, 0);
   EXPECT_EQ(in.refs, 1) << "pin runs on a hit";
   // The PTE maps the page; only the cache holds the slot; the page leaves the cache.
   auto left = sys.swap_free(e);
@@ -97,21 +112,49 @@ TEST_P(swap_cache_modes, failed_swap_in_leaves_nothing_claimed) {
   const swap_entry e = sys.get_swap_page();
   ASSERT_TRUE(sys.swap_duplicate(e).ok());
   ASSERT_TRUE(sys.put_swap_page(e).ok());
-  auto r = cache.read_swap_cache_async(
-      e, [](swap_entry) -> result<page*> { return error(EIO, "backing store: read failed"); },
-      [](page*) {});
+  // The read fails: the object goes back, SWAP_HAS_CACHE too.
+  page in;
+  struct source {
+    page& in;
+    status read_result;
+    bool is_stale = false;
+    int allocs = 0, reads = 0, released = 0;
+    bool pin(page*) { return true; }
+    result<page*> alloc() {
+      ++allocs;
+      return &in;
+    }
+    status read(swap_entry, page*) {
+      ++reads;
+      return read_result;
+    }
+    void release(page*) { ++released; }
+    bool stale() const { return is_stale; }
+  } src{in, error(EIO, "backing store: read failed")};
+  auto r = cache.read_swap_cache_async(e, src);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), EIO);
+  EXPECT_EQ(src.released, src.allocs) << "the unused object was not given back";
   EXPECT_EQ(sys.swap_map_byte(e), 1) << "SWAP_HAS_CACHE was given back";
   EXPECT_EQ(cache.size(), 0u);
+  // A caller whose PTE changed stops at once with EAGAIN, reading nothing.
+  src.is_stale = true;
+  src.reads = 0;
+  r = cache.read_swap_cache_async(e, src);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), EAGAIN);
+  EXPECT_EQ(src.reads, 0);
+  src.is_stale = false;
   // A fault on an entry that was freed meanwhile gets ENOENT.
   ASSERT_EQ(*sys.swap_free(e), 0);
   sys.drain_swap_slots_cache();
-  r = cache.read_swap_cache_async(
-      e, [](swap_entry) -> result<page*> { return error(EIO, "must not be called"); },
-      [](page*) {});
+  src.reads = 0;
+  r = cache.read_swap_cache_async(e, src);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ENOENT);
+  EXPECT_EQ(src.reads, 0) << "read ran for a freed entry";
+  EXPECT_EQ(src.released, src.allocs);
+  EXPECT_EQ(cache.size(), 0u);
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 

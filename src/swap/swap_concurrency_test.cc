@@ -372,18 +372,30 @@ TEST_P(swap_stress, concurrent_faults_on_one_entry_read_it_once) {
   std::atomic<uint64_t> failures{0};
   run_threads(threads, [&](int t) {
     for (int i = 0; i < entries; ++i) {
-      auto r = cache.read_swap_cache_async(
-          es[i],
-          [&](swap_entry e) -> result<frame*> {
-            reads[i]++;
-            auto f = std::make_unique<frame>();
-            f->contents = e.val;  // "read from the backing store"
-            f->refs = 1;
-            std::lock_guard g(frames_mu);
-            frames.push_back(std::move(f));
-            return frames.back().get();
-          },
-          [](frame* f) { f->refs++; });
+      struct source {
+        std::vector<std::unique_ptr<frame>>& frames;
+        std::mutex& frames_mu;
+        std::atomic<int>& reads;
+        bool pin(frame* f) {
+          f->refs++;
+          return true;
+        }
+        result<frame*> alloc() {
+          auto f = std::make_unique<frame>();
+          f->refs = 1;
+          std::lock_guard g(frames_mu);
+          frames.push_back(std::move(f));
+          return frames.back().get();
+        }
+        status read(swap_entry e, frame* f) {
+          reads++;
+          f->contents = e.val;  // "read from the backing store"
+          return {};
+        }
+        void release(frame* f) { f->refs = 0; }  // unused: stays in `frames` until the end
+        bool stale() const { return false; }
+      } src{frames, frames_mu, reads[i]};
+      auto r = cache.read_swap_cache_async(es[i], src);
       if (!r.ok() || (*r)->contents != es[i].val) {
         failures++;
         continue;

@@ -46,7 +46,7 @@
 #include "uswap/mm/page.h"
 #include "uswap/mm/phys_mem.h"
 #include "uswap/mm/rmap_lock.h"
-#include "uswap/mm/swap_device.h"
+#include "uswap/backend/swap_backend.h"
 #include "uswap/mm/vmstat.h"
 #include "uswap/swap/swap.h"
 #include "uswap/sync/lockstat.h"
@@ -130,9 +130,9 @@ class machine {
   uint64_t lru_size(lru_list l) const;
 
   // Swap: nullptr when the machine has none.
-  swap_system* swap_sys() noexcept { return swap_.get(); }
-  swap_device* swap_dev() noexcept { return swapdev_.get(); }
-  zram_device* zram() noexcept { return swapdev_ ? swapdev_->zram() : nullptr; }
+  swap_system* swap_sys() noexcept { return swap_; }
+  // The swap area and its device (statistics, mem_limit), or nullptr.
+  swap_backend* backend() noexcept { return backend_.get(); }
   swap_usage swap_stats() const;
 
   // Reclaims up to nr pages now in the calling thread (try_to_free_pages); returns how many
@@ -236,10 +236,9 @@ class machine {
   vm_events events_;
 
   // Swap (declared before anything that may hold swap entries, destroyed after them).
-  std::unique_ptr<swap_device> swapdev_;
-  std::unique_ptr<swap_system> swap_;
+  std::unique_ptr<swap_backend> backend_;
+  swap_system* swap_ = nullptr;  // backend_->swap(), or nullptr without swap
   std::unique_ptr<swap_cache<page>> cache_;
-  std::atomic<uint64_t> write_errors_{0};
 
   alignas(64) mutex lru_lock_{&cls_lru_lock_};
   lru_head lists_[NR_LRU_LISTS];

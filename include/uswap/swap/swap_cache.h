@@ -14,7 +14,7 @@
 // it with swap_system::put_swap_page), so the swap_map byte says whether the cache may hold
 // the entry, and swapcache_prepare resolves concurrent faults on one entry: exactly one of them
 // claims SWAP_HAS_CACHE and reads the page in; the others get EEXIST and find the page in the
-// cache once it is added (read_swap_cache_async below does this loop).
+// cache once it is added (read_swap_cache_async below does this loop; mm's do_swap_page uses it).
 //
 // Sharding: one lock and one hash map per shard, the shard chosen from the entry's cluster
 // (hashed), so the clusters that different threads allocate from (their current clusters) fall
@@ -113,18 +113,49 @@ class swap_cache {
     return sys_.put_swap_page(e);
   }
 
-  // __read_swap_cache_async: the object for e, from the cache, or made by read(e) (allocate a
-  // page and fill it from the backing store; returns result<T*>) and added to the cache, with
-  // concurrent callers for one entry resolved so that read runs once. pin as in
-  // lookup_swap_cache (for a hit). *allocated tells whether read ran in this call.
-  // Errors: ENOENT / EINVAL from swapcache_prepare (the entry was freed: the caller's page table
-  // entry changed meanwhile), or read's error; on error nothing is left claimed.
-  template <class Read, class Pin>
-  result<T*> read_swap_cache_async(swap_entry e, Read&& read, Pin&& pin,
-                                   bool* allocated = nullptr) {
+  // __read_swap_cache_async: the object for e, from the cache, or a new one filled from the
+  // backing store and added to the cache, with concurrent callers for one entry resolved so that
+  // exactly one of them reads (the others get EEXIST from swapcache_prepare and find its object
+  // in the cache once it is added). The caller supplies its side as `src`:
+  //   bool pin(T* obj)                   a cache hit, under the shard lock: take a reference.
+  //                                      false: the object is on its way out (reclaim froze it);
+  //                                      its slot is released in a moment, so the lookup retries
+  //   result<T*> alloc()                 a new object, made before the entry is claimed, so that
+  //                                      racing faults never wait while this one allocates (it
+  //                                      may reclaim)
+  //   status read(swap_entry e, T* obj)  fills obj from the backing store; e's SWAP_HAS_CACHE is
+  //                                      the caller's for the duration
+  //   void release(T* obj)               an object from alloc() that was not added to the cache
+  //   bool stale()                       the caller's reference to e went away (its PTE changed):
+  //                                      give up with EAGAIN, checked before every attempt
+  // *allocated tells whether the object returned is this call's, just added to the cache.
+  // Errors: EAGAIN (stale), ENOENT / EINVAL from swapcache_prepare (the entry was freed), or
+  // alloc's, read's or add_to_swap_cache's error; on error nothing is left claimed or allocated.
+  template <class Source>
+  result<T*> read_swap_cache_async(swap_entry e, Source& src, bool* allocated = nullptr) {
     if (allocated) *allocated = false;
+    T* fresh = nullptr;
+    auto give_up = [&](status st) -> result<T*> {
+      if (fresh) src.release(fresh);
+      return st;
+    };
     for (;;) {
-      if (T* hit = lookup_swap_cache(e, pin)) return hit;
+      if (src.stale()) return give_up(error(EAGAIN, "swap-in of " + to_string(e) + ": the entry changed"));
+      bool busy = false;
+      if (T* hit = lookup_swap_cache(e, [&](T* obj) { busy = !src.pin(obj); })) {
+        if (!busy) {
+          if (fresh) src.release(fresh);
+          return hit;
+        }
+        std::this_thread::yield();
+        continue;
+      }
+      if (!fresh) {
+        result<T*> made = src.alloc();
+        if (!made.ok()) return made.error();
+        fresh = *made;
+        continue;  // the allocation may have taken long: look again before claiming
+      }
       status st = sys_.swapcache_prepare(e);
       if (st.code() == EEXIST) {
         // Another fault claimed the entry and is reading it, or a swap-out has not finished
@@ -132,19 +163,15 @@ class swap_cache {
         std::this_thread::yield();
         continue;
       }
-      if (!st.ok()) return st;
-      result<T*> obj = read(e);
-      if (!obj.ok()) {
+      if (!st.ok()) return give_up(std::move(st));
+      st = src.read(e, fresh);
+      if (st.ok()) st = add_to_swap_cache(e, fresh);
+      if (!st.ok()) {
         (void)sys_.swapcache_clear(e);
-        return obj.error();
-      }
-      status added = add_to_swap_cache(e, *obj);
-      if (!added.ok()) {
-        (void)sys_.swapcache_clear(e);
-        return added;
+        return give_up(std::move(st));
       }
       if (allocated) *allocated = true;
-      return *obj;
+      return fresh;
     }
   }
 

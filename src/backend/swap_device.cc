@@ -1,6 +1,7 @@
-// The swap devices: zram, and the uncompressed RAM disk. See include/uswap/mm/swap_device.h.
-#include "uswap/mm/swap_device.h"
+// The swap devices: zram, and the uncompressed RAM disk. See include/uswap/backend/swap_device.h.
+#include "uswap/backend/swap_device.h"
 
+#include <atomic>
 #include <cstring>
 
 #include "uswap/base/page.h"
@@ -8,12 +9,10 @@
 
 namespace uswap {
 
-const char* to_string(swap_dev_kind k) noexcept { return k == swap_dev_kind::zram ? "zram" : "ram"; }
+const char* to_string(swap_dev_kind k) noexcept { return name_of(swap_dev_kind_names, k).data(); }
 
 result<swap_dev_kind> parse_swap_dev_kind(std::string_view text) {
-  if (text == "zram") return swap_dev_kind::zram;
-  if (text == "ram") return swap_dev_kind::ram;
-  return error(EINVAL, "swap device '" + std::string(text) + "': expected zram or ram");
+  return parse_enum(swap_dev_kind_names, text, "swap device");
 }
 
 namespace {
@@ -32,23 +31,47 @@ class zram_swap_device final : public swap_device {
     if (!z_->slot_free_notify(offset)) (void)z_->discard(offset, 1);
   }
   void discard(uint64_t offset, uint64_t nr) override { (void)z_->discard(offset, nr); }
+  bool holds(uint64_t offset) const override {
+    auto info = z_->slot_info(offset);
+    return info && info->kind != zram_slot_kind::empty;
+  }
+  uint32_t stored_size(uint64_t offset) const override {
+    auto info = z_->slot_info(offset);
+    if (!info) return page_size;
+    return info->kind == zram_slot_kind::same ? 0 : info->size;
+  }
+  status set_mem_limit(uint64_t bytes) override {
+    z_->set_mem_limit(bytes);
+    return {};
+  }
+  swap_device_stats stats() const override {
+    swap_device_stats s;
+    s.mm_stat = z_->mm_stat();
+    s.stored_pages = s.mm_stat->orig_data_size / page_size;
+    s.mem_used = s.mm_stat->mem_used_total;
+    s.mem_used_max = s.mm_stat->mem_used_max;
+    return s;
+  }
+  std::string mm_stat_text() const override { return z_->mm_stat_text(); }
   uint64_t nr_pages() const noexcept override { return z_->nr_pages(); }
   swap_dev_kind kind() const noexcept override { return swap_dev_kind::zram; }
-  zram_device* zram() noexcept override { return z_.get(); }
 
  private:
   std::unique_ptr<zram_device> z_;
 };
 
-// brd / pmem: the slots are plain host memory. Nothing to free: a freed slot's bytes are simply
-// overwritten by its next write, as on a disk.
+// brd / pmem: the slots are plain host memory. A freed slot's bytes stay until its next write,
+// as on a disk; only a byte per slot records whether it holds a page (for the statistics and
+// the invariant checks), written by the slot's reference holder or by the free under its lock.
 class ram_swap_device final : public swap_device {
  public:
-  ram_swap_device(std::byte* base, uint64_t nr_pages) : base_(base), nr_pages_(nr_pages) {}
+  ram_swap_device(std::byte* base, uint64_t nr_pages)
+      : base_(base), nr_pages_(nr_pages), present_(new std::atomic<uint8_t>[nr_pages]()) {}
   ~ram_swap_device() override { unmap_resident_memory(base_, static_cast<size_t>(pages_to_bytes(nr_pages_))); }
   status write_page(uint64_t offset, const void* src) override {
     if (offset >= nr_pages_) return error(EINVAL, "ram swap device: write past the end");
     std::memcpy(base_ + pages_to_bytes(offset), src, page_size);
+    present_[offset].store(1, std::memory_order_relaxed);
     return {};
   }
   status read_page(uint64_t offset, void* dst) override {
@@ -56,14 +79,34 @@ class ram_swap_device final : public swap_device {
     std::memcpy(dst, base_ + pages_to_bytes(offset), page_size);
     return {};
   }
-  void slot_free_notify(uint64_t) override {}
-  void discard(uint64_t, uint64_t) override {}
+  void slot_free_notify(uint64_t offset) override {
+    if (offset < nr_pages_) present_[offset].store(0, std::memory_order_relaxed);
+  }
+  void discard(uint64_t offset, uint64_t nr) override {
+    for (uint64_t i = offset; i < offset + nr && i < nr_pages_; ++i)
+      present_[i].store(0, std::memory_order_relaxed);
+  }
+  bool holds(uint64_t offset) const override {
+    return offset < nr_pages_ && present_[offset].load(std::memory_order_relaxed);
+  }
+  uint32_t stored_size(uint64_t) const override { return page_size; }
+  status set_mem_limit(uint64_t) override {
+    return error(ENOTSUP, "ram swap device: no mem_limit (it is all allocated at creation)");
+  }
+  swap_device_stats stats() const override {
+    swap_device_stats s;
+    for (uint64_t i = 0; i < nr_pages_; ++i) s.stored_pages += present_[i].load(std::memory_order_relaxed);
+    s.mem_used = s.mem_used_max = pages_to_bytes(nr_pages_);
+    return s;
+  }
+  std::string mm_stat_text() const override { return {}; }
   uint64_t nr_pages() const noexcept override { return nr_pages_; }
   swap_dev_kind kind() const noexcept override { return swap_dev_kind::ram; }
 
  private:
   std::byte* base_;
   uint64_t nr_pages_;
+  std::unique_ptr<std::atomic<uint8_t>[]> present_;
 };
 
 }  // namespace
