@@ -1,0 +1,187 @@
+// job: one memory limit for a whole process tree, what memory.max is to a memory cgroup. `uswap
+// run` (the supervisor) creates a job segment, a small MAP_SHARED memfd that every process of the
+// job maps; each process's pager (a "member") charges the pages it maps against the job's limit,
+// so the processes share one budget the way a cgroup's tasks do.
+//
+// Charging (mm/memcontrol.c: try_charge_memcg, consume_stock, refill_stock): a member reserves
+// pages from the job in batches (its `usage`) and maps pages against its own reservation without
+// touching the job; only a refill or a return takes the job lock. A member's resident pages
+// never exceed its usage, and the usages never exceed the limit, so the job's resident memory
+// stays within the limit, but for overcharges (a member that cannot evict and cannot wait any
+// longer), which are counted.
+//
+// Pressure: a member that cannot get a batch evicts its own pages, unless it holds less than
+// its fair share (limit / live members) while another member holds more: then it asks the
+// member with the largest usage to reclaim (reclaim_request; the pager of that member serves it
+// at its next fault, or from a signal when it is idle in a system call, see request_reclaim)
+// and waits a bounded time for room.
+//
+// Members leave at exit and before exec, returning their usage. One that dies without leaving
+// (SIGKILL, a crash) is reaped by the supervisor, which watches every member through a pidfd:
+// reap_dead returns its usage at once. A member killed while holding the job lock leaves
+// EOWNERDEAD to the next locker (a robust process-shared mutex), which recomputes the job's
+// charge from the members' usage: usage and charge change only under the lock, so the sum is
+// exact and nothing leaks.
+//
+// Statistics: each member publishes its counters (resident, pool, faults, swap-ins...) into its
+// slot; the supervisor sums live slots and the totals of members that left for the live view
+// (memory.current, memory.stat, mm_stat) and the summary.
+//
+// Thread-safety: every function may be called from any thread of any member; the shared state
+// is atomics and data under the job lock. A job object is one process's view of the segment.
+// Invariants (job lock held): charge == sum of usage over slots not free; a slot is free,
+// live (a member is using it) or dead (its process is gone, its usage not yet returned).
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "uswap/base/status.h"
+
+namespace uswap {
+
+class job;
+// Testing only: takes the job lock, adds n to the slot's usage without the matching charge (half
+// of a reservation) and _exits holding the lock, as a member killed mid-update would.
+[[noreturn]] void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n);
+
+inline constexpr unsigned job_max_members = 512;
+// Pages a member reserves at a time (the kernel's MEMCG_CHARGE_BATCH).
+inline constexpr uint64_t job_charge_batch = 64;
+
+// A member's published counters, by index (the cumulative ones are summed over members that
+// left too).
+enum job_stat : unsigned {
+  JOB_RESIDENT,         // pages mapped now (memory.current's share)
+  JOB_SWAP_PAGES,       // pages in the member's swap (memory.stat swap)
+  JOB_POOL_BYTES,       // its zram pool now (mem_used_total)
+  JOB_POOL_PEAK,        // the largest it was (mem_used_max)
+  JOB_ORIG_DATA,        // mm_stat orig_data_size
+  JOB_COMPR_DATA,       // mm_stat compr_data_size
+  JOB_SAME_PAGES,       // mm_stat same_pages
+  JOB_HUGE_PAGES,       // mm_stat huge_pages
+  JOB_COMPACTED,        // mm_stat pages_compacted
+  JOB_CUMULATIVE,       // --- the counters below only grow
+  JOB_PGFAULT = JOB_CUMULATIVE,  // faults resolved (missing + write-protect)
+  JOB_PGMAJFAULT,       // faults that read a page back from zram
+  JOB_WP_FAULTS,        // write-protect faults
+  JOB_SWAP_INS,         // pages read back (workingset_refault_anon)
+  JOB_SWAP_OUTS,        // pages written out (pswpout)
+  JOB_OVERCHARGES,      // pages mapped above the member's reservation
+  JOB_FAILED_READS,     // io_stat
+  JOB_FAILED_WRITES,
+  JOB_NOTIFY_FREE,
+  JOB_STAT_COUNT
+};
+
+struct job_options {
+  uint64_t limit_pages = 0;       // the job's resident limit; required (at least 64 pages)
+  uint64_t pool_limit_bytes = 0;  // the summed compressed pools' limit; default 0: none
+};
+
+// One member's slot, as the supervisor reads it.
+struct job_member_view {
+  unsigned slot = 0;
+  pid_t pid = 0;
+  bool dead = false;  // gone without leaving, not yet reaped
+  std::string comm;
+  uint64_t usage = 0;  // pages reserved
+  uint64_t stat[JOB_STAT_COUNT] = {};
+};
+
+struct job_view {
+  uint64_t limit_pages = 0;
+  uint64_t pool_limit_bytes = 0;
+  uint64_t charge = 0;          // pages reserved by members now
+  uint64_t peak_charge = 0;
+  uint64_t peak_footprint = 0;  // most of (resident pages * 4 KiB + pool bytes) seen published
+  uint64_t members_joined = 0;  // process images that ever joined
+  uint64_t members_reaped = 0;  // of them, reaped after dying without leaving
+  uint64_t owner_dead_repairs = 0;  // EOWNERDEAD recoveries of the job lock
+  uint64_t reclaim_requests = 0;    // times a member asked another for room
+  uint64_t stop_reason = 0;         // job_stop_* (0: running)
+  uint64_t exited[JOB_STAT_COUNT] = {};  // cumulative counters of members that left or died
+  std::vector<job_member_view> members;  // slots not free
+  // Live sum of a counter plus, for cumulative ones, what left.
+  uint64_t total(job_stat s) const noexcept;
+};
+
+// Why the job cannot go on (set once; the supervisor stops the job and says so).
+enum : uint64_t { job_stop_none = 0, job_stop_pool_full = 1 };
+
+class job {
+ public:
+  // The supervisor's job: a new memfd of the segment, mapped. EINVAL for a limit under 64 pages.
+  static result<std::unique_ptr<job>> create(const job_options& opts);
+  // A member's (or a second) view of the segment behind fd (dup'd; the caller keeps fd).
+  // EINVAL if fd is not a job segment of this version.
+  static result<std::unique_ptr<job>> attach(int fd);
+  ~job();
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  uint64_t limit_pages() const noexcept;
+  uint64_t pool_limit_bytes() const noexcept;
+
+  // --- Membership.
+  // A slot for process `pid` (comm: its name, for the summary); ENOSPC when every slot is taken.
+  result<unsigned> join(pid_t pid, std::string_view comm);
+  // Returns the slot's usage and adds its cumulative counters to the job's; the slot is free.
+  void leave(unsigned slot) noexcept;
+  // Supervisor: whether `pid` of slot still is the process that joined (not a reused pid).
+  bool still_alive(unsigned slot) const noexcept;
+  // Supervisor: the member of `slot` died without leaving: its usage goes back at once.
+  void reap_dead(unsigned slot) noexcept;
+
+  // --- Charging (the member's pager).
+  // Reserves pages: at least `need`, up to `want` when the job has room; returns what was
+  // granted (0: not even `need` fits; the caller makes room). Never beyond the limit.
+  uint64_t try_reserve(unsigned slot, uint64_t need, uint64_t want) noexcept;
+  // Reserves `n` pages beyond the limit (an overcharge: nothing could be evicted).
+  void force_reserve(unsigned slot, uint64_t n) noexcept;
+  // Gives back `n` reserved pages (at most the slot's usage).
+  void unreserve(unsigned slot, uint64_t n) noexcept;
+  uint64_t usage(unsigned slot) const noexcept;
+  // The job's charge now (a lock-free snapshot).
+  uint64_t charge() const noexcept;
+
+  // --- Pressure.
+  // The member with the largest usage above its fair share other than `slot`, asked to reclaim
+  // `n` pages; returns its pid (0: nobody holds more than a fair share, the caller should evict
+  // its own). `fair_below`: whether `slot` itself holds less than its fair share.
+  pid_t request_reclaim(unsigned slot, uint64_t n, bool* fair_below) noexcept;
+  // Pages others asked this member to reclaim, taken (the request is cleared).
+  uint64_t take_reclaim_request(unsigned slot) noexcept;
+  // Whether a signal was sent to this member and not yet taken; the sender sets it, the member
+  // clears it (so a busy member gets one signal, not one per request).
+  bool mark_signalled(unsigned slot) noexcept;
+  void clear_signalled(unsigned slot) noexcept;
+
+  // --- Statistics.
+  void publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_t now_ns) noexcept;
+  // When the member last resolved a fault (CLOCK_MONOTONIC ns): the pressure path's idleness test.
+  void note_active(unsigned slot, uint64_t now_ns) noexcept;
+  uint64_t last_active_ns(unsigned slot) const noexcept;
+  job_view view() const;
+
+  void set_stop_reason(uint64_t reason) noexcept;
+
+ private:
+  struct shared;
+  struct member;
+  class lock_guard;
+  job(int fd, shared* s) noexcept : fd_(fd), s_(s) {}
+  void repair_locked() noexcept;
+  friend void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n);
+  int fd_ = -1;
+  shared* s_ = nullptr;
+};
+
+}  // namespace uswap

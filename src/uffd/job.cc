@@ -1,0 +1,391 @@
+// The job segment: a limit shared by the processes of a job. See include/uswap/uffd/job.h.
+#include "uswap/uffd/job.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "uswap/base/atomic_max.h"
+#include "uswap/base/page.h"
+
+namespace uswap {
+
+namespace {
+
+constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
+constexpr uint32_t job_version = 1;
+
+enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2 };
+
+// Start time of a process in clock ticks since boot (/proc/PID/stat field 22), 0 if unknown:
+// tells a member from a later process that reused its pid.
+uint64_t process_start_time(pid_t pid) noexcept {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  // comm may hold spaces and parentheses: the fields start after the last ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (!p) return 0;
+  ++p;
+  for (int field = 2; field < 22 && *p; ++p)
+    if (*p == ' ') ++field;
+  return std::strtoull(p, nullptr, 10);
+}
+
+}  // namespace
+
+struct alignas(cache_line_size) job::member {
+  std::atomic<uint32_t> state;
+  std::atomic<int32_t> pid;
+  uint64_t start_time;
+  char comm[16];
+  uint64_t usage;  // under the job lock
+  std::atomic<uint64_t> usage_seen;  // a copy for lock-free readers
+  alignas(cache_line_size) std::atomic<uint64_t> reclaim_request;
+  std::atomic<uint32_t> signalled;
+  std::atomic<uint64_t> last_active_ns;
+  std::atomic<uint64_t> stat[JOB_STAT_COUNT];
+};
+
+struct job::shared {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t max_members;
+  uint64_t limit_pages;
+  uint64_t pool_limit_bytes;
+  pthread_mutex_t lock;
+  // Under the lock.
+  uint64_t charge;
+  uint64_t members_joined;
+  uint64_t members_reaped;
+  uint64_t owner_dead_repairs;
+  uint64_t exited[JOB_STAT_COUNT];
+  unsigned slots_hint;  // every slot not free is below it
+  // Lock-free readers.
+  alignas(cache_line_size) std::atomic<uint64_t> charge_seen;
+  std::atomic<uint64_t> peak_charge;
+  std::atomic<uint64_t> peak_footprint;
+  std::atomic<uint64_t> reclaim_requests;
+  std::atomic<uint64_t> stop_reason;
+  member members[job_max_members];
+};
+
+// The job lock. A holder that died leaves the mutex EOWNERDEAD: the state it was changing is
+// repaired (charge recomputed from the usages) and the mutex made consistent again.
+class job::lock_guard {
+ public:
+  explicit lock_guard(const job& j) noexcept : j_(const_cast<job&>(j)) {
+    const int rc = pthread_mutex_lock(&j_.s_->lock);
+    if (rc == EOWNERDEAD) {
+      j_.repair_locked();
+      pthread_mutex_consistent(&j_.s_->lock);
+    }
+  }
+  ~lock_guard() { pthread_mutex_unlock(&j_.s_->lock); }
+  lock_guard(const lock_guard&) = delete;
+  lock_guard& operator=(const lock_guard&) = delete;
+
+ private:
+  job& j_;
+};
+
+void job::repair_locked() noexcept {
+  uint64_t sum = 0;
+  for (unsigned i = 0; i < s_->slots_hint; ++i)
+    if (s_->members[i].state.load(std::memory_order_relaxed) != slot_free) sum += s_->members[i].usage;
+  s_->charge = sum;
+  s_->charge_seen.store(sum, std::memory_order_relaxed);
+  ++s_->owner_dead_repairs;
+}
+
+result<std::unique_ptr<job>> job::create(const job_options& opts) {
+  if (opts.limit_pages < 64) return error(EINVAL, "job: the limit must be at least 64 pages (256 KiB)");
+  const int fd = static_cast<int>(::memfd_create("uswap-job", MFD_CLOEXEC));
+  if (fd < 0) return error(errno, std::string("job: memfd_create: ") + std::strerror(errno));
+  if (::ftruncate(fd, sizeof(shared)) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return error(e, std::string("job: sizing the segment: ") + std::strerror(e));
+  }
+  void* p = ::mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    ::close(fd);
+    return error(e, std::string("job: mapping the segment: ") + std::strerror(e));
+  }
+  // The memfd is zero-filled: every atomic and counter starts at 0, every slot free.
+  auto* s = static_cast<shared*>(p);
+  s->limit_pages = opts.limit_pages;
+  s->pool_limit_bytes = opts.pool_limit_bytes;
+  s->max_members = job_max_members;
+  pthread_mutexattr_t a;
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(&s->lock, &a);
+  pthread_mutexattr_destroy(&a);
+  s->version = job_version;
+  std::atomic_thread_fence(std::memory_order_release);
+  s->magic = job_magic;
+  return std::unique_ptr<job>(new job(fd, s));
+}
+
+result<std::unique_ptr<job>> job::attach(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return error(errno, std::string("job: fd ") + std::to_string(fd) + ": " + std::strerror(errno));
+  if (static_cast<uint64_t>(st.st_size) != sizeof(shared))
+    return error(EINVAL, "job: fd " + std::to_string(fd) + " is not a job segment (size " +
+                             std::to_string(st.st_size) + ")");
+  const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (own < 0) return error(errno, std::string("job: dup: ") + std::strerror(errno));
+  void* p = ::mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    ::close(own);
+    return error(e, std::string("job: mapping the segment: ") + std::strerror(e));
+  }
+  auto* s = static_cast<shared*>(p);
+  if (s->magic != job_magic || s->version != job_version || s->max_members != job_max_members) {
+    ::munmap(p, sizeof(shared));
+    ::close(own);
+    return error(EINVAL, "job: fd " + std::to_string(fd) + " is not a job segment of this uswap");
+  }
+  return std::unique_ptr<job>(new job(own, s));
+}
+
+job::~job() {
+  if (s_) ::munmap(s_, sizeof(shared));
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint64_t job::limit_pages() const noexcept { return s_->limit_pages; }
+uint64_t job::pool_limit_bytes() const noexcept { return s_->pool_limit_bytes; }
+
+result<unsigned> job::join(pid_t pid, std::string_view comm) {
+  const uint64_t start = process_start_time(pid);
+  lock_guard g(*this);
+  for (unsigned i = 0; i < job_max_members; ++i) {
+    member& m = s_->members[i];
+    if (m.state.load(std::memory_order_relaxed) != slot_free) continue;
+    m.pid.store(pid, std::memory_order_relaxed);
+    m.start_time = start;
+    std::memset(m.comm, 0, sizeof m.comm);
+    std::memcpy(m.comm, comm.data(), std::min(comm.size(), sizeof m.comm - 1));
+    m.usage = 0;
+    m.usage_seen.store(0, std::memory_order_relaxed);
+    m.reclaim_request.store(0, std::memory_order_relaxed);
+    m.signalled.store(0, std::memory_order_relaxed);
+    m.last_active_ns.store(0, std::memory_order_relaxed);
+    for (auto& v : m.stat) v.store(0, std::memory_order_relaxed);
+    m.state.store(slot_live, std::memory_order_release);
+    s_->slots_hint = std::max(s_->slots_hint, i + 1);
+    ++s_->members_joined;
+    return i;
+  }
+  return error(ENOSPC, "job: all " + std::to_string(job_max_members) +
+                           " member slots are taken (too many processes at once)");
+}
+
+// The member's share of the job goes back; its cumulative counters join the exited totals.
+void job::leave(unsigned slot) noexcept {
+  if (slot >= job_max_members) return;
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) == slot_free) return;
+  s_->charge -= std::min(s_->charge, m.usage);
+  s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+  m.usage = 0;
+  m.usage_seen.store(0, std::memory_order_relaxed);
+  for (unsigned k = JOB_CUMULATIVE; k < JOB_STAT_COUNT; ++k)
+    s_->exited[k] += m.stat[k].load(std::memory_order_relaxed);
+  s_->exited[JOB_POOL_PEAK] = std::max(s_->exited[JOB_POOL_PEAK], m.stat[JOB_POOL_PEAK].load(std::memory_order_relaxed));
+  m.state.store(slot_free, std::memory_order_release);
+}
+
+bool job::still_alive(unsigned slot) const noexcept {
+  if (slot >= job_max_members) return false;
+  const member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_acquire) != slot_live) return false;
+  const pid_t pid = m.pid.load(std::memory_order_relaxed);
+  const uint64_t start = process_start_time(pid);
+  return start != 0 && start == m.start_time;
+}
+
+void job::reap_dead(unsigned slot) noexcept {
+  if (slot >= job_max_members) return;
+  {
+    lock_guard g(*this);
+    if (s_->members[slot].state.load(std::memory_order_relaxed) != slot_live) return;
+    s_->members[slot].state.store(slot_dead, std::memory_order_relaxed);
+    ++s_->members_reaped;
+  }
+  leave(slot);
+}
+
+uint64_t job::try_reserve(unsigned slot, uint64_t need, uint64_t want) noexcept {
+  want = std::max(want, need);
+  lock_guard g(*this);
+  const uint64_t room = s_->charge < s_->limit_pages ? s_->limit_pages - s_->charge : 0;
+  if (room < need) return 0;
+  const uint64_t got = std::min(room, want);
+  s_->charge += got;
+  s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+  fetch_max(s_->peak_charge, s_->charge);
+  member& m = s_->members[slot];
+  m.usage += got;
+  m.usage_seen.store(m.usage, std::memory_order_relaxed);
+  return got;
+}
+
+void job::force_reserve(unsigned slot, uint64_t n) noexcept {
+  lock_guard g(*this);
+  s_->charge += n;
+  s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+  fetch_max(s_->peak_charge, s_->charge);
+  member& m = s_->members[slot];
+  m.usage += n;
+  m.usage_seen.store(m.usage, std::memory_order_relaxed);
+}
+
+void job::unreserve(unsigned slot, uint64_t n) noexcept {
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  n = std::min(n, m.usage);
+  m.usage -= n;
+  m.usage_seen.store(m.usage, std::memory_order_relaxed);
+  s_->charge -= std::min(s_->charge, n);
+  s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+}
+
+uint64_t job::usage(unsigned slot) const noexcept {
+  return s_->members[slot].usage_seen.load(std::memory_order_relaxed);
+}
+
+uint64_t job::charge() const noexcept { return s_->charge_seen.load(std::memory_order_relaxed); }
+
+pid_t job::request_reclaim(unsigned slot, uint64_t n, bool* fair_below) noexcept {
+  unsigned live = 0;
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  for (unsigned i = 0; i < hint; ++i)
+    if (s_->members[i].state.load(std::memory_order_relaxed) == slot_live) ++live;
+  const uint64_t fair = s_->limit_pages / std::max(1u, live);
+  *fair_below = usage(slot) < fair;
+  if (!*fair_below) return 0;
+  unsigned best = job_max_members;
+  uint64_t best_usage = fair;
+  for (unsigned i = 0; i < hint; ++i) {
+    if (i == slot || s_->members[i].state.load(std::memory_order_relaxed) != slot_live) continue;
+    const uint64_t u = usage(i);
+    if (u > best_usage) {
+      best = i;
+      best_usage = u;
+    }
+  }
+  if (best == job_max_members) return 0;
+  // Ask for what the victim holds above its fair share, at least n.
+  s_->members[best].reclaim_request.fetch_add(std::min(best_usage - fair + n, best_usage),
+                                              std::memory_order_relaxed);
+  s_->reclaim_requests.fetch_add(1, std::memory_order_relaxed);
+  return s_->members[best].pid.load(std::memory_order_relaxed);
+}
+
+uint64_t job::take_reclaim_request(unsigned slot) noexcept {
+  std::atomic<uint64_t>& r = s_->members[slot].reclaim_request;
+  if (r.load(std::memory_order_relaxed) == 0) return 0;
+  return r.exchange(0, std::memory_order_relaxed);
+}
+
+bool job::mark_signalled(unsigned slot) noexcept {
+  return s_->members[slot].signalled.exchange(1, std::memory_order_acq_rel) == 0;
+}
+
+void job::clear_signalled(unsigned slot) noexcept {
+  s_->members[slot].signalled.store(0, std::memory_order_release);
+}
+
+void job::publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_t now_ns) noexcept {
+  member& m = s_->members[slot];
+  for (unsigned k = 0; k < JOB_STAT_COUNT; ++k) m.stat[k].store(stat[k], std::memory_order_relaxed);
+  m.last_active_ns.store(now_ns, std::memory_order_relaxed);
+  // The footprint peak is the job's, summed over live members at this moment.
+  uint64_t resident = 0, pool = 0;
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  for (unsigned i = 0; i < hint; ++i) {
+    const member& o = s_->members[i];
+    if (o.state.load(std::memory_order_relaxed) != slot_live) continue;
+    resident += o.stat[JOB_RESIDENT].load(std::memory_order_relaxed);
+    pool += o.stat[JOB_POOL_BYTES].load(std::memory_order_relaxed);
+  }
+  fetch_max(s_->peak_footprint, resident * page_size + pool);
+}
+
+void job::note_active(unsigned slot, uint64_t now_ns) noexcept {
+  s_->members[slot].last_active_ns.store(now_ns, std::memory_order_relaxed);
+}
+
+uint64_t job::last_active_ns(unsigned slot) const noexcept {
+  return s_->members[slot].last_active_ns.load(std::memory_order_relaxed);
+}
+
+void job::set_stop_reason(uint64_t reason) noexcept {
+  uint64_t none = job_stop_none;
+  s_->stop_reason.compare_exchange_strong(none, reason, std::memory_order_relaxed);
+}
+
+uint64_t job_view::total(job_stat s) const noexcept {
+  uint64_t v = s >= JOB_CUMULATIVE ? exited[s] : 0;
+  for (const auto& m : members) v += m.stat[s];
+  return v;
+}
+
+job_view job::view() const {
+  job_view v;
+  v.limit_pages = s_->limit_pages;
+  v.pool_limit_bytes = s_->pool_limit_bytes;
+  {
+    lock_guard g(*this);
+    v.charge = s_->charge;
+    v.members_joined = s_->members_joined;
+    v.members_reaped = s_->members_reaped;
+    v.owner_dead_repairs = s_->owner_dead_repairs;
+    std::copy(std::begin(s_->exited), std::end(s_->exited), std::begin(v.exited));
+    for (unsigned i = 0; i < s_->slots_hint; ++i) {
+      const member& m = s_->members[i];
+      const uint32_t st = m.state.load(std::memory_order_relaxed);
+      if (st == slot_free) continue;
+      job_member_view mv;
+      mv.slot = i;
+      mv.pid = m.pid.load(std::memory_order_relaxed);
+      mv.dead = st == slot_dead;
+      mv.comm.assign(m.comm, strnlen(m.comm, sizeof m.comm));
+      mv.usage = m.usage;
+      for (unsigned k = 0; k < JOB_STAT_COUNT; ++k) mv.stat[k] = m.stat[k].load(std::memory_order_relaxed);
+      v.members.push_back(std::move(mv));
+    }
+  }
+  v.peak_charge = s_->peak_charge.load(std::memory_order_relaxed);
+  v.peak_footprint = s_->peak_footprint.load(std::memory_order_relaxed);
+  v.reclaim_requests = s_->reclaim_requests.load(std::memory_order_relaxed);
+  v.stop_reason = s_->stop_reason.load(std::memory_order_relaxed);
+  return v;
+}
+
+void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n) {
+  pthread_mutex_lock(&j.s_->lock);
+  j.s_->members[slot].usage += n;  // and the charge never follows
+  ::_exit(0);
+}
+
+}  // namespace uswap

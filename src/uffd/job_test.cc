@@ -1,0 +1,290 @@
+// The job segment: reservations within the limit across processes, leaving and reaping,
+// recovery from a member killed holding the job lock, pressure requests, and statistics.
+#include "uswap/uffd/job.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <vector>
+
+#include "uswap_testing/threads.h"
+
+namespace uswap {
+namespace {
+
+std::unique_ptr<job> make_job(uint64_t limit_pages, uint64_t pool_limit = 0) {
+  job_options o;
+  o.limit_pages = limit_pages;
+  o.pool_limit_bytes = pool_limit;
+  auto j = job::create(o);
+  return j ? std::move(*j) : nullptr;
+}
+
+// Runs fn in a child process; returns its exit status (fn's return value).
+template <class F>
+int in_child(F fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(fn());
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+TEST(Job, RejectsALimitUnder64Pages) {
+  job_options o;
+  o.limit_pages = 63;
+  auto j = job::create(o);
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.error().code(), EINVAL);
+}
+
+TEST(Job, AttachRefusesADescriptorThatIsNoJob) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  auto j = job::attach(p[0]);
+  EXPECT_FALSE(j.ok());
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
+TEST(Job, ReservationsStopAtTheLimitAndComeBackOnLeave) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto a = j->join(::getpid(), "a");
+  auto b = j->join(::getpid(), "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(j->try_reserve(*a, 600, 600), 600u);
+  // b wants 300 and would take 500: it gets what is left, 400.
+  EXPECT_EQ(j->try_reserve(*b, 300, 500), 400u);
+  EXPECT_EQ(j->try_reserve(*b, 1, 1), 0u) << "a reservation past the limit";
+  EXPECT_EQ(j->charge(), 1000u);
+  j->force_reserve(*b, 5);
+  EXPECT_EQ(j->charge(), 1005u);
+  j->unreserve(*a, 100);
+  EXPECT_EQ(j->usage(*a), 500u);
+  j->leave(*a);
+  EXPECT_EQ(j->charge(), 405u);
+  j->leave(*b);
+  EXPECT_EQ(j->charge(), 0u);
+  const job_view v = j->view();
+  EXPECT_TRUE(v.members.empty());
+  EXPECT_EQ(v.peak_charge, 1005u);
+  EXPECT_EQ(v.members_joined, 2u);
+}
+
+TEST(Job, AnotherProcessSeesTheSameJob) {
+  auto j = make_job(500);
+  ASSERT_TRUE(j);
+  const int rc = in_child([&] {
+    auto mine = job::attach(j->fd());
+    if (!mine) return 10;
+    auto s = (*mine)->join(::getpid(), "child");
+    if (!s) return 11;
+    if ((*mine)->try_reserve(*s, 200, 200) != 200) return 12;
+    (*mine)->leave(*s);
+    return (*mine)->charge() == 0 ? 0 : 13;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(j->view().members_joined, 1u);
+  EXPECT_EQ(j->charge(), 0u);
+}
+
+TEST(JobConcurrency, ProcessesReservingTogetherNeverPassTheLimit) {
+  constexpr uint64_t limit = 4096;
+  auto j = make_job(limit);
+  ASSERT_TRUE(j);
+  constexpr int children = 8;  // more processes than the machine's cores
+  const int rounds = 50000 / testing::work_scale;
+  // Counted by the children in shared memory: reservations made while another process held
+  // one (the race really happened), and charges seen above the limit (must stay 0).
+  auto* shared_counts = static_cast<std::atomic<uint64_t>*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared_counts, MAP_FAILED);
+  std::atomic<uint64_t>& overlaps = shared_counts[0];
+  std::atomic<uint64_t>& over_limit = shared_counts[1];
+  std::atomic<uint64_t>& refusals = shared_counts[2];
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  std::vector<pid_t> pids;
+  for (int c = 0; c < children; ++c) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(go[1]);
+      char x;
+      (void)!::read(go[0], &x, 1);  // released together when the parent closes its end
+      auto s = j->join(::getpid(), "worker");
+      if (!s) ::_exit(10);
+      std::mt19937_64 rng(static_cast<uint64_t>(c) + 1);
+      uint64_t mine = 0;
+      for (int r = 0; r < rounds; ++r) {
+        // Reserving three times as often as giving back: the job fills, and reservations are
+        // refused at the limit.
+        if (rng() % 4 != 0) {
+          const uint64_t need = 1 + rng() % 64;
+          const uint64_t got = j->try_reserve(*s, need, need + rng() % 64);
+          if (got == 0) refusals.fetch_add(1);
+          mine += got;
+        } else if (mine) {
+          const uint64_t back = 1 + rng() % std::min<uint64_t>(mine, 128);
+          j->unreserve(*s, back);
+          mine -= back;
+        }
+        if (j->usage(*s) != mine) ::_exit(11);
+        const uint64_t all = j->charge();
+        if (all > limit) over_limit.fetch_add(1);
+        if (all > mine) overlaps.fetch_add(1);
+      }
+      j->leave(*s);
+      ::_exit(0);
+    }
+    pids.push_back(pid);
+  }
+  ::close(go[0]);
+  ::close(go[1]);
+  for (pid_t pid : pids) {
+    int st;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a worker saw its usage change under it";
+  }
+  EXPECT_EQ(over_limit.load(), 0u);
+  EXPECT_GT(overlaps.load(), 0u) << "the workers never held reservations at the same time";
+  EXPECT_GT(refusals.load(), 0u) << "no reservation met the limit";
+  EXPECT_EQ(j->charge(), 0u);
+  const job_view v = j->view();
+  EXPECT_EQ(v.members_joined, static_cast<uint64_t>(children));
+  EXPECT_LE(v.peak_charge, limit);
+  EXPECT_EQ(v.peak_charge, limit) << "the workers never filled the job";
+  ::munmap(shared_counts, 4096);
+}
+
+TEST(JobConcurrency, AMemberKilledHoldingChargeIsReapedAndReturnsIt) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = j->join(::getpid(), "victim");
+    if (!s || j->try_reserve(*s, 700, 700) != 700) ::_exit(1);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  job_view v = j->view();
+  ASSERT_EQ(v.members.size(), 1u);
+  const unsigned slot = v.members[0].slot;
+  EXPECT_TRUE(j->still_alive(slot));
+  EXPECT_EQ(j->charge(), 700u);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_FALSE(j->still_alive(slot));
+  j->reap_dead(slot);
+  EXPECT_EQ(j->charge(), 0u);
+  v = j->view();
+  EXPECT_TRUE(v.members.empty());
+  EXPECT_EQ(v.members_reaped, 1u);
+  // The room is there for the others at once.
+  auto s = j->join(::getpid(), "next");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(j->try_reserve(*s, 1000, 1000), 1000u);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+TEST(JobConcurrency, AHolderKilledInsideTheLockLeavesAConsistentJob) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto mine = j->join(::getpid(), "parent");
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(j->try_reserve(*mine, 100, 100), 100u);
+  unsigned child_slot = 0;
+  int slot_pipe[2];
+  ASSERT_EQ(::pipe(slot_pipe), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = j->join(::getpid(), "dies");
+    if (!s || j->try_reserve(*s, 50, 50) != 50) ::_exit(1);
+    const unsigned slot = *s;
+    (void)!::write(slot_pipe[1], &slot, sizeof slot);
+    job_die_mid_update_for_test(*j, slot, 10);
+  }
+  ASSERT_EQ(::read(slot_pipe[0], &child_slot, sizeof child_slot), static_cast<ssize_t>(sizeof child_slot));
+  int st;
+  ::waitpid(pid, &st, 0);
+  // The next locker finds EOWNERDEAD, recomputes the charge from the usages (100 + 60) and goes on.
+  EXPECT_EQ(j->try_reserve(*mine, 1, 1), 1u);
+  job_view v = j->view();
+  EXPECT_EQ(v.owner_dead_repairs, 1u);
+  EXPECT_EQ(v.charge, 161u);
+  j->reap_dead(child_slot);
+  EXPECT_EQ(j->charge(), 101u);
+  j->leave(*mine);
+  EXPECT_EQ(j->charge(), 0u);
+  ::close(slot_pipe[0]);
+  ::close(slot_pipe[1]);
+}
+
+TEST(Job, AMemberUnderItsFairShareAsksTheLargestAboveIt) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto hog = j->join(::getpid(), "hog");
+  auto mid = j->join(::getpid(), "mid");
+  auto small = j->join(::getpid(), "small");
+  ASSERT_TRUE(hog.ok() && mid.ok() && small.ok());
+  ASSERT_EQ(j->try_reserve(*hog, 700, 700), 700u);
+  ASSERT_EQ(j->try_reserve(*mid, 290, 290), 290u);
+  ASSERT_EQ(j->try_reserve(*small, 10, 10), 10u);
+  bool below = false;
+  EXPECT_EQ(j->request_reclaim(*small, 32, &below), ::getpid());
+  EXPECT_TRUE(below);
+  // The hog is asked for what it holds above a fair share (1000 / 3 = 333), and the 32 needed.
+  EXPECT_EQ(j->take_reclaim_request(*hog), 700u - 333u + 32u);
+  EXPECT_EQ(j->take_reclaim_request(*hog), 0u) << "a request is taken once";
+  EXPECT_EQ(j->take_reclaim_request(*mid), 0u);
+  // The hog itself is above its share: it evicts its own.
+  EXPECT_EQ(j->request_reclaim(*hog, 32, &below), 0);
+  EXPECT_FALSE(below);
+  EXPECT_TRUE(j->mark_signalled(*hog));
+  EXPECT_FALSE(j->mark_signalled(*hog)) << "one signal until the member takes it";
+  j->clear_signalled(*hog);
+  EXPECT_TRUE(j->mark_signalled(*hog));
+  EXPECT_EQ(j->view().reclaim_requests, 1u);
+}
+
+TEST(Job, StatisticsSumLiveMembersAndThoseThatLeft) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto a = j->join(::getpid(), "a");
+  auto b = j->join(::getpid(), "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  uint64_t sa[JOB_STAT_COUNT] = {}, sb[JOB_STAT_COUNT] = {};
+  sa[JOB_RESIDENT] = 100;
+  sa[JOB_POOL_BYTES] = 50000;
+  sa[JOB_PGFAULT] = 7;
+  sb[JOB_RESIDENT] = 20;
+  sb[JOB_POOL_BYTES] = 1000;
+  sb[JOB_PGFAULT] = 3;
+  j->publish(*a, sa, 1);
+  j->publish(*b, sb, 2);
+  job_view v = j->view();
+  EXPECT_EQ(v.total(JOB_RESIDENT), 120u);
+  EXPECT_EQ(v.total(JOB_PGFAULT), 10u);
+  EXPECT_EQ(v.peak_footprint, 120u * 4096 + 51000);
+  j->leave(*a);
+  v = j->view();
+  EXPECT_EQ(v.total(JOB_RESIDENT), 20u) << "a member that left holds nothing";
+  EXPECT_EQ(v.total(JOB_PGFAULT), 10u) << "its faults still count";
+  ASSERT_EQ(v.members.size(), 1u);
+  EXPECT_EQ(v.members[0].comm, "b");
+}
+
+}  // namespace
+}  // namespace uswap
