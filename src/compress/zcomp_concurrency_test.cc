@@ -12,15 +12,12 @@
 
 #include "uswap/compress/page_fill.h"
 #include "uswap/compress/zcomp.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int pages_per_thread = 40;
-#else
-constexpr int pages_per_thread = 400;
-#endif
+constexpr int pages_per_thread = 400 / testing::work_scale;
 constexpr int nr_threads = 16;
 
 void make_page(uint8_t* p, uint64_t seed) {

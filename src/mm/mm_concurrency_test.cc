@@ -17,11 +17,8 @@
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int scale = 8;
-#else
-constexpr int scale = 1;
-#endif
+// TSan's budget: an eighth of the rounds (work_scale_by(8)).
+constexpr int scale = testing::work_scale_by(8);
 
 using uswap::testing::run_threads;
 
@@ -75,7 +72,7 @@ void write_verify_unmap(int threads, bool shared_mm) {
   std::atomic<int> bad{0};
   run_threads(threads, [&](int t) {
     mm_struct& mm = *mms[shared_mm ? 0 : t];
-    for (int round = 0; round < 4 / (scale > 1 ? 2 : 1); ++round) {
+    for (int round = 0; round < 4 / testing::work_scale_by(2); ++round) {
       auto a = mm.mmap(pages_per_thread * page_size);
       if (!a.ok()) {
         bad.fetch_add(1);

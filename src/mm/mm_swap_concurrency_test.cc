@@ -23,11 +23,9 @@
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr uint64_t scale = 4;
-#else
-constexpr uint64_t scale = 1;
-#endif
+// TSan's budget: a quarter of the pages and writes (work_scale_by(4)), so that the machine
+// stays large enough for reclaim to have choices.
+constexpr uint64_t scale = testing::work_scale_by(4);
 
 using uswap::testing::run_threads;
 

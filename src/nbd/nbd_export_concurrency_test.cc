@@ -14,15 +14,12 @@
 #include "uswap/compress/page_fill.h"
 #include "uswap/nbd/nbd_export.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int rounds = 300;
-#else
-constexpr int rounds = 3000;
-#endif
+constexpr int rounds = 3000 / testing::work_scale;
 
 class nbd_export_concurrency
     : public ::testing::TestWithParam<std::tuple<zram_lock_mode, int>> {};

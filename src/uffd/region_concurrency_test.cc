@@ -16,6 +16,7 @@
 
 #include "uffd_test_util.h"
 #include "uswap/uffd/region.h"
+#include "uswap_testing/threads.h"
 
 #if defined(USWAP_TSAN)
 // The pager resolves faults inside the faulting thread's SIGBUS handler, where it may allocate
@@ -33,11 +34,9 @@ namespace {
 using namespace uffd_test;
 
 constexpr uint64_t MiB = 1 << 20;
-#if defined(USWAP_TSAN)
-constexpr unsigned scale = 2;  // TSan is ~10x slower: smaller regions, fewer rounds
-#else
-constexpr unsigned scale = 1;
-#endif
+// TSan's budget: half the region sizes and rounds (work_scale_by(2)); a region must stay a
+// whole number of pages and several times its limit.
+constexpr unsigned scale = testing::work_scale_by(2);
 
 class ConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
  protected:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/threads.h"
 #include "zs_test_util.h"
 
 namespace uswap {
@@ -16,11 +17,7 @@ namespace {
 using zs_test::read_ok;
 using zs_test::write_obj;
 
-#if defined(USWAP_TSAN)
-constexpr int ops_per_thread = 3000;
-#else
-constexpr int ops_per_thread = 20000;
-#endif
+constexpr int ops_per_thread = 20000 / testing::work_scale_by(6);
 
 struct obj {
   zs_handle h;
@@ -103,13 +100,9 @@ TEST(zsmalloc_concurrency, shared_objects_read_by_every_thread_while_compaction_
   ASSERT_TRUE(p.ok());
   zs_pool& pool = **p;
   constexpr int nr_readers = 16;
-#if defined(USWAP_TSAN)
-  constexpr int rounds = 3;  // 16 spinning readers starve the compactor on 2 cores under TSan
-  constexpr int objects = 1500;
-#else
-  constexpr int rounds = 20;
-  constexpr int objects = 3000;
-#endif
+  // Under TSan, 3 rounds of half the objects: 16 spinning readers starve the compactor on 2 cores.
+  constexpr int rounds = 20 / testing::work_scale_by(6);
+  constexpr int objects = 3000 / testing::work_scale_by(2);
   std::atomic<int> failures{0};
   std::atomic<uint64_t> freed_total{0};
 
