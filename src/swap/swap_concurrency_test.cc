@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "swap_test_util.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/swap/swap_cache.h"
 #include "uswap/swap/swap_system.h"
 
@@ -117,9 +118,7 @@ class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
               sh.wrong_results++;
             }
           }
-          uint64_t m = sh.max_count.load(std::memory_order_relaxed);
-          while (o.count > m && !sh.max_count.compare_exchange_weak(m, o.count)) {
-          }
+          fetch_max(sh.max_count, o.count);
         } else if (op < 55) {
           // writeback done / swapcache_clear: drop the cache reference.
           if (o.cache && o.count > 0) {

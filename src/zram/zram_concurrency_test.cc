@@ -23,7 +23,6 @@ namespace uswap {
 namespace {
 
 using zram_test::make_page;
-using zram_test::mix;
 using zram_test::page_kind;
 using zram_test::work_scale;
 
@@ -86,9 +85,9 @@ TEST_P(zram_concurrency, disjoint_slots_read_back_exactly_under_every_operation)
       const uint64_t base = t * per_thread;
       std::vector<uint8_t> model(per_thread * page_size, 0);
       alignas(8) uint8_t page[page_size], got[page_size];
-      uint64_t rng = mix(t + 100);
+      uint64_t rng = mix64(t + 100);
       for (int op = 0; op < ops; ++op) {
-        rng = mix(rng);
+        rng = mix64(rng);
         const uint64_t slot = rng % per_thread;
         uint8_t* m = model.data() + slot * page_size;
         switch ((rng >> 16) % 8) {
@@ -178,16 +177,16 @@ TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
   with_background(*dev, failures, [&] {
     zram_test::run_threads(nr_threads, [&](int t) {
       alignas(8) uint8_t page[page_size], got[page_size];
-      uint64_t rng = mix(t + 7);
+      uint64_t rng = mix64(t + 7);
       for (int op = 0; op < ops; ++op) {
-        rng = mix(rng);
+        rng = mix64(rng);
         const uint64_t slot = rng % shared;
         switch ((rng >> 16) % 10) {
           case 0:
           case 1:
           case 2: {
             for (size_t k = 0; k < blocks_per_page; ++k)
-              make_block(page + k * block, slot, mix(rng + k));
+              make_block(page + k * block, slot, mix64(rng + k));
             if (!dev->write_page(slot, page).ok()) ++failures;
             break;
           }
@@ -195,7 +194,7 @@ TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
           case 4: {  // whole blocks, at a block boundary
             const size_t first = (rng >> 24) % blocks_per_page;
             const size_t n = 1 + (rng >> 32) % (blocks_per_page - first);
-            for (size_t k = 0; k < n; ++k) make_block(page + k * block, slot, mix(rng + 99 + k));
+            for (size_t k = 0; k < n; ++k) make_block(page + k * block, slot, mix64(rng + 99 + k));
             if (!dev->write(slot * page_size + first * block, page, n * block).ok()) ++failures;
             break;
           }
@@ -243,7 +242,7 @@ TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
       ++version;
       const size_t off = 1 + (version * 37) % 64;
       std::array<uint8_t, span0> buf;
-      fill_random(buf.data(), span0, mix(t * 100000 + version));
+      fill_random(buf.data(), span0, mix64(t * 100000 + version));
       if (version % 3 == 0) std::memset(buf.data(), int(t), span0);  // same-ish pages too
       std::memcpy(mine.data() + off, buf.data() + off, span0 - off);
       if (!dev->write(t * span0 + off, buf.data() + off, span0 - off).ok()) ++failures;
@@ -251,7 +250,7 @@ TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
       if (!dev->read(t * span0, back.data(), span0).ok() || back != mine) ++failures;
       if (t < 8) {  // page 1: 512-byte spans, whole blocks
         alignas(8) uint8_t b[block];
-        make_block(b, 1, mix(version + t));
+        make_block(b, 1, mix64(version + t));
         if (!dev->write(page_size + t * block, b, block).ok()) ++failures;
         alignas(8) uint8_t again[block];
         if (!dev->read(page_size + t * block, again, block).ok() ||
@@ -308,9 +307,9 @@ TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
     const uint64_t base = t * per_thread;
     std::vector<uint8_t> model(per_thread * page_size, 0);
     alignas(8) uint8_t page[page_size], got[page_size];
-    uint64_t rng = mix(t + 555);
+    uint64_t rng = mix64(t + 555);
     for (int op = 0; op < ops; ++op) {
-      rng = mix(rng);
+      rng = mix64(rng);
       const uint64_t slot = rng % per_thread;
       uint8_t* m = model.data() + slot * page_size;
       switch ((rng >> 16) % 8) {

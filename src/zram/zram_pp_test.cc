@@ -271,7 +271,7 @@ TEST(zram_pp, recompression_of_compressed_pages_and_its_parameters) {
   for (uint64_t i = 0; i < 64; ++i) {
     // Text-like pages: lz4 leaves room that zstd takes.
     for (size_t b = 0; b < page_size; ++b)
-      page[b] = static_cast<uint8_t>('a' + zram_test::mix(i * 8192 + b / 3) % 16);
+      page[b] = static_cast<uint8_t>('a' + mix64(i * 8192 + b / 3) % 16);
     ASSERT_TRUE(dev->write_page(i, page).ok());
   }
   EXPECT_EQ(dev->recompress({.priority = 3}).error().code(), EINVAL);
@@ -294,7 +294,7 @@ TEST(zram_pp, recompression_of_compressed_pages_and_its_parameters) {
   for (uint64_t i = 0; i < 64; ++i) {
     EXPECT_FALSE(dev->slot_info(i)->idle);  // recompression counts as an access
     for (size_t b = 0; b < page_size; ++b)
-      page[b] = static_cast<uint8_t>('a' + zram_test::mix(i * 8192 + b / 3) % 16);
+      page[b] = static_cast<uint8_t>('a' + mix64(i * 8192 + b / 3) % 16);
     alignas(8) uint8_t got[page_size];
     ASSERT_TRUE(dev->read_page(i, got).ok());
     ASSERT_EQ(std::memcmp(page, got, page_size), 0) << i;

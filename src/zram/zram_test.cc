@@ -183,7 +183,7 @@ TEST_P(zram_modes, byte_io_at_odd_offsets_matches_a_byte_model) {
   uint64_t rng = 12345;
   std::vector<uint8_t> buf(3 * page_size + 100), got(buf.size());
   for (int op = 0; op < 400; ++op) {
-    rng = zram_test::mix(rng);
+    rng = mix64(rng);
     const uint64_t offset = rng % (pages * page_size - 1);
     const uint64_t max_len = std::min<uint64_t>(buf.size(), pages * page_size - offset);
     const uint64_t len = 1 + (rng >> 32) % max_len;

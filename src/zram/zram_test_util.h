@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "uswap/base/hash.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/zram/zram.h"
 #include "uswap/zsmalloc/zsmalloc.h"
@@ -23,13 +24,6 @@
 namespace uswap::zram_test {
 
 using uswap::testing::work_scale;
-
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 enum class page_kind { compressible, incompressible, same, zero };
 
@@ -43,7 +37,7 @@ inline void make_page(uint8_t* page, page_kind kind, uint64_t seed) {
       fill_random(page, page_size, seed);
       break;
     case page_kind::same: {
-      const uint64_t v = mix(seed) | 1;  // never zero
+      const uint64_t v = mix64(seed) | 1;  // never zero
       for (size_t i = 0; i < page_size; i += 8) std::memcpy(page + i, &v, 8);
       break;
     }

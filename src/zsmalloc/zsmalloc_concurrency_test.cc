@@ -55,9 +55,9 @@ TEST(zsmalloc_concurrency, sixteen_threads_alloc_write_read_free_every_class_whi
   for (int t = 0; t < nr_threads; ++t) {
     workers.emplace_back([&, t] {
       std::vector<obj> mine;
-      uint64_t rng = zs_test::mix(t + 1);
+      uint64_t rng = mix64(t + 1);
       for (int op = 0; op < ops_per_thread; ++op) {
-        rng = zs_test::mix(rng);
+        rng = mix64(rng);
         const unsigned what = rng % 100;
         if (what < 45 || mine.empty()) {
           // Walk sizes so that every size class is hit by every thread.

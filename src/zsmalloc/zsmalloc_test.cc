@@ -406,7 +406,7 @@ TEST(zsmalloc, packs_a_narrow_band_of_sizes_within_five_percent) {
     auto pool = make_pool();
     uint64_t bytes = 0;
     for (int i = 0; i < 20000; ++i) {
-      const size_t n = lo + zs_test::mix(i) % (hi - lo + 1);
+      const size_t n = lo + mix64(i) % (hi - lo + 1);
       ASSERT_TRUE(pool->malloc(n).ok());
       bytes += n;
     }
