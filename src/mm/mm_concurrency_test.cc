@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "mm_test_util.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
@@ -22,17 +23,12 @@ constexpr int scale = testing::work_scale_by(8);
 
 using uswap::testing::run_threads;
 
-std::unique_ptr<machine> make_machine(uint64_t ram_pages) {
-  machine_options o;
-  o.ram = pages_to_bytes(ram_pages);
-  auto m = machine::create(o);
-  EXPECT_TRUE(m.ok());
-  return std::move(*m);
-}
+using mm_test::make_machine;
 
 uint64_t pattern(uint64_t tag, uint64_t page, uint64_t word) {
   return (tag << 40) ^ (page << 9) ^ word ^ 0x5bd1e995u;
 }
+constexpr mm_test::page_pattern pages_pattern{pattern};
 
 TEST(mm_concurrency, racing_first_touches_of_one_page_map_one_frame) {
   auto m = make_machine(1024);
@@ -79,29 +75,12 @@ void write_verify_unmap(int threads, bool shared_mm) {
         return;
       }
       const uint64_t tag = static_cast<uint64_t>(t) * 16 + static_cast<uint64_t>(round);
-      status st = mm.access(*a, pages_per_thread * page_size, access_type::write,
-                            [&](uint64_t addr, std::span<std::byte, page_size> pg) {
-                              auto* w = reinterpret_cast<uint64_t*>(pg.data());
-                              const uint64_t pi = (addr - *a) >> page_shift;
-                              for (uint64_t i = 0; i < page_size / 8; ++i) w[i] = pattern(tag, pi, i);
-                            });
-      if (!st.ok()) bad.fetch_add(1);
+      if (!pages_pattern.fill(mm, *a, 0, pages_per_thread, tag).ok()) bad.fetch_add(1);
       // Unmap every third page (splitting the VMA repeatedly) and check the rest.
       for (uint64_t p = 1; p < pages_per_thread; p += 3)
         if (!mm.munmap(*a + p * page_size, page_size).ok()) bad.fetch_add(1);
-      for (uint64_t p = 0; p < pages_per_thread; ++p) {
-        if (p % 3 == 1) continue;
-        st = mm.access(*a + p * page_size, page_size, access_type::read,
-                       [&](uint64_t, std::span<std::byte, page_size> pg) {
-                         const auto* w = reinterpret_cast<const uint64_t*>(pg.data());
-                         for (uint64_t i = 0; i < page_size / 8; ++i)
-                           if (w[i] != pattern(tag, p, i)) {
-                             bad.fetch_add(1);
-                             break;
-                           }
-                       });
-        if (!st.ok()) bad.fetch_add(1);
-      }
+      for (uint64_t p = 0; p < pages_per_thread; ++p)
+        if (p % 3 != 1 && pages_pattern.mismatches(mm, *a, p, p + 1, tag) != 0) bad.fetch_add(1);
       if (!mm.munmap(*a, pages_per_thread * page_size).ok()) bad.fetch_add(1);
     }
   });

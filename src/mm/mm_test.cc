@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "mm_test_util.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/phys_mem.h"
@@ -15,18 +16,8 @@
 namespace uswap {
 namespace {
 
-std::unique_ptr<machine> make_machine(uint64_t ram_pages) {
-  machine_options o;
-  o.ram = pages_to_bytes(ram_pages);
-  auto m = machine::create(o);
-  EXPECT_TRUE(m.ok()) << m.error().to_string();
-  return std::move(*m);
-}
-
-page* page_at(machine& m, mm_struct& mm, uint64_t addr) {
-  const pte_t pte = mm.pte_of(addr);
-  return pte_present(pte) ? m.pfn_to_page(pte_pfn(pte)) : nullptr;
-}
+using mm_test::make_machine;
+using mm_test::page_at;
 
 TEST(phys_mem, hands_out_every_frame_once_and_takes_them_back) {
   auto pm = phys_mem::create(64);
