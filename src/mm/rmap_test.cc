@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <thread>
 #include <random>
@@ -24,6 +23,7 @@
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_system.h"
 #include "uswap/sync/lockstat.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
@@ -106,7 +106,8 @@ TEST(RmapLock, SpinModeIsExclusiveForWalksRwsemShares) {
     spin.unlock_read();
   });
   // The second walker must wait; it parks, so the lock reads as contended.
-  for (int i = 0; i < 2000 && !spin.is_contended(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  EXPECT_TRUE(testing::eventually([&] { return spin.is_contended() || in.load(); }))
+      << "the second walker neither got in nor parked";
   EXPECT_TRUE(spin.is_contended());
   EXPECT_FALSE(in.load());
   spin.unlock_read();

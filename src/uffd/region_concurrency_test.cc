@@ -96,7 +96,8 @@ TEST_P(ConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
 // fast as they can: every increment must survive. A write racing an eviction hits the
 // write-protection, waits for the page, and lands in the swapped-in copy. (With the
 // write-protection step removed from eviction, the handler_thread case fails in every run and
-// the sigbus case in about one run of four; EvictionHookWriteIsNotLost below forces the race.)
+// the sigbus case in about one run of four; AWriteInsideTheEvictionWindowIsNotLost below forces
+// the race.)
 TEST_P(ConcurrencyTest, WritesRacingEvictionAreNeverLost) {
   const uint64_t size = 1 * MiB;
   auto rr = region::create(size, opts(256 * 1024, size));
@@ -310,18 +311,49 @@ TEST_P(ConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
 // evict_hook), another thread writes to it. The write must wait (it hits the write-protection)
 // and then land in the swapped-in page; without the write-protection it would land in the page
 // about to be dropped and be lost.
+//
+// The hook does not return until the write has been tried: the writer says it is about to store,
+// and the hook waits until either the store has completed (the write got into the window: the
+// test fails) or the writer sleeps, which after that announcement it can only do inside the
+// fault its store raised (in the kernel in handler_thread mode, on the page lock in its SIGBUS
+// handler in sigbus mode). So every run exercises the race, however the threads are scheduled.
 struct hook_state {
   std::atomic<uint64_t*> target{nullptr};
+  std::atomic<pid_t> writer_tid{0};
   std::atomic<bool> fired{false};
+  std::atomic<bool> storing{false};
   std::atomic<bool> written{false};
+  std::atomic<bool> write_tried{false};
   std::atomic<bool> written_during_hook{false};
 };
+
+// The scheduler state of a thread of this process ('R' running, 'S' sleeping, 'D' in
+// uninterruptible sleep...), from /proc; 0 if it cannot be read.
+char thread_state(pid_t tid) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  // "tid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
 
 void racing_write_hook(void* arg, void* page) {
   auto* h = static_cast<hook_state*>(arg);
   if (h->fired.exchange(true)) return;
   h->target.store(static_cast<uint64_t*>(page));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool tried = uswap::testing::eventually([&] {
+    if (h->written.load()) return true;
+    if (!h->storing.load()) return false;
+    const char st = thread_state(h->writer_tid.load());
+    return st == 'S' || st == 'D';
+  });
+  h->write_tried.store(tried);
   h->written_during_hook.store(h->written.load());
 }
 
@@ -338,17 +370,21 @@ TEST_P(ConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
   const uint64_t pages = r->size() / page_size;
   for (uint64_t p = 0; p < pages; ++p) fill_page(base + p * page_size, p, 0);
   std::thread writer([&] {
-    uint64_t* t;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!(t = h.target.load()))
-      if (std::chrono::steady_clock::now() > give_up) return;  // the hook never fired
-      else std::this_thread::yield();
+    h.writer_tid.store(static_cast<pid_t>(::gettid()));
+    uint64_t* t = nullptr;
+    if (!uswap::testing::eventually([&] { return (t = h.target.load()) != nullptr; }))
+      return;  // the hook never fired
+    h.storing.store(true);
+    // Nothing of the store may move above the announcement (a compiler barrier suffices: the
+    // hook only needs to see `storing` before this thread can sleep in the store's fault).
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     *reinterpret_cast<volatile uint64_t*>(t + 100) = 0xfeedfacecafebeefull;
     h.written.store(true);
   });
   EXPECT_GT(r->owner().reclaim(16), 0u);
   writer.join();
   ASSERT_TRUE(h.fired.load());
+  ASSERT_TRUE(h.write_tried.load()) << "the writer neither wrote nor blocked while eviction waited";
   EXPECT_FALSE(h.written_during_hook.load()) << "the write was not held back by write-protection";
   const uint64_t idx = (reinterpret_cast<uint8_t*>(h.target.load()) - base) / page_size;
   const auto* words = reinterpret_cast<const uint64_t*>(base + idx * page_size);
