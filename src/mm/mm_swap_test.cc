@@ -13,6 +13,7 @@
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_cache.h"
 #include "uswap/swap/swap_system.h"
+#include "uswap_testing/param_names.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap {
@@ -172,7 +173,7 @@ TEST_P(swap_dev_test, full_swap_gives_enomem_to_the_fault_and_keeps_everything_e
 
 INSTANTIATE_TEST_SUITE_P(devices, swap_dev_test,
                          ::testing::Values(swap_dev_kind::zram, swap_dev_kind::ram),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST(zram_swap, a_full_zram_mem_limit_fails_pageout_and_the_fault_gets_enomem) {
   machine_options o = mm_test::options(64, 4096, swap_dev_kind::zram);

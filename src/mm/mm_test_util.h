@@ -1,6 +1,7 @@
-// Helpers shared by the mm tests: machines made from a few numbers, the page a pte maps, and
-// page patterns that a test writes through an address space and verifies later without keeping
-// a copy (contents derived from a tag, the page's index and the word's index).
+// Helpers shared by the mm tests: machines made from a few numbers, the page a pte maps, an rmap
+// walk as reclaim runs it, and page patterns that a test writes through an address space and
+// verifies later without keeping a copy (contents derived from a tag, the page's index and the
+// word's index).
 //
 // Each test keeps its own pattern word (how compressible the pages are matters to zram, and how
 // many words are written matters to a test's speed under ThreadSanitizer); what is shared is how
@@ -23,6 +24,7 @@
 #include "uswap/base/status.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
+#include "uswap/mm/rmap.h"
 
 namespace uswap::mm_test {
 
@@ -59,6 +61,15 @@ inline std::unique_ptr<machine> make_machine(uint64_t ram_pages) {
 inline page* page_at(machine& m, mm_struct& mm, uint64_t addr) {
   const pte_t pte = mm.pte_of(addr);
   return pte_present(pte) ? m.pfn_to_page(pte_pfn(pte)) : nullptr;
+}
+
+// rmap_walk as reclaim runs it: holding a reference on the page and its page lock.
+inline void locked_rmap_walk(machine& m, page* p, rmap_walk_control& rwc) {
+  p->get();
+  p->lock(m.page_lock_class());
+  rmap_walk(p, rwc);
+  p->unlock();
+  m.put_page(p);
 }
 
 // Word i of page `page` for `tag`.

@@ -27,6 +27,7 @@
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_system.h"
+#include "uswap_testing/param_names.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap {
@@ -43,10 +44,30 @@ uint64_t word(uint64_t tag, uint64_t page, uint64_t i) { return (tag << 40) ^ (p
 // TSan), and one word in each cache line is enough to tell whose page it is.
 constexpr mm_test::page_pattern pattern{word, 8};
 
+// Failures the workers find, counted, with the first one's description kept for the report.
+class failure_log {
+ public:
+  void operator()(const std::string& what) {
+    count_.fetch_add(1);
+    std::lock_guard lk(lock_);
+    if (first_.empty()) first_ = what;
+  }
+  uint64_t count() const { return count_.load(); }
+  std::string first() {
+    std::lock_guard lk(lock_);
+    return first_;
+  }
+
+ private:
+  std::atomic<uint64_t> count_{0};
+  std::mutex lock_;
+  std::string first_;
+};
+
 class RmapConcurrency : public ::testing::TestWithParam<rmap_lock_mode> {};
 
 INSTANTIATE_TEST_SUITE_P(Modes, RmapConcurrency, ::testing::ValuesIn(all_rmap_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
   machine_options o = mm_test::options(320, 8192, swap_dev_kind::zram, /*kswapd=*/true);
@@ -77,15 +98,8 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
   ASSERT_TRUE(pattern.fill(*parent, *anon, 0, anon_pages, 1).ok());
 
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> failures{0};
+  failure_log fail;
   std::atomic<int> forkers_left{forkers};
-  std::string first_error;
-  std::mutex err_lock;
-  auto fail = [&](const std::string& what) {
-    failures.fetch_add(1);
-    std::lock_guard lk(err_lock);
-    if (first_error.empty()) first_error = what;
-  };
 
   // threads: 0..forkers-1 fork; then a parent reader, a churner, two reclaimers.
   run_threads(forkers + 4, [&](int id) {
@@ -165,7 +179,7 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
       }
     }
   });
-  EXPECT_EQ(failures.load(), 0u) << first_error;
+  EXPECT_EQ(fail.count(), 0u) << fail.first();
   EXPECT_EQ(parent->map_count(), 3u);
   EXPECT_EQ(pattern.mismatches(*parent, *anon, 0, anon_pages, 1), 0u);
   EXPECT_GT(m.events()[PSWPOUT], 0u);
@@ -213,15 +227,9 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
   anon_vma* av = pages[0]->anon_vma_of();
   ASSERT_NE(av, nullptr);
 
-  std::atomic<uint64_t> failures{0}, walks{0};
+  failure_log fail;
+  std::atomic<uint64_t> walks{0};
   std::atomic<int> forkers_left{forkers};
-  std::string first_error;
-  std::mutex err_lock;
-  auto fail = [&](const std::string& what) {
-    failures.fetch_add(1);
-    std::lock_guard lk(err_lock);
-    if (first_error.empty()) first_error = what;
-  };
   struct walk_state {
     vm_area_struct* pvma;
     uint64_t pgoff;
@@ -279,11 +287,7 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
         w->stray = w->stray || vma_address(pg, vma) != addr || addr == ~uint64_t{0};
         return true;
       };
-      p->get();
-      p->lock(m.page_lock_class());
-      rmap_walk(p, rwc);
-      p->unlock();
-      m.put_page(p);
+      mm_test::locked_rmap_walk(m, p, rwc);
       if (!ws.saw_parent) fail("a walk missed the parent's mapping");
       if (ws.stray) fail("a walk visited a VMA at the wrong address");
       if (id % 2) {
@@ -302,7 +306,7 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
       std::this_thread::yield();
     }
   });
-  EXPECT_EQ(failures.load(), 0u) << first_error;
+  EXPECT_EQ(fail.count(), 0u) << fail.first();
   EXPECT_GT(walks.load(), 0u);
   anon_vma_lock_read(av);
   EXPECT_EQ(anon_vma_interval_tree_check(av->rb_root), 1);  // only the parent's VMA is left

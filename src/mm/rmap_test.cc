@@ -23,6 +23,7 @@
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_system.h"
 #include "uswap/sync/lockstat.h"
+#include "uswap_testing/param_names.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap {
@@ -63,7 +64,7 @@ void reclaim_all(machine& m) {
 class RmapTest : public ::testing::TestWithParam<rmap_lock_mode> {};
 
 INSTANTIATE_TEST_SUITE_P(Modes, RmapTest, ::testing::ValuesIn(all_rmap_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST(RmapLockMode, ParsesAndNamesLockClassesAsTheKernel) {
   for (rmap_lock_mode md : all_rmap_lock_modes) {
@@ -253,11 +254,7 @@ std::set<vm_area_struct*> walked_vmas(machine& m, page* p) {
     static_cast<std::set<vm_area_struct*>*>(arg)->insert(vma);
     return true;
   };
-  p->get();
-  p->lock(m.page_lock_class());
-  rmap_walk(p, rwc);
-  p->unlock();
-  m.put_page(p);
+  mm_test::locked_rmap_walk(m, p, rwc);
   return out;
 }
 

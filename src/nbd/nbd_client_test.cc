@@ -34,6 +34,8 @@
 #include "uswap/base/page.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/zram/zram.h"
+#include "uswap_testing/param_names.h"
+#include "uswap_testing/temp_dir.h"
 
 namespace uswap {
 namespace {
@@ -116,23 +118,6 @@ int reap(pid_t pid, std::chrono::milliseconds timeout) {
   return st;
 }
 
-// A temporary directory, removed with its contents.
-class temp_dir {
- public:
-  temp_dir() {
-    char tmpl[] = "/tmp/uswap-nbd-client-XXXXXX";
-    path_ = ::mkdtemp(tmpl) ? tmpl : "";
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // nbdkit with the uswap plugin on a unix socket in its own temporary directory.
 class nbdkit_server {
  public:
@@ -187,7 +172,7 @@ class nbdkit_server {
   std::string log() const { return slurp(log_path()); }
 
  private:
-  temp_dir dir_;
+  testing::temp_dir dir_{"uswap-nbd-client-"};
   pid_t pid_ = -1;
   bool ready_ = false;
   int exit_status_ = -1;
@@ -288,7 +273,7 @@ TEST_P(nbd_client_modes, qemu_io_writes_and_reads_back_patterns_at_unaligned_off
 }
 
 INSTANTIATE_TEST_SUITE_P(all_modes, nbd_client_modes, ::testing::ValuesIn(all_zram_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST(nbd_client, nbdcopy_copies_a_random_256mib_file_in_and_out_with_equal_checksums) {
   START_SERVER(srv, "size=256M", "comp=lz4");
@@ -626,7 +611,7 @@ TEST(nbd_client, several_connections_write_interleaved_unaligned_ranges_at_once)
 // uswap serve
 
 TEST(uswap_serve, prints_the_uri_keeps_statistics_live_writes_back_and_stops_cleanly) {
-  temp_dir dir;
+  testing::temp_dir dir("uswap-nbd-client-");
   const std::string stats = dir.path() + "/stats", backing = dir.path() + "/wb";
   int out_fd = -1;
   const pid_t pid = spawn({uswap_path, "serve", "--size", "32M", "--comp", "zstd", "--lock",

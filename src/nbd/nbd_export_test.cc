@@ -19,30 +19,13 @@
 
 #include "uswap/compress/page_fill.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/param_names.h"
+#include "uswap_testing/temp_dir.h"
 
 namespace uswap {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory removed with everything in it when the test ends, even when it fails.
-class temp_dir {
- public:
-  temp_dir() {
-    char tmpl[] = "/tmp/uswap-nbd-test-XXXXXX";
-    const char* p = ::mkdtemp(tmpl);
-    EXPECT_NE(p, nullptr);
-    path_ = p ? p : "";
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -294,7 +277,7 @@ TEST_P(nbd_export_modes, zero_makes_zero_pages_or_holes_and_extents_tell_them_ap
 }
 
 INSTANTIATE_TEST_SUITE_P(all_modes, nbd_export_modes, ::testing::ValuesIn(all_zram_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST(nbd_export, requests_past_the_end_fail_with_einval_and_change_nothing) {
   constexpr uint64_t size = 8 * page_size;
@@ -399,7 +382,7 @@ TEST(nbd_export, cache_marks_pages_accessed_so_idle_writeback_skips_them) {
 }
 
 TEST(nbd_export, statistics_files_follow_the_device) {
-  temp_dir dir;
+  testing::temp_dir dir("uswap-nbd-test-");
   nbd_config c = cfg(16 * page_size);
   c.statsdir = dir.path() + "/stats";  // created by start_housekeeping
   c.stats_interval_ms = 20;
@@ -436,7 +419,7 @@ TEST(nbd_export, statistics_files_follow_the_device) {
 }
 
 TEST(nbd_export, idle_writeback_moves_pages_to_the_backing_file_and_they_read_back) {
-  temp_dir dir;
+  testing::temp_dir dir("uswap-nbd-test-");
   nbd_config c = cfg(32 * page_size);
   c.backing = dir.path() + "/backing";
   c.writeback_idle = 1;

@@ -292,20 +292,10 @@ TEST(swapon, fresh_area_geometry_and_column_ordered_free_list) {
   EXPECT_GE(closest, 64 / SWAP_CLUSTER_COLS - 2);
 }
 
-class swap_modes : public ::testing::TestWithParam<mode_and_cache> {
- protected:
-  swap_options opts() const {
-    swap_options o;
-    o.lock_mode = GetParam().mode;
-    o.slot_cache = GetParam().cache;
-    o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
-    o.freer_tag = GetParam().freer_tag;
-    return o;
-  }
-};
+class swap_modes : public testing::mode_and_cache_test {};
 
 INSTANTIATE_TEST_SUITE_P(all, swap_modes, ::testing::ValuesIn(testing::every_mode_and_cache()),
-                         [](const auto& info) { return testing::param_name(info.param); });
+                         testing::mode_and_cache_name());
 
 TEST_P(swap_modes, reference_counts_follow_the_kernel) {
   swap_system sys(opts());

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "swap_test_util.h"
+#include "uswap_testing/param_names.h"
 
 namespace uswap {
 namespace {
@@ -20,7 +21,7 @@ struct page {
 
 class swap_cache_modes : public ::testing::TestWithParam<swap_lock_mode> {};
 INSTANTIATE_TEST_SUITE_P(all, swap_cache_modes, ::testing::ValuesIn(testing::all_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST_P(swap_cache_modes, swap_out_then_swap_in_through_the_cache) {
   swap_options so;

@@ -49,17 +49,8 @@ struct shadow {
   void give_back(swap_entry e) { taken[swp_offset(e)].store(0); }
 };
 
-class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
+class swap_stress : public testing::mode_and_cache_test {
  protected:
-  swap_options opts() const {
-    swap_options o;
-    o.lock_mode = GetParam().mode;
-    o.slot_cache = GetParam().cache;
-    o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
-    o.freer_tag = GetParam().freer_tag;
-    return o;
-  }
-
   // Drops every reference of `o`. Before the last one goes the shadow flag is cleared: from
   // then on another thread may be handed the slot.
   static void release_all(swap_system& sys, shadow& sh, owned& o) {
@@ -201,7 +192,7 @@ class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
 };
 
 INSTANTIATE_TEST_SUITE_P(all, swap_stress, ::testing::ValuesIn(testing::every_mode_and_cache()),
-                         [](const auto& info) { return testing::param_name(info.param); });
+                         testing::mode_and_cache_name());
 
 TEST_P(swap_stress, sixteen_threads_share_one_area) {
   swap_system sys(opts());

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -33,7 +32,6 @@ namespace {
 
 using namespace uffd_test;
 
-constexpr uint64_t MiB = 1 << 20;
 // TSan's budget: half the region sizes and rounds (work_scale_by(2)); a region must stay a
 // whole number of pages and several times its limit.
 constexpr unsigned scale = testing::work_scale_by(2);
@@ -41,11 +39,8 @@ constexpr unsigned scale = testing::work_scale_by(2);
 class ConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   pager_options opts(uint64_t limit, uint64_t max_size) {
-    pager_options o;
-    o.mode = GetParam();
+    pager_options o = options(GetParam(), limit, max_size);
     o.handler_threads = 2;
-    o.limit = limit;
-    o.max_size = max_size;
     return o;
   }
 };
@@ -436,9 +431,8 @@ TEST_P(ConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
 // Threads map, fill, verify, discard and unmap regions of a shared pager over and over; at the
 // end nothing is left: no resident page, no zram object, no swap slot, no mapping.
 TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
-  auto p = pager::create(opts(1 * MiB, 64 * MiB));
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto pg = std::move(p).value();
+  auto pg = make_pager(opts(1 * MiB, 64 * MiB));
+  ASSERT_TRUE(pg);
   constexpr unsigned threads = 8;
   const unsigned iterations = 24 / scale;
   std::atomic<uint64_t> bad{0};
@@ -472,14 +466,8 @@ TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(bad.load(), 0u);
-  const pager_stats s = pg->stats();
-  EXPECT_EQ(s.mapped_bytes, 0u);
-  EXPECT_EQ(s.resident_pages, 0u);
-  EXPECT_EQ(s.swap_pages_used, 0u);
-  EXPECT_EQ(s.zram_compr_data_size, 0u);
-  EXPECT_EQ(s.zram_mem_used_total, 0u);
-  EXPECT_GT(s.swap_outs, 0u) << describe(s);
-  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+  expect_holds_nothing(*pg);
+  EXPECT_GT(pg->stats().swap_outs, 0u) << describe(pg->stats());
 }
 
 // Many threads read(2) a file into evicted parts of one region (pinning the buffer first where

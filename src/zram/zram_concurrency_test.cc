@@ -22,23 +22,14 @@
 namespace uswap {
 namespace {
 
+using zram_test::make_dev;
 using zram_test::make_page;
 using zram_test::page_kind;
 using zram_test::work_scale;
 
 constexpr int nr_threads = 16;
 
-std::unique_ptr<zram_device> make_dev(zram_options o) {
-  auto d = zram_device::create(o);
-  EXPECT_TRUE(d.ok()) << d.error().to_string();
-  return d.ok() ? std::move(*d) : nullptr;
-}
-
 class zram_concurrency : public ::testing::TestWithParam<zram_lock_mode> {};
-
-std::string mode_name(const ::testing::TestParamInfo<zram_lock_mode>& info) {
-  return std::string(to_string(info.param));
-}
 
 // slot_cas spins on preempted holders by design; with 16 threads on 2 cores it needs fewer
 // operations to stay within the time budget.
@@ -71,6 +62,54 @@ void with_background(zram_device& dev, std::atomic<int>& failures,
   observer.join();
 }
 
+// A worker's own slots [base, base + n) and the bytes they must hold: each operation goes to the
+// device and to the model, and each read is checked against the model.
+class modelled_slots {
+ public:
+  modelled_slots(zram_device& dev, uint64_t base, uint64_t n, std::atomic<int>& failures)
+      : dev_(dev), base_(base), model_(n * page_size, 0), failures_(failures) {}
+
+  void write_page(uint64_t slot, const uint8_t* page) {
+    if (!dev_.write_page(base_ + slot, page).ok()) ++failures_;
+    std::memcpy(at(slot), page, page_size);
+  }
+  // `len` bytes at `off` in `slot`, on into the following slots if they are longer.
+  void write(uint64_t slot, size_t off, const uint8_t* data, size_t len) {
+    if (!dev_.write((base_ + slot) * page_size + off, data, len).ok()) ++failures_;
+    std::memcpy(at(slot) + off, data, len);
+  }
+  void write_zeroes(uint64_t slot, size_t off, size_t len) {
+    if (!dev_.write_zeroes((base_ + slot) * page_size + off, len).ok()) ++failures_;
+    std::memset(at(slot) + off, 0, len);
+  }
+  void discard(uint64_t slot) {
+    if (!dev_.discard(base_ + slot).ok()) ++failures_;
+    std::memset(at(slot), 0, page_size);
+  }
+  void check(uint64_t slot) {
+    alignas(8) uint8_t got[page_size];
+    if (!dev_.read_page(base_ + slot, got).ok() || std::memcmp(got, at(slot), page_size) != 0)
+      ++failures_;
+  }
+  // Every slot, one read_page each.
+  void check_each() {
+    for (uint64_t s = 0; s < model_.size() / page_size; ++s) check(s);
+  }
+  // All the slots in one multi-page read.
+  void check_in_one_read() {
+    std::vector<uint8_t> all(model_.size());
+    if (!dev_.read(base_ * page_size, all.data(), all.size()).ok() || all != model_) ++failures_;
+  }
+
+ private:
+  uint8_t* at(uint64_t slot) { return model_.data() + slot * page_size; }
+
+  zram_device& dev_;
+  uint64_t base_;
+  std::vector<uint8_t> model_;
+  std::atomic<int>& failures_;
+};
+
 TEST_P(zram_concurrency, disjoint_slots_read_back_exactly_under_every_operation) {
   constexpr uint64_t per_thread = 32;
   zram_options o;
@@ -82,52 +121,42 @@ TEST_P(zram_concurrency, disjoint_slots_read_back_exactly_under_every_operation)
   const int ops = ops_for(GetParam(), 8000);
   with_background(*dev, failures, [&] {
     zram_test::run_threads(nr_threads, [&](int t) {
-      const uint64_t base = t * per_thread;
-      std::vector<uint8_t> model(per_thread * page_size, 0);
-      alignas(8) uint8_t page[page_size], got[page_size];
+      modelled_slots mine(*dev, t * per_thread, per_thread, failures);
+      alignas(8) uint8_t page[page_size];
       uint64_t rng = mix64(t + 100);
       for (int op = 0; op < ops; ++op) {
         rng = mix64(rng);
         const uint64_t slot = rng % per_thread;
-        uint8_t* m = model.data() + slot * page_size;
         switch ((rng >> 16) % 8) {
           case 0:
           case 1:
-          case 2: {
+          case 2:
             make_page(page, zram_test::kind_of(rng >> 24), rng);
-            if (!dev->write_page(base + slot, page).ok()) ++failures;
-            std::memcpy(m, page, page_size);
+            mine.write_page(slot, page);
             break;
-          }
           case 3: {  // odd offset and length, possibly crossing into the next slot
             const size_t off = (rng >> 24) % page_size;
             const size_t max = (per_thread - slot) * page_size - off;
             const size_t len = 1 + (rng >> 40) % std::min<size_t>(max, page_size + 777);
             std::vector<uint8_t> buf(len);
             fill_compressible(buf.data(), len, 50, rng);
-            if (!dev->write((base + slot) * page_size + off, buf.data(), len).ok()) ++failures;
-            std::memcpy(m + off, buf.data(), len);
+            mine.write(slot, off, buf.data(), len);
             break;
           }
           case 4:
-            if (!dev->discard(base + slot).ok()) ++failures;
-            std::memset(m, 0, page_size);
+            mine.discard(slot);
             break;
           case 5: {
             const size_t off = (rng >> 24) % page_size;
-            const size_t len = 1 + (rng >> 40) % (page_size - off);
-            if (!dev->write_zeroes((base + slot) * page_size + off, len).ok()) ++failures;
-            std::memset(m + off, 0, len);
+            mine.write_zeroes(slot, off, 1 + (rng >> 40) % (page_size - off));
             break;
           }
           default:
-            if (!dev->read_page(base + slot, got).ok() || std::memcmp(got, m, page_size) != 0)
-              ++failures;
+            mine.check(slot);
             break;
         }
       }
-      std::vector<uint8_t> all(model.size());
-      if (!dev->read(base * page_size, all.data(), all.size()).ok() || all != model) ++failures;
+      mine.check_in_one_read();
     });
   });
   EXPECT_EQ(failures.load(), 0);
@@ -304,44 +333,34 @@ TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
   });
   const int ops = ops_for(GetParam(), 6000);
   zram_test::run_threads(workers, [&](int t) {
-    const uint64_t base = t * per_thread;
-    std::vector<uint8_t> model(per_thread * page_size, 0);
-    alignas(8) uint8_t page[page_size], got[page_size];
+    modelled_slots mine(*dev, t * per_thread, per_thread, failures);
+    alignas(8) uint8_t page[page_size];
     uint64_t rng = mix64(t + 555);
     for (int op = 0; op < ops; ++op) {
       rng = mix64(rng);
       const uint64_t slot = rng % per_thread;
-      uint8_t* m = model.data() + slot * page_size;
       switch ((rng >> 16) % 8) {
         case 0:
           make_page(page, zram_test::kind_of(rng >> 24), rng);
-          if (!dev->write_page(base + slot, page).ok()) ++failures;
-          std::memcpy(m, page, page_size);
+          mine.write_page(slot, page);
           break;
         case 1: {
           const size_t off = (rng >> 24) % page_size;
           const size_t len = 1 + (rng >> 40) % (page_size - off);
           std::vector<uint8_t> buf(len);
           fill_random(buf.data(), len, rng);
-          if (!dev->write((base + slot) * page_size + off, buf.data(), len).ok()) ++failures;
-          std::memcpy(m + off, buf.data(), len);
+          mine.write(slot, off, buf.data(), len);
           break;
         }
         case 2:
-          if (!dev->discard(base + slot).ok()) ++failures;
-          std::memset(m, 0, page_size);
+          mine.discard(slot);
           break;
         default:
-          if (!dev->read_page(base + slot, got).ok() || std::memcmp(got, m, page_size) != 0)
-            ++failures;
+          mine.check(slot);
           break;
       }
     }
-    for (uint64_t s = 0; s < per_thread; ++s) {
-      if (!dev->read_page(base + s, got).ok() ||
-          std::memcmp(got, model.data() + s * page_size, page_size) != 0)
-        ++failures;
-    }
+    mine.check_each();
   });
   stop = true;
   pp.join();
@@ -353,7 +372,7 @@ TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
 }
 
 INSTANTIATE_TEST_SUITE_P(all_modes, zram_concurrency, ::testing::ValuesIn(all_zram_lock_modes),
-                         mode_name);
+                         testing::to_string_name());
 
 }  // namespace
 }  // namespace uswap

@@ -11,14 +11,9 @@
 namespace uswap {
 namespace {
 
+using zram_test::make_dev;
 using zram_test::make_page;
 using zram_test::page_kind;
-
-std::unique_ptr<zram_device> make_dev(zram_options o) {
-  auto d = zram_device::create(o);
-  EXPECT_TRUE(d.ok()) << d.error().to_string();
-  return d.ok() ? std::move(*d) : nullptr;
-}
 
 void expect_page(zram_device& dev, uint64_t index, page_kind k, uint64_t seed) {
   alignas(8) uint8_t want[page_size], got[page_size];

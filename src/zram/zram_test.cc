@@ -14,14 +14,9 @@
 namespace uswap {
 namespace {
 
+using zram_test::make_dev;
 using zram_test::make_page;
 using zram_test::page_kind;
-
-std::unique_ptr<zram_device> make_dev(zram_options o) {
-  auto d = zram_device::create(o);
-  EXPECT_TRUE(d.ok()) << d.error().to_string();
-  return d.ok() ? std::move(*d) : nullptr;
-}
 
 zram_options opts(zram_lock_mode mode, uint64_t size = 4 << 20) {
   zram_options o;
@@ -31,10 +26,6 @@ zram_options opts(zram_lock_mode mode, uint64_t size = 4 << 20) {
 }
 
 class zram_modes : public ::testing::TestWithParam<zram_lock_mode> {};
-
-std::string mode_name(const ::testing::TestParamInfo<zram_lock_mode>& info) {
-  return std::string(to_string(info.param));
-}
 
 TEST(zram, options_are_validated_with_the_option_named) {
   zram_options o;
@@ -266,7 +257,7 @@ TEST_P(zram_modes, extent_at_reports_runs_of_holes_zero_pages_and_data) {
 }
 
 INSTANTIATE_TEST_SUITE_P(all_modes, zram_modes, ::testing::ValuesIn(all_zram_lock_modes),
-                         mode_name);
+                         testing::to_string_name());
 
 TEST(zram, partial_writes_keep_the_untouched_bytes_of_every_kind_of_slot) {
   auto dev = make_dev(opts(zram_lock_mode::slot_bitlock, 8 * page_size));

@@ -1,6 +1,7 @@
-// Helpers shared by the zram tests: page contents of each kind (compressible, incompressible,
-// same-filled) derived from a seed, a controllable clock, a temporary backing file, threads
-// released together, and the invariant check that ties the statistics to what the table holds.
+// Helpers shared by the zram tests: devices, page contents of each kind (compressible,
+// incompressible, same-filled) derived from a seed, a controllable clock, a temporary backing
+// file, threads released together, and the invariant check that ties the statistics to what the
+// table holds.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,11 +20,19 @@
 #include "uswap/compress/page_fill.h"
 #include "uswap/zram/zram.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/param_names.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap::zram_test {
 
 using uswap::testing::work_scale;
+
+// A device, or nullptr after recording why it could not be made.
+inline std::unique_ptr<zram_device> make_dev(const zram_options& o) {
+  auto d = zram_device::create(o);
+  EXPECT_TRUE(d.ok()) << d.error().to_string();
+  return d.ok() ? std::move(*d) : nullptr;
+}
 
 enum class page_kind { compressible, incompressible, same, zero };
 
