@@ -30,7 +30,7 @@ uint64_t pattern(uint64_t tag, uint64_t page, uint64_t word) {
 }
 constexpr mm_test::page_pattern pages_pattern{pattern};
 
-TEST(mm_concurrency, racing_first_touches_of_one_page_map_one_frame) {
+TEST(MmConcurrency, RacingFirstTouchesOfOnePageMapOneFrame) {
   auto m = make_machine(1024);
   auto mm = m->mm_alloc();
   for (int round = 0; round < 50 / scale; ++round) {
@@ -95,12 +95,12 @@ void write_verify_unmap(int threads, bool shared_mm) {
   EXPECT_EQ(m->lru_size(LRU_INACTIVE_ANON), 0u);
 }
 
-TEST(mm_concurrency, threads_sharing_one_mm_write_verify_and_split) { write_verify_unmap(16, true); }
-TEST(mm_concurrency, threads_in_separate_mms_write_verify_and_split) { write_verify_unmap(16, false); }
+TEST(MmConcurrency, ThreadsSharingOneMmWriteVerifyAndSplit) { write_verify_unmap(16, true); }
+TEST(MmConcurrency, ThreadsInSeparateMmsWriteVerifyAndSplit) { write_verify_unmap(16, false); }
 
 // rmap walkers (page_referenced, as reclaim's aging runs it) race faults, munmap and exit: the
 // walker only ever holds a page reference, and must never see a freed anon_vma or page table.
-TEST(mm_concurrency, rmap_walks_race_munmap_and_exit) {
+TEST(MmConcurrency, RmapWalksRaceMunmapAndExit) {
   const uint32_t ram = 2048;
   auto m = make_machine(ram);
   std::atomic<bool> stop{false};
@@ -155,7 +155,7 @@ TEST(mm_concurrency, rmap_walks_race_munmap_and_exit) {
 
 // Every thread allocates until RAM runs out: each gets ENOMEM cleanly, the pages that were
 // written keep their contents, and nothing hangs.
-TEST(mm_concurrency, out_of_memory_is_reported_to_every_thread_without_corruption) {
+TEST(MmConcurrency, OutOfMemoryIsReportedToEveryThreadWithoutCorruption) {
   auto m = make_machine(512);
   auto mm = m->mm_alloc();
   std::atomic<int> bad{0};

@@ -80,7 +80,7 @@ machine_options options_for(const combo& c, uint64_t ram_pages, uint64_t swap_pa
   return o;
 }
 
-class lock_combo_test : public ::testing::TestWithParam<combo> {};
+class LockComboTest : public ::testing::TestWithParam<combo> {};
 
 void usemem_verify(const combo& c, bool shared_mm) {
   const int threads = 16;
@@ -118,17 +118,17 @@ void usemem_verify(const combo& c, bool shared_mm) {
   expect_swap_empty(m);
 }
 
-TEST_P(lock_combo_test, threads_in_one_mm_verify_every_page_through_swap) {
+TEST_P(LockComboTest, ThreadsInOneMmVerifyEveryPageThroughSwap) {
   usemem_verify(GetParam(), true);
 }
-TEST_P(lock_combo_test, separate_mms_verify_every_page_through_swap) {
+TEST_P(LockComboTest, SeparateMmsVerifyEveryPageThroughSwap) {
   usemem_verify(GetParam(), false);
 }
 
-INSTANTIATE_TEST_SUITE_P(all, lock_combo_test, ::testing::ValuesIn(all_combos()),
+INSTANTIATE_TEST_SUITE_P(Combos, LockComboTest, ::testing::ValuesIn(all_combos()),
                          [](const auto& info) { return combo_name(info.param); });
 
-TEST(swap_concurrency, racing_faults_on_one_swapped_out_page_map_one_frame) {
+TEST(SwapConcurrency, RacingFaultsOnOneSwappedOutPageMapOneFrame) {
   auto m = machine::create(mm_test::options(256, 1024)).value();
   auto mm = m->mm_alloc();
   const uint64_t n = 64 / scale;
@@ -166,7 +166,7 @@ TEST(swap_concurrency, racing_faults_on_one_swapped_out_page_map_one_frame) {
 // Writers keep bumping a version in each of their pages while reclaim (kswapd and direct)
 // pushes them out, and churners mmap / write / munmap beside them: the last version written
 // must be what comes back.
-TEST(swap_concurrency, reclaim_under_pressure_never_loses_a_dirty_page) {
+TEST(SwapConcurrency, ReclaimUnderPressureNeverLosesADirtyPage) {
   for (swap_lock_mode mode : {swap_lock_mode::global, swap_lock_mode::percpu}) {
     combo c{mode, swap_dev_kind::zram, zram_lock_mode::slot_bitlock};
     auto m = machine::create(options_for(c, 256, 2048)).value();
@@ -211,7 +211,7 @@ TEST(swap_concurrency, reclaim_under_pressure_never_loses_a_dirty_page) {
   }
 }
 
-TEST(swap_concurrency, running_out_of_ram_and_swap_is_reported_to_every_thread) {
+TEST(SwapConcurrency, RunningOutOfRamAndSwapIsReportedToEveryThread) {
   combo c{swap_lock_mode::cluster, swap_dev_kind::ram, zram_lock_mode::slot_bitlock};
   auto m = machine::create(options_for(c, 128, 256)).value();
   auto mm = m->mm_alloc();

@@ -46,9 +46,9 @@ void expect_swap_empty(machine& m) {
   EXPECT_TRUE(m.swap_sys()->check_invariants().ok());
 }
 
-class swap_dev_test : public ::testing::TestWithParam<swap_dev_kind> {};
+class SwapDevTest : public ::testing::TestWithParam<swap_dev_kind> {};
 
-TEST_P(swap_dev_test, pages_go_out_and_come_back_intact) {
+TEST_P(SwapDevTest, PagesGoOutAndComeBackIntact) {
   auto m = make_machine(mm_test::options(64, 1024, GetParam()));
   ASSERT_TRUE(m);
   auto mm = m->mm_alloc();
@@ -73,7 +73,7 @@ TEST_P(swap_dev_test, pages_go_out_and_come_back_intact) {
   EXPECT_EQ(m->nr_free_pages(), 64u);
 }
 
-TEST_P(swap_dev_test, try_to_unmap_leaves_swap_ptes_that_fault_back) {
+TEST_P(SwapDevTest, TryToUnmapLeavesSwapPtesThatFaultBack) {
   auto m = make_machine(mm_test::options(256, 256, GetParam()));
   auto mm = m->mm_alloc();
   auto a = mm->mmap(64 * page_size);
@@ -100,7 +100,7 @@ TEST_P(swap_dev_test, try_to_unmap_leaves_swap_ptes_that_fault_back) {
   expect_swap_empty(*m);
 }
 
-TEST_P(swap_dev_test, a_page_written_after_swap_in_is_written_again_never_lost) {
+TEST_P(SwapDevTest, APageWrittenAfterSwapInIsWrittenAgainNeverLost) {
   auto m = make_machine(mm_test::options(64, 1024, GetParam()));
   auto mm = m->mm_alloc();
   auto a = mm->mmap(300 * page_size);
@@ -124,7 +124,7 @@ TEST_P(swap_dev_test, a_page_written_after_swap_in_is_written_again_never_lost) 
   expect_swap_empty(*m);
 }
 
-TEST_P(swap_dev_test, munmap_of_swapped_ranges_frees_their_slots) {
+TEST_P(SwapDevTest, MunmapOfSwappedRangesFreesTheirSlots) {
   auto m = make_machine(mm_test::options(64, 1024, GetParam()));
   auto mm = m->mm_alloc();
   auto a = mm->mmap(300 * page_size);
@@ -143,7 +143,7 @@ TEST_P(swap_dev_test, munmap_of_swapped_ranges_frees_their_slots) {
   mm.reset();
 }
 
-TEST_P(swap_dev_test, full_swap_gives_enomem_to_the_fault_and_keeps_everything_else) {
+TEST_P(SwapDevTest, FullSwapGivesENOMEMToTheFaultAndKeepsEverythingElse) {
   auto m = make_machine(mm_test::options(64, 64, GetParam()));
   auto mm = m->mm_alloc();
   auto a = mm->mmap(400 * page_size);
@@ -171,11 +171,11 @@ TEST_P(swap_dev_test, full_swap_gives_enomem_to_the_fault_and_keeps_everything_e
   expect_swap_empty(*m);
 }
 
-INSTANTIATE_TEST_SUITE_P(devices, swap_dev_test,
+INSTANTIATE_TEST_SUITE_P(Devices, SwapDevTest,
                          ::testing::Values(swap_dev_kind::zram, swap_dev_kind::ram),
                          testing::to_string_name());
 
-TEST(zram_swap, a_full_zram_mem_limit_fails_pageout_and_the_fault_gets_enomem) {
+TEST(ZramSwap, AFullZramMemLimitFailsPageoutAndTheFaultGetsENOMEM) {
   machine_options o = mm_test::options(64, 4096, swap_dev_kind::zram);
   o.zram.mem_limit = 16 * page_size;
   auto m = make_machine(o);
@@ -212,7 +212,7 @@ TEST(zram_swap, a_full_zram_mem_limit_fails_pageout_and_the_fault_gets_enomem) {
   expect_swap_empty(*m);
 }
 
-TEST(kswapd, reclaims_in_the_background_between_the_watermarks) {
+TEST(Kswapd, ReclaimsInTheBackgroundBetweenTheWatermarks) {
   auto m = make_machine(mm_test::options(512, 2048, swap_dev_kind::ram, /*kswapd=*/true));
   auto mm = m->mm_alloc();
   auto a = mm->mmap(1500 * page_size);
@@ -241,7 +241,7 @@ TEST(kswapd, reclaims_in_the_background_between_the_watermarks) {
   expect_swap_empty(*m);
 }
 
-TEST(machine, rejects_bad_swap_options) {
+TEST(Machine, RejectsBadSwapOptions) {
   machine_options o = mm_test::options(64, 0, swap_dev_kind::zram);
   o.swap = 100;  // less than a page
   EXPECT_EQ(machine::create(o).error().code(), EINVAL);

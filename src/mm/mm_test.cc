@@ -19,7 +19,7 @@ namespace {
 using mm_test::make_machine;
 using mm_test::page_at;
 
-TEST(phys_mem, hands_out_every_frame_once_and_takes_them_back) {
+TEST(PhysMem, HandsOutEveryFrameOnceAndTakesThemBack) {
   auto pm = phys_mem::create(64);
   ASSERT_TRUE(pm.ok());
   phys_mem& mem = **pm;
@@ -45,7 +45,7 @@ TEST(phys_mem, hands_out_every_frame_once_and_takes_them_back) {
   EXPECT_EQ(mem.nr_free(), 64u);
 }
 
-TEST(phys_mem, watermarks_follow_the_kernel_shape_and_reject_bad_sizes) {
+TEST(PhysMem, WatermarksFollowTheKernelShapeAndRejectBadSizes) {
   auto pm = phys_mem::create(65536);  // 256 MiB
   ASSERT_TRUE(pm.ok());
   const watermarks& w = (*pm)->wmark();
@@ -59,7 +59,7 @@ TEST(phys_mem, watermarks_follow_the_kernel_shape_and_reject_bad_sizes) {
   EXPECT_EQ(machine::create(machine_options{.ram = 4096}).error().code(), EINVAL);
 }
 
-TEST(mmap, finds_gaps_rejects_bad_arguments_and_overlaps) {
+TEST(Mmap, FindsGapsRejectsBadArgumentsAndOverlaps) {
   auto m = make_machine(256);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(3 * page_size);
@@ -84,7 +84,7 @@ TEST(mmap, finds_gaps_rejects_bad_arguments_and_overlaps) {
   EXPECT_EQ(*d, uint64_t{1} << 40);
 }
 
-TEST(access, reads_back_what_was_written_across_pages_and_new_pages_are_zero) {
+TEST(Access, ReadsBackWhatWasWrittenAcrossPagesAndNewPagesAreZero) {
   auto m = make_machine(256);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(8 * page_size);
@@ -102,7 +102,7 @@ TEST(access, reads_back_what_was_written_across_pages_and_new_pages_are_zero) {
   EXPECT_EQ(m->events()[PGFAULT], 5u);
 }
 
-TEST(access, faults_outside_mappings_and_writes_to_read_only_mappings_fail_cleanly) {
+TEST(Access, FaultsOutsideMappingsAndWritesToReadOnlyMappingsFailCleanly) {
   auto m = make_machine(256);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(2 * page_size);
@@ -121,7 +121,7 @@ TEST(access, faults_outside_mappings_and_writes_to_read_only_mappings_fail_clean
   EXPECT_EQ(r, 42u);
 }
 
-TEST(mmap, partial_munmap_splits_and_keeps_the_rest_intact) {
+TEST(Mmap, PartialMunmapSplitsAndKeepsTheRestIntact) {
   auto m = make_machine(256);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(10 * page_size);
@@ -162,7 +162,7 @@ TEST(mmap, partial_munmap_splits_and_keeps_the_rest_intact) {
   EXPECT_EQ(m->nr_free_pages(), m->mem().nr_pages());
 }
 
-TEST(rmap, page_referenced_reports_and_clears_young_ptes) {
+TEST(Rmap, PageReferencedReportsAndClearsYoungPtes) {
   auto m = make_machine(256);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(4 * page_size);
@@ -186,7 +186,7 @@ TEST(rmap, page_referenced_reports_and_clears_young_ptes) {
   m->put_page(loose);
 }
 
-TEST(lru, new_pages_reach_the_inactive_list_through_pagevecs) {
+TEST(Lru, NewPagesReachTheInactiveListThroughPagevecs) {
   auto m = make_machine(512);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(100 * page_size);
@@ -205,7 +205,7 @@ TEST(lru, new_pages_reach_the_inactive_list_through_pagevecs) {
   EXPECT_EQ(m->nr_free_pages(), 512u);
 }
 
-TEST(oom, without_swap_the_fault_that_finds_no_frame_gets_enomem_and_data_survives) {
+TEST(Oom, WithoutSwapTheFaultThatFindsNoFrameGetsENOMEMAndDataSurvives) {
   auto m = make_machine(64);
   auto mm = m->mm_alloc();
   auto a = mm->mmap(100 * page_size);
@@ -232,7 +232,7 @@ TEST(oom, without_swap_the_fault_that_finds_no_frame_gets_enomem_and_data_surviv
   EXPECT_TRUE(mm->write(*a + i * page_size, &v, 8).ok());
 }
 
-TEST(mm, teardown_returns_every_frame_and_anon_vma) {
+TEST(Mm, TeardownReturnsEveryFrameAndAnonVma) {
   auto m = make_machine(256);
   {
     auto mm = m->mm_alloc();

@@ -64,12 +64,12 @@ class failure_log {
   std::string first_;
 };
 
-class RmapConcurrency : public ::testing::TestWithParam<rmap_lock_mode> {};
+class RmapConcurrencyTest : public ::testing::TestWithParam<rmap_lock_mode> {};
 
-INSTANTIATE_TEST_SUITE_P(Modes, RmapConcurrency, ::testing::ValuesIn(all_rmap_lock_modes),
+INSTANTIATE_TEST_SUITE_P(Modes, RmapConcurrencyTest, ::testing::ValuesIn(all_rmap_lock_modes),
                          testing::to_string_name());
 
-TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
+TEST_P(RmapConcurrencyTest, WalksRaceForkMunmapExitAndExec) {
   machine_options o = mm_test::options(320, 8192, swap_dev_kind::zram, /*kswapd=*/true);
   o.rmap_lock = GetParam();
   auto mp = mm_test::make_machine(o);
@@ -203,7 +203,7 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
 // every VMA a walk or a tree query returns must cover the page, and the tree's invariants (order,
 // heap, augmentation matching every VMA's current range) must hold whenever a walker holds the
 // lock. RAM is large enough that nothing is reclaimed, so the parent's frames stay put.
-TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) {
+TEST_P(RmapConcurrencyTest, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) {
   machine_options o = mm_test::options(4096);
   o.rmap_lock = GetParam();
   auto mp = mm_test::make_machine(o);

@@ -19,11 +19,11 @@ struct page {
   int refs = 0;
 };
 
-class swap_cache_modes : public ::testing::TestWithParam<swap_lock_mode> {};
-INSTANTIATE_TEST_SUITE_P(all, swap_cache_modes, ::testing::ValuesIn(testing::all_modes),
+class SwapCacheModesTest : public ::testing::TestWithParam<swap_lock_mode> {};
+INSTANTIATE_TEST_SUITE_P(Modes, SwapCacheModesTest, ::testing::ValuesIn(testing::all_modes),
                          testing::to_string_name());
 
-TEST_P(swap_cache_modes, swap_out_then_swap_in_through_the_cache) {
+TEST_P(SwapCacheModesTest, SwapOutThenSwapInThroughTheCache) {
   swap_options so;
   so.lock_mode = GetParam();
   swap_system sys(so);
@@ -87,7 +87,7 @@ TEST_P(swap_cache_modes, swap_out_then_swap_in_through_the_cache) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_cache_modes, failed_swap_in_leaves_nothing_claimed) {
+TEST_P(SwapCacheModesTest, FailedSwapInLeavesNothingClaimed) {
   swap_options so;
   so.lock_mode = GetParam();
   swap_system sys(so);
@@ -116,7 +116,7 @@ TEST_P(swap_cache_modes, failed_swap_in_leaves_nothing_claimed) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST(swap_cache, entries_spread_over_shards) {
+TEST(SwapCache, EntriesSpreadOverShards) {
   swap_system sys;
   swap_area_options o;
   o.size_pages = 64 * SWAPFILE_CLUSTER;

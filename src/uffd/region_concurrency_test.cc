@@ -36,7 +36,7 @@ using namespace uffd_test;
 // whole number of pages and several times its limit.
 constexpr unsigned scale = testing::work_scale_by(2);
 
-class ConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
+class RegionConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   pager_options opts(uint64_t limit, uint64_t max_size) {
     pager_options o = options(GetParam(), limit, max_size);
@@ -45,13 +45,13 @@ class ConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Modes, ConcurrencyTest,
+INSTANTIATE_TEST_SUITE_P(Modes, RegionConcurrencyTest,
                          ::testing::Values(fault_mode::sigbus, fault_mode::handler_thread),
                          mode_name());
 
 // A region four times its limit, written and verified by 8 threads in rounds while eviction
 // (run by whichever thread's fault needs room) moves pages in and out under them.
-TEST_P(ConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
+TEST_P(RegionConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
   const uint64_t size = 16 * MiB / scale;
   auto rr = region::create(size, opts(size / 4, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
@@ -93,7 +93,7 @@ TEST_P(ConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
 // write-protection step removed from eviction, the handler_thread case fails in every run and
 // the sigbus case in about one run of four; AWriteInsideTheEvictionWindowIsNotLost below forces
 // the race.)
-TEST_P(ConcurrencyTest, WritesRacingEvictionAreNeverLost) {
+TEST_P(RegionConcurrencyTest, WritesRacingEvictionAreNeverLost) {
   const uint64_t size = 1 * MiB;
   auto rr = region::create(size, opts(256 * 1024, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
@@ -209,7 +209,7 @@ pager_stats run_counter_race(region& r, const counter_race& c) {
 // The same race with whole eviction passes: under a 32 MiB limit a pass takes 256 pages (32 in
 // the TSan build), write-protected by runs and dropped with one madvise. Counters sit in every
 // 37th page, so a pass's victims form many runs.
-TEST_P(ConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
+TEST_P(RegionConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
   const uint64_t limit = 32 * MiB / scale, size = limit + limit / 2;
   const counter_race c{size, 6, 24, 8, 300 / scale, 37, 256};
   auto rr = region::create(size, opts(limit, size));
@@ -226,7 +226,7 @@ TEST_P(ConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
 // page lock; a victim written since the sweep (rare: every write references its page) is
 // protected by eviction. Sweeps, write-protect faults and victims covered by a sweep must all
 // have occurred.
-TEST_P(ConcurrencyTest, WritesRacingSweepsAreNeverLost) {
+TEST_P(RegionConcurrencyTest, WritesRacingSweepsAreNeverLost) {
   const uint64_t limit = 2 * MiB, size = 3 * limit;
   const counter_race c{size, 6, 16, 4, 400 / scale, 7, 64};
   auto rr = region::create(size, opts(limit, size));
@@ -242,7 +242,7 @@ TEST_P(ConcurrencyTest, WritesRacingSweepsAreNeverLost) {
 // EFAULT in both fault modes, so a sweep that protected a pinned page would show as a failed
 // pread(2). Pinners pin, pread a file into their buffer, unpin and check it, over and over, while
 // reclaimers and streaming writers keep sweeps and evictions going.
-TEST_P(ConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
+TEST_P(RegionConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
   const std::vector<uint8_t> file = pages_of(4, 7000, 2);
   const int fd = unlinked_file_with(file);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -352,7 +352,7 @@ void racing_write_hook(void* arg, void* page) {
   h->written_during_hook.store(h->written.load());
 }
 
-TEST_P(ConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
+TEST_P(RegionConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
   hook_state h;
   pager_options o = opts(1 * MiB, 1 * MiB);
   o.evict_hook = racing_write_hook;
@@ -394,7 +394,7 @@ TEST_P(ConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
 
 // All threads increment the same counters (atomic read-modify-write on pager memory) while a
 // stream of other pages keeps the pager evicting: the total must be exact.
-TEST_P(ConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
+TEST_P(RegionConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
   const uint64_t size = 4 * MiB;
   auto rr = region::create(size, opts(512 * 1024, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
@@ -430,7 +430,7 @@ TEST_P(ConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
 
 // Threads map, fill, verify, discard and unmap regions of a shared pager over and over; at the
 // end nothing is left: no resident page, no zram object, no swap slot, no mapping.
-TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
+TEST_P(RegionConcurrencyTest, MappingChurnReturnsEverything) {
   auto pg = make_pager(opts(1 * MiB, 64 * MiB));
   ASSERT_TRUE(pg);
   constexpr unsigned threads = 8;
@@ -472,7 +472,7 @@ TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
 
 // Many threads read(2) a file into evicted parts of one region (pinning the buffer first where
 // kernel-mode faults are not delivered) while others keep the pager evicting.
-TEST_P(ConcurrencyTest, ReadSyscallsIntoEvictedPagesFromManyThreads) {
+TEST_P(RegionConcurrencyTest, ReadSyscallsIntoEvictedPagesFromManyThreads) {
   const std::vector<uint8_t> file = pages_of(16, 9000, 1);
   const int fd = unlinked_file_with(file);
   ASSERT_GE(fd, 0) << std::strerror(errno);

@@ -29,7 +29,7 @@ using zram_test::work_scale;
 
 constexpr int nr_threads = 16;
 
-class zram_concurrency : public ::testing::TestWithParam<zram_lock_mode> {};
+class ZramConcurrencyTest : public ::testing::TestWithParam<zram_lock_mode> {};
 
 // slot_cas spins on preempted holders by design; with 16 threads on 2 cores it needs fewer
 // operations to stay within the time budget.
@@ -110,7 +110,7 @@ class modelled_slots {
   std::atomic<int>& failures_;
 };
 
-TEST_P(zram_concurrency, disjoint_slots_read_back_exactly_under_every_operation) {
+TEST_P(ZramConcurrencyTest, DisjointSlotsReadBackExactlyUnderEveryOperation) {
   constexpr uint64_t per_thread = 32;
   zram_options o;
   o.disksize = nr_threads * per_thread * page_size;
@@ -194,7 +194,7 @@ bool page_valid(const uint8_t* p, uint64_t index) {
   return true;
 }
 
-TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
+TEST_P(ZramConcurrencyTest, OverlappingSlotsNeverReadTornOrForeignPages) {
   constexpr uint64_t shared = 24;
   zram_options o;
   o.disksize = shared * page_size;
@@ -253,7 +253,7 @@ TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
   zram_test::expect_stats_match_table(*dev);
 }
 
-TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
+TEST_P(ZramConcurrencyTest, PartialWritersSharingAPageNeverLoseAnUpdate) {
   // 16 owners of 256 bytes each fill page 0; page 1 is shared by 8 owners of 512 bytes and
   // readers; partial writes start at odd offsets inside each owner's span.
   constexpr size_t span0 = page_size / nr_threads;
@@ -297,7 +297,7 @@ TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
   RecordProperty("rmw_retries", std::to_string(dev->request_stat().rmw_retries));
 }
 
-TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
+TEST_P(ZramConcurrencyTest, PostProcessingRunsAgainstVerifiedIo) {
   zram_test::temp_file backing;
   constexpr uint64_t per_thread = 24;
   constexpr int workers = 12;
@@ -371,7 +371,7 @@ TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
   RecordProperty("recompressed", std::to_string(recompressed.load()));
 }
 
-INSTANTIATE_TEST_SUITE_P(all_modes, zram_concurrency, ::testing::ValuesIn(all_zram_lock_modes),
+INSTANTIATE_TEST_SUITE_P(Modes, ZramConcurrencyTest, ::testing::ValuesIn(all_zram_lock_modes),
                          testing::to_string_name());
 
 }  // namespace

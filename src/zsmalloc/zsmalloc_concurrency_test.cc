@@ -25,7 +25,7 @@ struct obj {
   uint64_t seed;
 };
 
-TEST(zsmalloc_concurrency, sixteen_threads_alloc_write_read_free_every_class_while_compacting) {
+TEST(ZsmallocConcurrency, SixteenThreadsAllocWriteReadFreeEveryClassWhileCompacting) {
   auto p = zs_create_pool("stress");
   ASSERT_TRUE(p.ok());
   zs_pool& pool = **p;
@@ -95,7 +95,7 @@ TEST(zsmalloc_concurrency, sixteen_threads_alloc_write_read_free_every_class_whi
   EXPECT_EQ(pool.pool_stats().pages_compacted, pages_compacted.load());
 }
 
-TEST(zsmalloc_concurrency, shared_objects_read_by_every_thread_while_compaction_moves_them) {
+TEST(ZsmallocConcurrency, SharedObjectsReadByEveryThreadWhileCompactionMovesThem) {
   auto p = zs_create_pool("readers");
   ASSERT_TRUE(p.ok());
   zs_pool& pool = **p;
@@ -142,7 +142,7 @@ TEST(zsmalloc_concurrency, shared_objects_read_by_every_thread_while_compaction_
   EXPECT_EQ(pool.get_total_pages(), 0u);
 }
 
-TEST(zsmalloc_concurrency, memory_limit_from_many_threads_never_overshoots_and_keeps_objects) {
+TEST(ZsmallocConcurrency, MemoryLimitFromManyThreadsNeverOvershootsAndKeepsObjects) {
   const uint64_t limit = 256;
   auto p = zs_create_pool("limited", {.mem_limit_pages = limit});
   ASSERT_TRUE(p.ok());
