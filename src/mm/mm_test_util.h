@@ -8,8 +8,8 @@
 // a pattern is written and checked.
 //
 // Thread-safety: page_pattern is immutable, and fill / mismatches may run on many threads at
-// once (they go through mm_struct::access); a failure mismatches records goes through
-// GoogleTest, which accepts failures from any thread. make_machine records failures too.
+// once (they go through mm_struct::access). The failures mismatches and make_machine record go
+// through GoogleTest, which accepts them from any thread.
 // Invariants: fill then mismatches over the same range, tag and bias finds 0 mismatches unless
 // something in between changed the pages.
 #pragma once
