@@ -10,21 +10,21 @@
 namespace uswap {
 namespace {
 
-TEST(resident_memory, size_zero_is_an_error_naming_the_user) {
+TEST(ResidentMemory, SizeZeroIsAnErrorNamingTheUser) {
   auto r = map_resident_memory(0, "ram swap device");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), EINVAL);
   EXPECT_NE(r.error().to_string().find("ram swap device"), std::string::npos);
 }
 
-TEST(resident_memory, an_impossible_size_is_enomem_and_names_the_user) {
+TEST(ResidentMemory, AnImpossibleSizeIsENOMEMAndNamesTheUser) {
   auto r = map_resident_memory(size_t{1} << 62, "phys_mem: frames");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ENOMEM);
   EXPECT_NE(r.error().to_string().find("phys_mem: frames"), std::string::npos);
 }
 
-TEST(resident_memory, pages_are_zero_filled_writable_and_rounded_up) {
+TEST(ResidentMemory, PagesAreZeroFilledWritableAndRoundedUp) {
   const size_t bytes = 3 * page_size + 1;  // four pages once rounded up
   auto r = map_resident_memory(bytes, "test");
   ASSERT_TRUE(r.ok()) << r.error().to_string();

@@ -5,7 +5,7 @@
 namespace uswap {
 namespace {
 
-TEST(status, ok_by_default_and_error_carries_code_and_message) {
+TEST(Status, OkByDefaultAndErrorCarriesCodeAndMessage) {
   status s;
   EXPECT_TRUE(s.ok());
   EXPECT_EQ(s.code(), 0);
@@ -20,7 +20,7 @@ TEST(status, ok_by_default_and_error_carries_code_and_message) {
   EXPECT_TRUE(status(0, "ignored").ok());
 }
 
-TEST(result, holds_a_value_or_an_error) {
+TEST(Result, HoldsAValueOrAnError) {
   result<int> v = 42;
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, 42);

@@ -11,14 +11,14 @@ uint64_t must(std::string_view s) {
   return r.ok() ? *r : ~uint64_t{0};
 }
 
-TEST(parse_size, plain_bytes) {
+TEST(ParseSize, PlainBytes) {
   EXPECT_EQ(must("0"), 0u);
   EXPECT_EQ(must("4096"), 4096u);
   EXPECT_EQ(must(" 17 "), 17u);
   EXPECT_EQ(must("17B"), 17u);
 }
 
-TEST(parse_size, binary_suffixes_any_case) {
+TEST(ParseSize, BinarySuffixesAnyCase) {
   EXPECT_EQ(must("16K"), 16u * 1024);
   EXPECT_EQ(must("16k"), 16u * 1024);
   EXPECT_EQ(must("16KB"), 16u * 1024);
@@ -28,7 +28,7 @@ TEST(parse_size, binary_suffixes_any_case) {
   EXPECT_EQ(must("2T"), 2ull << 40);
 }
 
-TEST(parse_size, fractions_must_be_whole_bytes) {
+TEST(ParseSize, FractionsMustBeWholeBytes) {
   EXPECT_EQ(must("1.5G"), 3ull << 29);
   EXPECT_EQ(must("0.5K"), 512u);
   auto r = parse_size("1.3B");
@@ -36,7 +36,7 @@ TEST(parse_size, fractions_must_be_whole_bytes) {
   EXPECT_EQ(r.error().code(), EINVAL);
 }
 
-TEST(parse_size, rejects_bad_input_with_a_message_naming_it) {
+TEST(ParseSize, RejectsBadInputWithAMessageNamingIt) {
   for (const char* bad : {"", "   ", "K", "-1", "12Q", "12 KX", "abc", "1..5K", "."}) {
     auto r = parse_size(bad);
     ASSERT_FALSE(r.ok()) << "'" << bad << "' parsed";
@@ -47,7 +47,7 @@ TEST(parse_size, rejects_bad_input_with_a_message_naming_it) {
   EXPECT_NE(r.error().message().find("12Q"), std::string_view::npos);
 }
 
-TEST(parse_size, overflow_is_erange) {
+TEST(ParseSize, OverflowIsERANGE) {
   auto r = parse_size("99999999999999999999999");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ERANGE);
@@ -56,7 +56,7 @@ TEST(parse_size, overflow_is_erange) {
   EXPECT_EQ(r.error().code(), ERANGE);
 }
 
-TEST(format_size, picks_a_readable_unit) {
+TEST(FormatSize, PicksAReadableUnit) {
   EXPECT_EQ(format_size(512), "512 B");
   EXPECT_EQ(format_size(16 * 1024), "16.00 KiB");
   EXPECT_EQ(format_size(3ull << 29), "1.50 GiB");

@@ -10,7 +10,7 @@
 namespace uswap {
 namespace {
 
-TEST(page_fill, fifty_percent_is_runs_of_random_then_zero_like_fio) {
+TEST(PageFill, FiftyPercentIsRunsOfRandomThenZeroLikeFio) {
   std::vector<uint8_t> p(page_size, 0xFF);
   fill_compressible(p.data(), page_size, 50, 42);
   for (size_t chunk = 0; chunk < page_size; chunk += 512) {
@@ -21,7 +21,7 @@ TEST(page_fill, fifty_percent_is_runs_of_random_then_zero_like_fio) {
   }
 }
 
-TEST(page_fill, is_deterministic_per_seed_and_differs_across_seeds_and_chunks) {
+TEST(PageFill, IsDeterministicPerSeedAndDiffersAcrossSeedsAndChunks) {
   std::vector<uint8_t> a(page_size), b(page_size), c(page_size);
   fill_compressible(a.data(), page_size, 50, 7);
   fill_compressible(b.data(), page_size, 50, 7);
@@ -32,7 +32,7 @@ TEST(page_fill, is_deterministic_per_seed_and_differs_across_seeds_and_chunks) {
   EXPECT_NE(0, std::memcmp(a.data(), a.data() + 512, 256));
 }
 
-TEST(page_fill, extremes) {
+TEST(PageFill, Extremes) {
   std::vector<uint8_t> p(page_size, 0xFF);
   fill_compressible(p.data(), page_size, 100, 1);
   for (uint8_t v : p) ASSERT_EQ(v, 0);
@@ -45,7 +45,7 @@ TEST(page_fill, extremes) {
   for (size_t i = 128; i < 512; ++i) ASSERT_EQ(p[i], 0);
 }
 
-TEST(page_fill, random_fill_handles_odd_lengths) {
+TEST(PageFill, RandomFillHandlesOddLengths) {
   std::vector<uint8_t> p(13, 0);
   fill_random(p.data(), 13, 99);
   size_t zeros = 0;

@@ -12,15 +12,12 @@
 
 #include "uswap/compress/page_fill.h"
 #include "uswap/compress/zcomp.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int pages_per_thread = 40;
-#else
-constexpr int pages_per_thread = 400;
-#endif
+constexpr int pages_per_thread = 400 / testing::work_scale;
 constexpr int nr_threads = 16;
 
 void make_page(uint8_t* p, uint64_t seed) {
@@ -33,10 +30,12 @@ void make_page(uint8_t* p, uint64_t seed) {
   }
 }
 
-class concurrent_codec : public ::testing::TestWithParam<std::string> {};
-INSTANTIATE_TEST_SUITE_P(all, concurrent_codec, ::testing::Values("lz4", "lz4hc", "zstd", "lzo"));
+class ConcurrentCodecTest : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Codecs, ConcurrentCodecTest,
+                         ::testing::Values("lz4", "lz4hc", "zstd", "lzo"),
+                         [](const auto& info) { return info.param; });
 
-TEST_P(concurrent_codec, sixteen_threads_round_trip_their_own_and_each_others_pages) {
+TEST_P(ConcurrentCodecTest, SixteenThreadsRoundTripTheirOwnAndEachOthersPages) {
   auto z = zcomp::create(GetParam());
   ASSERT_TRUE(z.ok());
   zcomp& comp = **z;
@@ -103,7 +102,7 @@ TEST_P(concurrent_codec, sixteen_threads_round_trip_their_own_and_each_others_pa
   EXPECT_EQ(comp.nr_streams(), size_t{nr_threads});
 }
 
-TEST(zcomp_concurrency, destroying_a_zcomp_while_its_threads_live_frees_their_streams) {
+TEST(ZcompConcurrency, DestroyingAZcompWhileItsThreadsLiveFreesTheirStreams) {
   auto z = zcomp::create("zstd");
   ASSERT_TRUE(z.ok());
   auto z2 = zcomp::create("lz4");
@@ -168,7 +167,7 @@ void late_use(void*) {
     ++late_ok;
 }
 
-TEST(zcomp_concurrency, a_thread_past_its_thread_local_destructors_still_gets_a_stream) {
+TEST(ZcompConcurrency, AThreadPastItsThreadLocalDestructorsStillGetsAStream) {
   auto z = zcomp::create("lz4");
   ASSERT_TRUE(z.ok());
   late_comp = z->get();

@@ -57,7 +57,7 @@ std::vector<uint8_t> make_page(kind k, uint64_t seed) {
   return p;
 }
 
-class codec_test : public ::testing::TestWithParam<std::string> {
+class CodecTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     auto z = zcomp::create(GetParam());
@@ -67,9 +67,10 @@ class codec_test : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<zcomp> comp;
 };
 
-INSTANTIATE_TEST_SUITE_P(all, codec_test, ::testing::Values("lz4", "lz4hc", "zstd", "lzo"));
+INSTANTIATE_TEST_SUITE_P(Codecs, CodecTest, ::testing::Values("lz4", "lz4hc", "zstd", "lzo"),
+                         [](const auto& info) { return info.param; });
 
-TEST_P(codec_test, round_trips_every_kind_of_page) {
+TEST_P(CodecTest, RoundTripsEveryKindOfPage) {
   auto s = comp->stream_get();
   ASSERT_TRUE(s.ok());
   for (kind k : {kind::zero, kind::compressible25, kind::compressible50, kind::compressible75,
@@ -104,7 +105,7 @@ TEST_P(codec_test, round_trips_every_kind_of_page) {
   }
 }
 
-TEST_P(codec_test, round_trips_real_text_when_the_system_has_some) {
+TEST_P(CodecTest, RoundTripsRealTextWhenTheSystemHasSome) {
   // /usr/share/common-licenses comes with Debian's base-files: real English prose.
   std::ifstream f("/usr/share/common-licenses/GPL-3", std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -122,7 +123,7 @@ TEST_P(codec_test, round_trips_real_text_when_the_system_has_some) {
   }
 }
 
-TEST_P(codec_test, truncated_or_extended_input_is_an_error_and_writes_nothing_outside) {
+TEST_P(CodecTest, TruncatedOrExtendedInputIsAnErrorAndWritesNothingOutside) {
   auto s = comp->stream_get();
   ASSERT_TRUE(s.ok());
   for (kind k : {kind::compressible50, kind::text, kind::random, kind::zero}) {
@@ -147,7 +148,7 @@ TEST_P(codec_test, truncated_or_extended_input_is_an_error_and_writes_nothing_ou
   }
 }
 
-TEST_P(codec_test, garbage_input_is_an_error) {
+TEST_P(CodecTest, GarbageInputIsAnError) {
   auto s = comp->stream_get();
   ASSERT_TRUE(s.ok());
   for (uint64_t seed = 1; seed <= 64; ++seed) {
@@ -161,7 +162,7 @@ TEST_P(codec_test, garbage_input_is_an_error) {
   }
 }
 
-TEST_P(codec_test, every_single_bit_flip_fails_cleanly_or_decodes_a_full_page) {
+TEST_P(CodecTest, EverySingleBitFlipFailsCleanlyOrDecodesAFullPage) {
   auto s = comp->stream_get();
   ASSERT_TRUE(s.ok());
   const auto page = make_page(kind::compressible50, 11);
@@ -188,7 +189,7 @@ TEST_P(codec_test, every_single_bit_flip_fails_cleanly_or_decodes_a_full_page) {
   EXPECT_GT(detected, 0u) << "of " << total;
 }
 
-TEST_P(codec_test, a_stream_of_another_length_is_a_wrong_length_error) {
+TEST_P(CodecTest, AStreamOfAnotherLengthIsAWrongLengthError) {
   auto s = comp->stream_get();
   ASSERT_TRUE(s.ok());
   for (size_t n : {page_size / 2, page_size - 1, page_size + 1, 2 * page_size - 64}) {
@@ -204,7 +205,7 @@ TEST_P(codec_test, a_stream_of_another_length_is_a_wrong_length_error) {
   }
 }
 
-TEST_P(codec_test, compress_into_a_small_buffer_is_e2big) {
+TEST_P(CodecTest, CompressIntoASmallBufferIsE2BIG) {
   auto s = comp->stream_get();
   ASSERT_TRUE(s.ok());
   const auto page = make_page(kind::random, 3);
@@ -214,7 +215,7 @@ TEST_P(codec_test, compress_into_a_small_buffer_is_e2big) {
   EXPECT_EQ(len.error().code(), E2BIG);
 }
 
-TEST(zcomp, lists_and_finds_algorithms_by_name) {
+TEST(Zcomp, ListsAndFindsAlgorithmsByName) {
   auto names = zcomp::available_algorithms();
   ASSERT_EQ(names.size(), 4u);
   for (std::string_view n : {"lz4", "lz4hc", "zstd", "lzo"}) {
@@ -231,7 +232,7 @@ TEST(zcomp, lists_and_finds_algorithms_by_name) {
   EXPECT_NE(bad.error().message().find("zstd"), std::string_view::npos);  // lists the known ones
 }
 
-TEST(zcomp, levels_are_checked_per_backend) {
+TEST(Zcomp, LevelsAreCheckedPerBackend) {
   auto zd = zcomp::create("zstd");
   ASSERT_TRUE(zd.ok());
   EXPECT_EQ((*zd)->level(), 3);
@@ -250,7 +251,7 @@ TEST(zcomp, levels_are_checked_per_backend) {
   EXPECT_NE(lzo.error().message().find("no level"), std::string_view::npos);
 }
 
-TEST(zcomp, higher_zstd_levels_compress_text_at_least_as_well) {
+TEST(Zcomp, HigherZstdLevelsCompressTextAtLeastAsWell) {
   const auto page = make_page(kind::text, 5);
   size_t prev = SIZE_MAX;
   for (int level : {-5, 1, 19}) {
@@ -268,7 +269,7 @@ TEST(zcomp, higher_zstd_levels_compress_text_at_least_as_well) {
   }
 }
 
-TEST(zcomp, a_thread_reuses_its_stream_and_nesting_gets_a_second_one) {
+TEST(Zcomp, AThreadReusesItsStreamAndNestingGetsASecondOne) {
   auto z = zcomp::create("lz4");
   ASSERT_TRUE(z.ok());
   EXPECT_EQ((*z)->nr_streams(), 0u);
@@ -299,7 +300,7 @@ TEST(zcomp, a_thread_reuses_its_stream_and_nesting_gets_a_second_one) {
   EXPECT_EQ((*z2)->nr_streams(), 1u);
 }
 
-TEST(zcomp, a_moved_stream_is_put_once) {
+TEST(Zcomp, AMovedStreamIsPutOnce) {
   auto z = zcomp::create("lzo");
   ASSERT_TRUE(z.ok());
   zcomp_strm* p = nullptr;
@@ -319,7 +320,7 @@ TEST(zcomp, a_moved_stream_is_put_once) {
   EXPECT_EQ((*z)->nr_streams(), 1u);
 }
 
-TEST(zcomp, impossible_lengths_are_rejected_before_the_codec) {
+TEST(Zcomp, ImpossibleLengthsAreRejectedBeforeTheCodec) {
   auto z = zcomp::create("zstd");
   ASSERT_TRUE(z.ok());
   auto s = (*z)->stream_get();

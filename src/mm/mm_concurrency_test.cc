@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "mm_test_util.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
@@ -17,27 +18,19 @@
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int scale = 8;
-#else
-constexpr int scale = 1;
-#endif
+// TSan's budget: an eighth of the rounds (work_scale_by(8)).
+constexpr int scale = testing::work_scale_by(8);
 
 using uswap::testing::run_threads;
 
-std::unique_ptr<machine> make_machine(uint64_t ram_pages) {
-  machine_options o;
-  o.ram = pages_to_bytes(ram_pages);
-  auto m = machine::create(o);
-  EXPECT_TRUE(m.ok());
-  return std::move(*m);
-}
+using mm_test::make_machine;
 
 uint64_t pattern(uint64_t tag, uint64_t page, uint64_t word) {
   return (tag << 40) ^ (page << 9) ^ word ^ 0x5bd1e995u;
 }
+constexpr mm_test::page_pattern pages_pattern{pattern};
 
-TEST(mm_concurrency, racing_first_touches_of_one_page_map_one_frame) {
+TEST(MmConcurrency, RacingFirstTouchesOfOnePageMapOneFrame) {
   auto m = make_machine(1024);
   auto mm = m->mm_alloc();
   for (int round = 0; round < 50 / scale; ++round) {
@@ -75,36 +68,19 @@ void write_verify_unmap(int threads, bool shared_mm) {
   std::atomic<int> bad{0};
   run_threads(threads, [&](int t) {
     mm_struct& mm = *mms[shared_mm ? 0 : t];
-    for (int round = 0; round < 4 / (scale > 1 ? 2 : 1); ++round) {
+    for (int round = 0; round < 4 / testing::work_scale_by(2); ++round) {
       auto a = mm.mmap(pages_per_thread * page_size);
       if (!a.ok()) {
         bad.fetch_add(1);
         return;
       }
       const uint64_t tag = static_cast<uint64_t>(t) * 16 + static_cast<uint64_t>(round);
-      status st = mm.access(*a, pages_per_thread * page_size, access_type::write,
-                            [&](uint64_t addr, std::span<std::byte, page_size> pg) {
-                              auto* w = reinterpret_cast<uint64_t*>(pg.data());
-                              const uint64_t pi = (addr - *a) >> page_shift;
-                              for (uint64_t i = 0; i < page_size / 8; ++i) w[i] = pattern(tag, pi, i);
-                            });
-      if (!st.ok()) bad.fetch_add(1);
+      if (!pages_pattern.fill(mm, *a, 0, pages_per_thread, tag).ok()) bad.fetch_add(1);
       // Unmap every third page (splitting the VMA repeatedly) and check the rest.
       for (uint64_t p = 1; p < pages_per_thread; p += 3)
         if (!mm.munmap(*a + p * page_size, page_size).ok()) bad.fetch_add(1);
-      for (uint64_t p = 0; p < pages_per_thread; ++p) {
-        if (p % 3 == 1) continue;
-        st = mm.access(*a + p * page_size, page_size, access_type::read,
-                       [&](uint64_t, std::span<std::byte, page_size> pg) {
-                         const auto* w = reinterpret_cast<const uint64_t*>(pg.data());
-                         for (uint64_t i = 0; i < page_size / 8; ++i)
-                           if (w[i] != pattern(tag, p, i)) {
-                             bad.fetch_add(1);
-                             break;
-                           }
-                       });
-        if (!st.ok()) bad.fetch_add(1);
-      }
+      for (uint64_t p = 0; p < pages_per_thread; ++p)
+        if (p % 3 != 1 && pages_pattern.mismatches(mm, *a, p, p + 1, tag) != 0) bad.fetch_add(1);
       if (!mm.munmap(*a, pages_per_thread * page_size).ok()) bad.fetch_add(1);
     }
   });
@@ -119,12 +95,12 @@ void write_verify_unmap(int threads, bool shared_mm) {
   EXPECT_EQ(m->lru_size(LRU_INACTIVE_ANON), 0u);
 }
 
-TEST(mm_concurrency, threads_sharing_one_mm_write_verify_and_split) { write_verify_unmap(16, true); }
-TEST(mm_concurrency, threads_in_separate_mms_write_verify_and_split) { write_verify_unmap(16, false); }
+TEST(MmConcurrency, ThreadsSharingOneMmWriteVerifyAndSplit) { write_verify_unmap(16, true); }
+TEST(MmConcurrency, ThreadsInSeparateMmsWriteVerifyAndSplit) { write_verify_unmap(16, false); }
 
 // rmap walkers (page_referenced, as reclaim's aging runs it) race faults, munmap and exit: the
 // walker only ever holds a page reference, and must never see a freed anon_vma or page table.
-TEST(mm_concurrency, rmap_walks_race_munmap_and_exit) {
+TEST(MmConcurrency, RmapWalksRaceMunmapAndExit) {
   const uint32_t ram = 2048;
   auto m = make_machine(ram);
   std::atomic<bool> stop{false};
@@ -179,7 +155,7 @@ TEST(mm_concurrency, rmap_walks_race_munmap_and_exit) {
 
 // Every thread allocates until RAM runs out: each gets ENOMEM cleanly, the pages that were
 // written keep their contents, and nothing hangs.
-TEST(mm_concurrency, out_of_memory_is_reported_to_every_thread_without_corruption) {
+TEST(MmConcurrency, OutOfMemoryIsReportedToEveryThreadWithoutCorruption) {
   auto m = make_machine(512);
   auto mm = m->mm_alloc();
   std::atomic<int> bad{0};

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "mm_test_util.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/swap/swap_system.h"
@@ -23,46 +24,17 @@
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr uint64_t scale = 4;
-#else
-constexpr uint64_t scale = 1;
-#endif
+// TSan's budget: a quarter of the pages and writes (work_scale_by(4)), so that the machine
+// stays large enough for reclaim to have choices.
+constexpr uint64_t scale = testing::work_scale_by(4);
 
 using uswap::testing::run_threads;
 
+// Three words in four are the tag itself: compressible, as most anonymous memory is.
 uint64_t word(uint64_t tag, uint64_t page, uint64_t i) {
-  return (tag << 48) ^ (page << 12) ^ (i * 0x9e3779b97f4a7c15ull >> 20);
+  return i % 4 ? tag : (tag << 48) ^ (page << 12) ^ (i * 0x9e3779b97f4a7c15ull >> 20);
 }
-
-// Writes pages [first, first + n) of the region at base; the pattern depends on the page's
-// index in the region.
-status fill(mm_struct& mm, uint64_t base, uint64_t first, uint64_t n, uint64_t tag) {
-  return mm.access(base + first * page_size, n * page_size, access_type::write,
-                   [&](uint64_t a, std::span<std::byte, page_size> pg) {
-                     auto* w = reinterpret_cast<uint64_t*>(pg.data());
-                     const uint64_t p = (a - base) >> page_shift;
-                     for (uint64_t i = 0; i < page_size / 8; ++i) w[i] = i % 4 ? tag : word(tag, p, i);
-                   });
-}
-
-// Pages of [base, base + pages) whose contents are not fill's pattern for tag[page].
-uint64_t mismatches(mm_struct& mm, uint64_t base, uint64_t pages,
-                    const std::function<uint64_t(uint64_t)>& tag_of) {
-  uint64_t bad = 0;
-  status st = mm.access(base, pages * page_size, access_type::read,
-                        [&](uint64_t a, std::span<std::byte, page_size> pg) {
-                          const auto* w = reinterpret_cast<const uint64_t*>(pg.data());
-                          const uint64_t p = (a - base) >> page_shift;
-                          const uint64_t tag = tag_of(p);
-                          for (uint64_t i = 0; i < page_size / 8; ++i)
-                            if (w[i] != (i % 4 ? tag : word(tag, p, i))) {
-                              ++bad;
-                              break;
-                            }
-                        });
-  return st.ok() ? bad : pages;
-}
+constexpr mm_test::page_pattern pattern{word};
 
 void expect_swap_empty(machine& m) {
   m.kswapd_quiesce();
@@ -102,17 +74,14 @@ std::vector<combo> all_combos() {
 }
 
 machine_options options_for(const combo& c, uint64_t ram_pages, uint64_t swap_pages) {
-  machine_options o;
-  o.ram = pages_to_bytes(ram_pages);
-  o.swap = pages_to_bytes(swap_pages);
-  o.swap_dev = c.dev;
+  machine_options o = mm_test::options(ram_pages, swap_pages, c.dev, /*kswapd=*/true);
   o.swap_lock = c.swap_lock;
   o.zram.lock_mode = c.zram_lock;
   o.zram.comp_algorithm = "lz4";
   return o;
 }
 
-class lock_combo_test : public ::testing::TestWithParam<combo> {};
+class LockComboTest : public ::testing::TestWithParam<combo> {};
 
 void usemem_verify(const combo& c, bool shared_mm) {
   const int threads = 16;
@@ -130,14 +99,15 @@ void usemem_verify(const combo& c, bool shared_mm) {
     auto a = mm.mmap(pages * page_size);
     if (!a.ok()) errors.fetch_add(1);
     const uint64_t tag1 = static_cast<uint64_t>(t) * 8 + 1, tag2 = tag1 + 1;
-    if (a.ok() && !fill(mm, *a, 0, pages, tag1).ok()) errors.fetch_add(1);
+    if (a.ok() && !pattern.fill(mm, *a, 0, pages, tag1).ok()) errors.fetch_add(1);
     all_written.arrive_and_wait();
     if (!a.ok()) return;
-    bad.fetch_add(mismatches(mm, *a, pages, [&](uint64_t) { return tag1; }));
+    bad.fetch_add(pattern.mismatches(mm, *a, 0, pages, tag1));
     // Rewrite the odd pages: swapped-in clean pages become dirty and go out again.
     for (uint64_t p = 1; p < pages; p += 2)
-      if (!fill(mm, *a, p, 1, tag2).ok()) errors.fetch_add(1);
-    bad.fetch_add(mismatches(mm, *a, pages, [&](uint64_t p) { return p % 2 ? tag2 : tag1; }));
+      if (!pattern.fill(mm, *a, p, p + 1, tag2).ok()) errors.fetch_add(1);
+    bad.fetch_add(
+        pattern.mismatches(mm, *a, 0, pages, [&](uint64_t p) { return p % 2 ? tag2 : tag1; }));
     if (!mm.munmap(*a, pages * page_size).ok()) errors.fetch_add(1);
   });
   EXPECT_EQ(errors.load(), 0u);
@@ -149,28 +119,23 @@ void usemem_verify(const combo& c, bool shared_mm) {
   expect_swap_empty(m);
 }
 
-TEST_P(lock_combo_test, threads_in_one_mm_verify_every_page_through_swap) {
+TEST_P(LockComboTest, ThreadsInOneMmVerifyEveryPageThroughSwap) {
   usemem_verify(GetParam(), true);
 }
-TEST_P(lock_combo_test, separate_mms_verify_every_page_through_swap) {
+TEST_P(LockComboTest, SeparateMmsVerifyEveryPageThroughSwap) {
   usemem_verify(GetParam(), false);
 }
 
-INSTANTIATE_TEST_SUITE_P(all, lock_combo_test, ::testing::ValuesIn(all_combos()),
+INSTANTIATE_TEST_SUITE_P(Combos, LockComboTest, ::testing::ValuesIn(all_combos()),
                          [](const auto& info) { return combo_name(info.param); });
 
-TEST(swap_concurrency, racing_faults_on_one_swapped_out_page_map_one_frame) {
-  machine_options o;
-  o.ram = pages_to_bytes(256);
-  o.swap = pages_to_bytes(1024);
-  o.kswapd = false;
-  o.swap_dev = swap_dev_kind::zram;
-  auto m = machine::create(o).value();
+TEST(SwapConcurrency, RacingFaultsOnOneSwappedOutPageMapOneFrame) {
+  auto m = machine::create(mm_test::options(256, 1024)).value();
   auto mm = m->mm_alloc();
   const uint64_t n = 64 / scale;
   auto a = mm->mmap(n * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*mm, *a, 0, n, 5).ok());
+  ASSERT_TRUE(pattern.fill(*mm, *a, 0, n, 5).ok());
   m->lru_add_drain_all();
   for (int i = 0; i < 8 && mm->swap_ents() < n; ++i) m->shrink(n);
   ASSERT_EQ(mm->swap_ents(), n);
@@ -202,7 +167,7 @@ TEST(swap_concurrency, racing_faults_on_one_swapped_out_page_map_one_frame) {
 // Writers keep bumping a version in each of their pages while reclaim (kswapd and direct)
 // pushes them out, and churners mmap / write / munmap beside them: the last version written
 // must be what comes back.
-TEST(swap_concurrency, reclaim_under_pressure_never_loses_a_dirty_page) {
+TEST(SwapConcurrency, ReclaimUnderPressureNeverLosesADirtyPage) {
   for (swap_lock_mode mode : {swap_lock_mode::global, swap_lock_mode::percpu}) {
     combo c{mode, swap_dev_kind::zram, zram_lock_mode::slot_bitlock};
     auto m = machine::create(options_for(c, 256, 2048)).value();
@@ -218,7 +183,11 @@ TEST(swap_concurrency, reclaim_under_pressure_never_loses_a_dirty_page) {
         auto own = m->mm_alloc();
         for (int r = 0; writers_done.load() < writers; ++r) {
           auto a = own->mmap(32 * page_size);
-          if (!a.ok() || !fill(*own, *a, 0, 32, 99).ok()) bad.fetch_add(1);
+          if (!a.ok()) {
+            bad.fetch_add(1);
+            continue;
+          }
+          if (!pattern.fill(*own, *a, 0, 32, 99).ok()) bad.fetch_add(1);
           if (!own->munmap(*a, 32 * page_size).ok()) bad.fetch_add(1);
         }
         return;
@@ -247,7 +216,7 @@ TEST(swap_concurrency, reclaim_under_pressure_never_loses_a_dirty_page) {
   }
 }
 
-TEST(swap_concurrency, running_out_of_ram_and_swap_is_reported_to_every_thread) {
+TEST(SwapConcurrency, RunningOutOfRamAndSwapIsReportedToEveryThread) {
   combo c{swap_lock_mode::cluster, swap_dev_kind::ram, zram_lock_mode::slot_bitlock};
   auto m = machine::create(options_for(c, 128, 256)).value();
   auto mm = m->mm_alloc();
@@ -258,7 +227,7 @@ TEST(swap_concurrency, running_out_of_ram_and_swap_is_reported_to_every_thread) 
     base[t] = *mm->mmap(64 * page_size);
     uint64_t p = 0;
     for (; p < 64; ++p) {
-      status st = fill(*mm, base[t], p, 1, static_cast<uint64_t>(t) + 100);
+      status st = pattern.fill(*mm, base[t], p, p + 1, static_cast<uint64_t>(t) + 100);
       if (st.code() == ENOMEM) {
         enomem.fetch_add(1);
         break;
@@ -276,9 +245,7 @@ TEST(swap_concurrency, running_out_of_ram_and_swap_is_reported_to_every_thread) 
     ASSERT_TRUE(mm->munmap(base[t] + 32 * page_size, 32 * page_size).ok());
   for (int t = 0; t < 16; ++t) {
     const uint64_t keep = std::min<uint64_t>(got[t], 32);
-    EXPECT_EQ(mismatches(*mm, base[t], keep, [&](uint64_t) { return static_cast<uint64_t>(t) + 100; }),
-              0u)
-        << t;
+    EXPECT_EQ(pattern.mismatches(*mm, base[t], 0, keep, static_cast<uint64_t>(t) + 100), 0u) << t;
   }
   mm.reset();
   expect_swap_empty(*m);

@@ -21,11 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "mm_test_util.h"
 #include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_system.h"
+#include "uswap_testing/param_names.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap {
@@ -38,52 +40,41 @@ constexpr int iterations = 600 / testing::work_scale;
 
 uint64_t word(uint64_t tag, uint64_t page, uint64_t i) { return (tag << 40) ^ (page << 12) ^ (i * 0x9e37); }
 
-status fill(mm_struct& mm, uint64_t base, uint64_t first, uint64_t n, uint64_t tag,
-            uint64_t page_bias = 0) {
-  return mm.access(base + first * page_size, n * page_size, access_type::write,
-                   [&](uint64_t a, std::span<std::byte, page_size> pg) {
-                     auto* w = reinterpret_cast<uint64_t*>(pg.data());
-                     const uint64_t p = ((a - base) >> page_shift) + page_bias;
-                     for (uint64_t i = 0; i < page_size / 8; i += 8) w[i] = word(tag, p, i);
-                   });
-}
+// Every eighth word only: hundreds of forks write and read these pages (a tenth as many under
+// TSan), and one word in each cache line is enough to tell whose page it is.
+constexpr mm_test::page_pattern pattern{word, 8};
 
-// Pages that differ from fill's pattern; an access error counts every page.
-uint64_t check(mm_struct& mm, uint64_t base, uint64_t first, uint64_t n, uint64_t tag,
-               std::string* err, uint64_t page_bias = 0) {
-  uint64_t bad = 0;
-  status st = mm.access(base + first * page_size, n * page_size, access_type::read,
-                        [&](uint64_t a, std::span<std::byte, page_size> pg) {
-                          const auto* w = reinterpret_cast<const uint64_t*>(pg.data());
-                          const uint64_t p = ((a - base) >> page_shift) + page_bias;
-                          for (uint64_t i = 0; i < page_size / 8; i += 8)
-                            if (w[i] != word(tag, p, i)) {
-                              ++bad;
-                              break;
-                            }
-                        });
-  if (!st.ok()) {
-    if (err) *err = st.to_string();
-    return n;
+// Failures the workers find, counted, with the first one's description kept for the report.
+class failure_log {
+ public:
+  void operator()(const std::string& what) {
+    count_.fetch_add(1);
+    std::lock_guard lk(lock_);
+    if (first_.empty()) first_ = what;
   }
-  return bad;
-}
+  uint64_t count() const { return count_.load(); }
+  std::string first() {
+    std::lock_guard lk(lock_);
+    return first_;
+  }
 
-class RmapConcurrency : public ::testing::TestWithParam<rmap_lock_mode> {};
+ private:
+  std::atomic<uint64_t> count_{0};
+  std::mutex lock_;
+  std::string first_;
+};
 
-INSTANTIATE_TEST_SUITE_P(Modes, RmapConcurrency, ::testing::ValuesIn(all_rmap_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+class RmapConcurrencyTest : public ::testing::TestWithParam<rmap_lock_mode> {};
 
-TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
-  machine_options o;
-  o.ram = pages_to_bytes(320);
-  o.swap = pages_to_bytes(8192);
-  o.swap_dev = swap_dev_kind::zram;
-  o.kswapd = true;
+INSTANTIATE_TEST_SUITE_P(Modes, RmapConcurrencyTest, ::testing::ValuesIn(all_rmap_lock_modes),
+                         testing::to_string_name());
+
+TEST_P(RmapConcurrencyTest, WalksRaceForkMunmapExitAndExec) {
+  machine_options o = mm_test::options(320, 8192, swap_dev_kind::zram, /*kswapd=*/true);
   o.rmap_lock = GetParam();
-  auto mr = machine::create(o);
-  ASSERT_TRUE(mr.ok()) << mr.error().to_string();
-  machine& m = **mr;
+  auto mp = mm_test::make_machine(o);
+  ASSERT_TRUE(mp);
+  machine& m = *mp;
 
   constexpr uint64_t anon_pages = 192;
   constexpr uint64_t file_pages = 96;
@@ -95,7 +86,7 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
   std::shared_ptr<file> f = std::move(*fr);
   for (uint64_t p = private_first; p < file_pages; ++p) {
     std::vector<uint64_t> w(page_size / 8);
-    for (uint64_t i = 0; i < w.size(); i += 8) w[i] = word(77, p, i);
+    pattern.write(w.data(), p, 77);
     ASSERT_TRUE(f->write_backing(p * page_size, w.data(), page_size).ok());
   }
 
@@ -104,18 +95,11 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
   auto shared = parent->mmap_file(f, 0, file_pages * page_size, true);
   auto priv = parent->mmap_file(f, private_first * page_size, (file_pages - private_first) * page_size, false);
   ASSERT_TRUE(anon.ok() && shared.ok() && priv.ok());
-  ASSERT_TRUE(fill(*parent, *anon, 0, anon_pages, 1).ok());
+  ASSERT_TRUE(pattern.fill(*parent, *anon, 0, anon_pages, 1).ok());
 
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> failures{0};
+  failure_log fail;
   std::atomic<int> forkers_left{forkers};
-  std::string first_error;
-  std::mutex err_lock;
-  auto fail = [&](const std::string& what) {
-    failures.fetch_add(1);
-    std::lock_guard lk(err_lock);
-    if (first_error.empty()) first_error = what;
-  };
 
   // threads: 0..forkers-1 fork; then a parent reader, a churner, two reclaimers.
   run_threads(forkers + 4, [&](int id) {
@@ -129,30 +113,39 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
         std::unique_ptr<mm_struct> child = std::move(*cr);
         const uint64_t tag = 100 + static_cast<uint64_t>(id) * 1000 + static_cast<uint64_t>(it);
         const uint64_t mine = static_cast<uint64_t>(id) * 48;  // anon pages [mine, mine + 48)
-        std::string err;
-        if (!fill(*child, *anon, mine, 32, tag).ok()) fail("child anon write");
-        if (check(*child, *anon, mine, 32, tag, &err)) fail("child sees other data " + err);
-        if (check(*child, *anon, mine + 32, 16, 1, &err)) fail("child lost parent data " + err);
+        status st;
+        if (!pattern.fill(*child, *anon, mine, mine + 32, tag).ok()) fail("child anon write");
+        if (pattern.mismatches(*child, *anon, mine, mine + 32, tag, &st))
+          fail("child sees other data " + st.to_string());
+        if (pattern.mismatches(*child, *anon, mine + 32, mine + 48, 1, &st))
+          fail("child lost parent data " + st.to_string());
         const uint64_t sfirst = static_cast<uint64_t>(id) * shared_per_forker;
-        if (!fill(*child, *shared, sfirst, shared_per_forker, tag).ok()) fail("child file write");
-        if (check(*child, *shared, sfirst, shared_per_forker, tag, &err)) fail("shared file " + err);
+        if (!pattern.fill(*child, *shared, sfirst, sfirst + shared_per_forker, tag).ok())
+          fail("child file write");
+        if (pattern.mismatches(*child, *shared, sfirst, sfirst + shared_per_forker, tag, &st))
+          fail("shared file " + st.to_string());
         // Private file pages: copy on write, the file keeps its contents.
         const uint64_t pp = static_cast<uint64_t>(id) * 8;
-        if (!fill(*child, *priv, pp, 8, tag, private_first).ok()) fail("child private write");
-        if (check(*child, *priv, pp, 8, tag, &err, private_first)) fail("private cow " + err);
+        if (!pattern.fill(*child, *priv, pp, pp + 8, tag, private_first).ok())
+          fail("child private write");
+        if (pattern.mismatches(*child, *priv, pp, pp + 8, tag, &st, private_first))
+          fail("private cow " + st.to_string());
         // Split the child's VMAs, then check what is left still reads right.
         if (!child->munmap(*anon + (mine + 8) * page_size, 8 * page_size).ok()) fail("munmap");
         if (!child->munmap(*shared + (sfirst + 4) * page_size, 4 * page_size).ok()) fail("munmap file");
-        if (check(*child, *anon, mine, 8, tag, &err)) fail("after split " + err);
-        if (check(*child, *shared, sfirst, 4, tag, &err)) fail("after file split " + err);
+        if (pattern.mismatches(*child, *anon, mine, mine + 8, tag, &st))
+          fail("after split " + st.to_string());
+        if (pattern.mismatches(*child, *shared, sfirst, sfirst + 4, tag, &st))
+          fail("after file split " + st.to_string());
         if (it % 3 == 2) {
           auto addrs = child->exec({{f, private_first * page_size, 8 * page_size, false, PROT_READ, 0},
                                     {nullptr, 0, 8 * page_size, false, PROT_READ | PROT_WRITE, 0}});
           if (!addrs.ok()) {
             fail("exec: " + addrs.error().to_string());
           } else {
-            if (check(*child, (*addrs)[0], 0, 8, 77, &err, private_first)) fail("exec text " + err);
-            if (!fill(*child, (*addrs)[1], 0, 8, tag).ok()) fail("exec stack");
+            if (pattern.mismatches(*child, (*addrs)[0], 0, 8, 77, &st, private_first))
+              fail("exec text " + st.to_string());
+            if (!pattern.fill(*child, (*addrs)[1], 0, 8, tag).ok()) fail("exec stack");
           }
         }
         child.reset();  // exit
@@ -161,19 +154,22 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
       return;
     }
     const int role = id - forkers;
-    std::string err;
+    status st;
     while (forkers_left.load() > 0 && !stop.load()) {
       if (role == 0) {
-        if (check(*parent, *anon, 0, anon_pages, 1, &err)) fail("parent sees a child's write " + err);
-        if (check(*parent, *priv, 0, file_pages - private_first, 77, &err, private_first))
-          fail("private file pages changed " + err);
+        if (pattern.mismatches(*parent, *anon, 0, anon_pages, 1, &st))
+          fail("parent sees a child's write " + st.to_string());
+        if (pattern.mismatches(*parent, *priv, 0, file_pages - private_first, 77, &st,
+                               private_first))
+          fail("private file pages changed " + st.to_string());
       } else if (role == 1) {
         auto a = parent->mmap_file(f, 0, file_pages * page_size, true, PROT_READ);
         if (!a.ok()) {
           fail("churn mmap");
           continue;
         }
-        if (check(*parent, *a, private_first, 8, 77, &err)) fail("churn read " + err);
+        if (pattern.mismatches(*parent, *a, private_first, private_first + 8, 77, &st))
+          fail("churn read " + st.to_string());
         if (!parent->munmap(*a + 16 * page_size, 16 * page_size).ok()) fail("churn split");
         if (!parent->munmap(*a, file_pages * page_size).ok()) fail("churn munmap");
         if (!f->invalidate(0, file_pages * page_size).ok()) fail("invalidate");
@@ -183,10 +179,9 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
       }
     }
   });
-  EXPECT_EQ(failures.load(), 0u) << first_error;
+  EXPECT_EQ(fail.count(), 0u) << fail.first();
   EXPECT_EQ(parent->map_count(), 3u);
-  std::string err;
-  EXPECT_EQ(check(*parent, *anon, 0, anon_pages, 1, &err), 0u) << err;
+  EXPECT_EQ(pattern.mismatches(*parent, *anon, 0, anon_pages, 1), 0u);
   EXPECT_GT(m.events()[PSWPOUT], 0u);
   parent.reset();
   EXPECT_EQ(f->nr_mappings(), 0u);
@@ -209,27 +204,23 @@ TEST_P(RmapConcurrency, WalksRaceForkMunmapExitAndExec) {
 // every VMA a walk or a tree query returns must cover the page, and the tree's invariants (order,
 // heap, augmentation matching every VMA's current range) must hold whenever a walker holds the
 // lock. RAM is large enough that nothing is reclaimed, so the parent's frames stay put.
-TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) {
-  machine_options o;
-  o.ram = pages_to_bytes(4096);
-  o.swap = 0;
-  o.kswapd = false;
+TEST_P(RmapConcurrencyTest, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) {
+  machine_options o = mm_test::options(4096);
   o.rmap_lock = GetParam();
-  auto mr = machine::create(o);
-  ASSERT_TRUE(mr.ok()) << mr.error().to_string();
-  machine& m = **mr;
+  auto mp = mm_test::make_machine(o);
+  ASSERT_TRUE(mp);
+  machine& m = *mp;
   constexpr uint64_t n = 64;
   constexpr int forkers = 3, walkers = 4;
   const int rounds = 1500 / testing::work_scale;
   auto parent = m.mm_alloc();
   auto a = parent->mmap(n * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*parent, *a, 0, n, 1).ok());
+  ASSERT_TRUE(pattern.fill(*parent, *a, 0, n, 1).ok());
   std::vector<page*> pages;
   for (uint64_t i = 0; i < n; ++i) {
-    const pte_t pte = parent->pte_of(*a + i * page_size);
-    ASSERT_TRUE(pte_present(pte));
-    pages.push_back(m.pfn_to_page(pte_pfn(pte)));
+    pages.push_back(mm_test::page_at(m, *parent, *a + i * page_size));
+    ASSERT_NE(pages.back(), nullptr) << "page " << i;
   }
   parent->mmap_lock.down_read();
   vm_area_struct* pvma = parent->find_vma(*a);
@@ -237,15 +228,9 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
   anon_vma* av = pages[0]->anon_vma_of();
   ASSERT_NE(av, nullptr);
 
-  std::atomic<uint64_t> failures{0}, walks{0};
+  failure_log fail;
+  std::atomic<uint64_t> walks{0};
   std::atomic<int> forkers_left{forkers};
-  std::string first_error;
-  std::mutex err_lock;
-  auto fail = [&](const std::string& what) {
-    failures.fetch_add(1);
-    std::lock_guard lk(err_lock);
-    if (first_error.empty()) first_error = what;
-  };
   struct walk_state {
     vm_area_struct* pvma;
     uint64_t pgoff;
@@ -273,11 +258,14 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
         if (!child->munmap(*a + h1 * page_size, (1 + rng() % 4) * page_size).ok()) fail("munmap 1");
         if (!child->munmap(*a + h2 * page_size, (1 + rng() % 4) * page_size).ok()) fail("munmap 2");
         const uint64_t tag = 1000 + static_cast<uint64_t>(id) * 1000 + static_cast<uint64_t>(it);
-        std::string err;
-        if (!fill(*child, *a, 30, 4, tag).ok()) fail("child write");
-        if (check(*child, *a, 30, 4, tag, &err)) fail("child reads back " + err);
-        if (check(*child, *a, 24, 6, 1, &err)) fail("child lost the parent's data " + err);
-        if (grandchild && check(*grandchild, *a, 30, 4, 1, &err)) fail("grandchild sees child's write " + err);
+        status st;
+        if (!pattern.fill(*child, *a, 30, 34, tag).ok()) fail("child write");
+        if (pattern.mismatches(*child, *a, 30, 34, tag, &st))
+          fail("child reads back " + st.to_string());
+        if (pattern.mismatches(*child, *a, 24, 30, 1, &st))
+          fail("child lost the parent's data " + st.to_string());
+        if (grandchild && pattern.mismatches(*grandchild, *a, 30, 34, 1, &st))
+          fail("grandchild sees child's write " + st.to_string());
         if (it % 2) {
           child.reset();  // the parent of a grandchild may exit first
           grandchild.reset();
@@ -300,11 +288,7 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
         w->stray = w->stray || vma_address(pg, vma) != addr || addr == ~uint64_t{0};
         return true;
       };
-      p->get();
-      p->lock(m.page_lock_class());
-      rmap_walk(p, rwc);
-      p->unlock();
-      m.put_page(p);
+      mm_test::locked_rmap_walk(m, p, rwc);
       if (!ws.saw_parent) fail("a walk missed the parent's mapping");
       if (ws.stray) fail("a walk visited a VMA at the wrong address");
       if (id % 2) {
@@ -323,13 +307,12 @@ TEST_P(RmapConcurrency, AnonVmaTreeStaysExactWhileWalksRaceForksSplitsAndExits) 
       std::this_thread::yield();
     }
   });
-  EXPECT_EQ(failures.load(), 0u) << first_error;
+  EXPECT_EQ(fail.count(), 0u) << fail.first();
   EXPECT_GT(walks.load(), 0u);
   anon_vma_lock_read(av);
   EXPECT_EQ(anon_vma_interval_tree_check(av->rb_root), 1);  // only the parent's VMA is left
   anon_vma_unlock_read(av);
-  std::string err;
-  EXPECT_EQ(check(*parent, *a, 0, n, 1, &err), 0u) << err;
+  EXPECT_EQ(pattern.mismatches(*parent, *a, 0, n, 1), 0u);
   parent.reset();
   m.lru_add_drain_all();
   EXPECT_EQ(m.nr_free_pages(), m.mem().nr_pages());

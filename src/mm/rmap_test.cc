@@ -10,63 +10,36 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <thread>
 #include <random>
 #include <set>
 #include <vector>
 
+#include "mm_test_util.h"
 #include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/mm/rmap.h"
 #include "uswap/swap/swap_system.h"
 #include "uswap/sync/lockstat.h"
+#include "uswap_testing/param_names.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
 std::unique_ptr<machine> make(uint64_t ram_pages, uint64_t swap_pages, rmap_lock_mode mode,
                               swap_dev_kind dev = swap_dev_kind::zram) {
-  machine_options o;
-  o.ram = pages_to_bytes(ram_pages);
-  o.swap = pages_to_bytes(swap_pages);
-  o.swap_dev = dev;
-  o.kswapd = false;
+  machine_options o = mm_test::options(ram_pages, swap_pages, dev);
   o.rmap_lock = mode;
-  auto m = machine::create(o);
-  EXPECT_TRUE(m.ok()) << m.error().to_string();
-  return m.ok() ? std::move(*m) : nullptr;
+  return mm_test::make_machine(o);
 }
 
 uint64_t word(uint64_t tag, uint64_t page, uint64_t i) { return (tag << 40) ^ (page << 12) ^ (i * 0x9e37); }
 
-status fill(mm_struct& mm, uint64_t base, uint64_t first, uint64_t last, uint64_t tag) {
-  return mm.access(base + first * page_size, (last - first) * page_size, access_type::write,
-                   [&](uint64_t a, std::span<std::byte, page_size> pg) {
-                     auto* w = reinterpret_cast<uint64_t*>(pg.data());
-                     const uint64_t p = (a - base) >> page_shift;
-                     for (uint64_t i = 0; i < page_size / 8; ++i) w[i] = word(tag, p, i);
-                   });
-}
-
-// Pages of [first, last) whose contents differ from fill's pattern for tag (all pages on error).
-uint64_t mismatches(mm_struct& mm, uint64_t base, uint64_t first, uint64_t last, uint64_t tag) {
-  uint64_t bad = 0;
-  status st = mm.access(base + first * page_size, (last - first) * page_size, access_type::read,
-                        [&](uint64_t a, std::span<std::byte, page_size> pg) {
-                          const auto* w = reinterpret_cast<const uint64_t*>(pg.data());
-                          const uint64_t p = (a - base) >> page_shift;
-                          for (uint64_t i = 0; i < page_size / 8; ++i)
-                            if (w[i] != word(tag, p, i)) {
-                              ++bad;
-                              break;
-                            }
-                        });
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return st.ok() ? bad : last - first;
-}
+// Every word of a page distinct for its (tag, page).
+constexpr mm_test::page_pattern pattern{word};
 
 // Everything freed: frames, swap slots, swap cache, zram objects.
 void expect_clean(machine& m) {
@@ -92,7 +65,7 @@ void reclaim_all(machine& m) {
 class RmapTest : public ::testing::TestWithParam<rmap_lock_mode> {};
 
 INSTANTIATE_TEST_SUITE_P(Modes, RmapTest, ::testing::ValuesIn(all_rmap_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         testing::to_string_name());
 
 TEST(RmapLockMode, ParsesAndNamesLockClassesAsTheKernel) {
   for (rmap_lock_mode md : all_rmap_lock_modes) {
@@ -135,7 +108,8 @@ TEST(RmapLock, SpinModeIsExclusiveForWalksRwsemShares) {
     spin.unlock_read();
   });
   // The second walker must wait; it parks, so the lock reads as contended.
-  for (int i = 0; i < 2000 && !spin.is_contended(); ++i) std::this_thread::sleep_for(std::chrono::microseconds(500));
+  EXPECT_TRUE(testing::eventually([&] { return spin.is_contended() || in.load(); }))
+      << "the second walker neither got in nor parked";
   EXPECT_TRUE(spin.is_contended());
   EXPECT_FALSE(in.load());
   spin.unlock_read();
@@ -281,11 +255,7 @@ std::set<vm_area_struct*> walked_vmas(machine& m, page* p) {
     static_cast<std::set<vm_area_struct*>*>(arg)->insert(vma);
     return true;
   };
-  p->get();
-  p->lock(m.page_lock_class());
-  rmap_walk(p, rwc);
-  p->unlock();
-  m.put_page(p);
+  mm_test::locked_rmap_walk(m, p, rwc);
   return out;
 }
 
@@ -299,14 +269,13 @@ TEST_P(RmapTest, AnonWalksFindExactlyTheVmasCoveringThePageAfterForkSplitsAndExi
   constexpr uint64_t n = 64;
   auto a = parent->mmap(n * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*parent, *a, 0, n, 1).ok());
+  ASSERT_TRUE(pattern.fill(*parent, *a, 0, n, 1).ok());
   const uint64_t lo = *a, hi = *a + n * page_size;
   // The parent's frames (never written again by the parent, so they stay its and stay put).
   std::vector<page*> pages;
   for (uint64_t i = 0; i < n; ++i) {
-    const pte_t pte = parent->pte_of(lo + i * page_size);
-    ASSERT_TRUE(pte_present(pte));
-    pages.push_back(m->pfn_to_page(pte_pfn(pte)));
+    pages.push_back(mm_test::page_at(*m, *parent, lo + i * page_size));
+    ASSERT_NE(pages.back(), nullptr) << "page " << i;
   }
   anon_vma* av = pages[0]->anon_vma_of();
   ASSERT_NE(av, nullptr);
@@ -359,7 +328,7 @@ TEST_P(RmapTest, AnonWalksFindExactlyTheVmasCoveringThePageAfterForkSplitsAndExi
   ASSERT_TRUE(kids[2]->munmap(lo + 20 * page_size, page_size).ok());
   ASSERT_TRUE(kids[2]->munmap(lo + 40 * page_size, 3 * page_size).ok());
   ASSERT_TRUE(kids[3]->munmap(lo + 50 * page_size, 14 * page_size).ok());
-  ASSERT_TRUE(fill(*kids[4], *a, 30, 34, 4).ok());
+  ASSERT_TRUE(pattern.fill(*kids[4], *a, 30, 34, 4).ok());
   EXPECT_EQ(parent->map_count(), 2u);
   EXPECT_EQ(kids[2]->map_count(), 3u);
   verify("after splits");
@@ -389,24 +358,24 @@ TEST_P(RmapTest, ParentAndChildSeeOnlyTheirOwnWritesAfterFork) {
   constexpr uint64_t n = 64;
   auto a = parent->mmap(n * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*parent, *a, 0, n, 1).ok());
+  ASSERT_TRUE(pattern.fill(*parent, *a, 0, n, 1).ok());
   auto cr = parent->fork();
   ASSERT_TRUE(cr.ok()) << cr.error().to_string();
   auto child = std::move(*cr);
   EXPECT_EQ(child->rss_anon(), n);
   EXPECT_EQ(m->nr_free_pages(), m->mem().nr_pages() - n);  // shared, not copied
-  ASSERT_TRUE(fill(*parent, *a, 0, n / 2, 2).ok());
-  ASSERT_TRUE(fill(*child, *a, n / 4, n, 3).ok());
-  EXPECT_EQ(mismatches(*parent, *a, 0, n / 2, 2), 0u);
-  EXPECT_EQ(mismatches(*parent, *a, n / 2, n, 1), 0u);
-  EXPECT_EQ(mismatches(*child, *a, 0, n / 4, 1), 0u);
-  EXPECT_EQ(mismatches(*child, *a, n / 4, n, 3), 0u);
+  ASSERT_TRUE(pattern.fill(*parent, *a, 0, n / 2, 2).ok());
+  ASSERT_TRUE(pattern.fill(*child, *a, n / 4, n, 3).ok());
+  EXPECT_EQ(pattern.mismatches(*parent, *a, 0, n / 2, 2), 0u);
+  EXPECT_EQ(pattern.mismatches(*parent, *a, n / 2, n, 1), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, *a, 0, n / 4, 1), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, *a, n / 4, n, 3), 0u);
   // Pages [0, n/4) are still shared; the others were copied once (by whichever wrote second
   // the last sharer reuses its page).
   EXPECT_LE(m->mem().nr_pages() - m->nr_free_pages(), 2 * n);
   child.reset();
-  EXPECT_EQ(mismatches(*parent, *a, 0, n / 2, 2), 0u);
-  EXPECT_EQ(mismatches(*parent, *a, n / 2, n, 1), 0u);
+  EXPECT_EQ(pattern.mismatches(*parent, *a, 0, n / 2, 2), 0u);
+  EXPECT_EQ(pattern.mismatches(*parent, *a, n / 2, n, 1), 0u);
   parent.reset();
   expect_clean(*m);
 }
@@ -418,7 +387,7 @@ TEST_P(RmapTest, ForkSharesSwappedOutPagesAndBothSeeOwnWritesAfterSwapInAndOut) 
     constexpr uint64_t n = 128;
     auto a = parent->mmap(n * page_size);
     ASSERT_TRUE(a.ok());
-    ASSERT_TRUE(fill(*parent, *a, 0, n, 1).ok());
+    ASSERT_TRUE(pattern.fill(*parent, *a, 0, n, 1).ok());
     reclaim_all(*m);
     ASSERT_GT(parent->swap_ents(), n / 2);  // most of it is out
     const uint64_t inuse = m->swap_stats().inuse;
@@ -428,23 +397,23 @@ TEST_P(RmapTest, ForkSharesSwappedOutPagesAndBothSeeOwnWritesAfterSwapInAndOut) 
     EXPECT_EQ(child->swap_ents(), parent->swap_ents());
     EXPECT_EQ(m->swap_stats().inuse, inuse);  // swap_duplicate: counts, not new slots
     // Each writes its half after swapping in; then everything goes out again and comes back.
-    ASSERT_TRUE(fill(*parent, *a, 0, n / 2, 2).ok());
-    ASSERT_TRUE(fill(*child, *a, n / 2, n, 3).ok());
+    ASSERT_TRUE(pattern.fill(*parent, *a, 0, n / 2, 2).ok());
+    ASSERT_TRUE(pattern.fill(*child, *a, n / 2, n, 3).ok());
     reclaim_all(*m);
     EXPECT_GT(m->events()[PSWPOUT], 0u);
-    EXPECT_EQ(mismatches(*parent, *a, 0, n / 2, 2), 0u);
-    EXPECT_EQ(mismatches(*parent, *a, n / 2, n, 1), 0u);
-    EXPECT_EQ(mismatches(*child, *a, 0, n / 2, 1), 0u);
-    EXPECT_EQ(mismatches(*child, *a, n / 2, n, 3), 0u);
+    EXPECT_EQ(pattern.mismatches(*parent, *a, 0, n / 2, 2), 0u);
+    EXPECT_EQ(pattern.mismatches(*parent, *a, n / 2, n, 1), 0u);
+    EXPECT_EQ(pattern.mismatches(*child, *a, 0, n / 2, 1), 0u);
+    EXPECT_EQ(pattern.mismatches(*child, *a, n / 2, n, 3), 0u);
     // A grandchild forked from the child after all that sees the child's view.
     reclaim_all(*m);
     auto gr = child->fork();
     ASSERT_TRUE(gr.ok());
     auto grand = std::move(*gr);
     child.reset();
-    EXPECT_EQ(mismatches(*grand, *a, 0, n / 2, 1), 0u);
-    EXPECT_EQ(mismatches(*grand, *a, n / 2, n, 3), 0u);
-    EXPECT_EQ(mismatches(*parent, *a, n / 2, n, 1), 0u);
+    EXPECT_EQ(pattern.mismatches(*grand, *a, 0, n / 2, 1), 0u);
+    EXPECT_EQ(pattern.mismatches(*grand, *a, n / 2, n, 3), 0u);
+    EXPECT_EQ(pattern.mismatches(*parent, *a, n / 2, n, 1), 0u);
     grand.reset();
     parent.reset();
     expect_clean(*m);
@@ -456,7 +425,7 @@ TEST_P(RmapTest, OneTryToUnmapUnmapsAPageSharedByManyForks) {
   auto parent = m->mm_alloc();
   auto a = parent->mmap(4 * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*parent, *a, 0, 4, 7).ok());
+  ASSERT_TRUE(pattern.fill(*parent, *a, 0, 4, 7).ok());
   std::vector<std::unique_ptr<mm_struct>> kids;
   for (int i = 0; i < 12; ++i) {
     auto c = (i % 2 ? kids.back().get() : parent.get())->fork();  // children and grandchildren
@@ -464,9 +433,8 @@ TEST_P(RmapTest, OneTryToUnmapUnmapsAPageSharedByManyForks) {
     kids.push_back(std::move(*c));
   }
   const uint64_t addr = *a + page_size;
-  const pte_t pte = parent->pte_of(addr);
-  ASSERT_TRUE(pte_present(pte));
-  page* p = m->pfn_to_page(pte_pfn(pte));
+  page* p = mm_test::page_at(*m, *parent, addr);
+  ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->mapcount(), 13);
   m->lru_add_drain_all();
   p->get();
@@ -483,8 +451,8 @@ TEST_P(RmapTest, OneTryToUnmapUnmapsAPageSharedByManyForks) {
   p->unlock();
   m->put_page(p);
   // Everyone faults it back (from the swap cache) and still sees the original contents.
-  EXPECT_EQ(mismatches(*parent, *a, 0, 4, 7), 0u);
-  for (auto& k : kids) EXPECT_EQ(mismatches(*k, *a, 0, 4, 7), 0u);
+  EXPECT_EQ(pattern.mismatches(*parent, *a, 0, 4, 7), 0u);
+  for (auto& k : kids) EXPECT_EQ(pattern.mismatches(*k, *a, 0, 4, 7), 0u);
   kids.clear();
   parent.reset();
   expect_clean(*m);
@@ -496,13 +464,14 @@ TEST_P(RmapTest, ExitFreesEverySlotAndObjectOfAForkTree) {
   mms.push_back(m->mm_alloc());
   auto a = mms[0]->mmap(200 * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*mms[0], *a, 0, 200, 1).ok());
+  ASSERT_TRUE(pattern.fill(*mms[0], *a, 0, 200, 1).ok());
   for (int i = 0; i < 6; ++i) {
     reclaim_all(*m);
     auto c = mms[static_cast<size_t>(i) / 2]->fork();
     ASSERT_TRUE(c.ok());
     mms.push_back(std::move(*c));
-    ASSERT_TRUE(fill(*mms.back(), *a, static_cast<uint64_t>(i) * 20, static_cast<uint64_t>(i) * 20 + 30, 10 + i).ok());
+    const uint64_t first = static_cast<uint64_t>(i) * 20;
+    ASSERT_TRUE(pattern.fill(*mms.back(), *a, first, first + 30, 10 + i).ok());
   }
   reclaim_all(*m);
   EXPECT_GT(m->swap_stats().inuse, 0u);
@@ -522,10 +491,10 @@ TEST_P(RmapTest, SharedFileMappingsSeeEachOthersWritesAlsoAcrossReclaim) {
   auto a2 = mm2->mmap_file(f, 0, n * page_size, /*shared=*/true);
   ASSERT_TRUE(a1.ok() && a2.ok());
   EXPECT_EQ(f->nr_mappings(), 2u);
-  ASSERT_TRUE(fill(*mm1, *a1, 0, n, 5).ok());
-  EXPECT_EQ(mismatches(*mm2, *a2, 0, n, 5), 0u);
-  ASSERT_TRUE(fill(*mm2, *a2, n / 2, n, 6).ok());
-  EXPECT_EQ(mismatches(*mm1, *a1, n / 2, n, 6), 0u);
+  ASSERT_TRUE(pattern.fill(*mm1, *a1, 0, n, 5).ok());
+  EXPECT_EQ(pattern.mismatches(*mm2, *a2, 0, n, 5), 0u);
+  ASSERT_TRUE(pattern.fill(*mm2, *a2, n / 2, n, 6).ok());
+  EXPECT_EQ(pattern.mismatches(*mm1, *a1, n / 2, n, 6), 0u);
   EXPECT_EQ(f->nr_cached(), n);
   EXPECT_EQ(mm1->rss_file() + mm2->rss_file(), 2 * n);
   // Reclaim: every page is unmapped from both, written back, dropped from the cache.
@@ -536,20 +505,16 @@ TEST_P(RmapTest, SharedFileMappingsSeeEachOthersWritesAlsoAcrossReclaim) {
   uint64_t on_disk_bad = 0;
   for (uint64_t p = 0; p < n; ++p) {
     ASSERT_TRUE(f->read_backing(p * page_size, disk.data(), page_size).ok());
-    for (uint64_t i = 0; i < page_size / 8; ++i)
-      if (disk[i] != word(p < n / 2 ? 5 : 6, p, i)) {
-        ++on_disk_bad;
-        break;
-      }
+    if (!pattern.matches(disk.data(), p, p < n / 2 ? 5 : 6)) ++on_disk_bad;
   }
   // Pages still cached may not have reached the disk yet; all others must have.
   EXPECT_LE(on_disk_bad, f->nr_cached());
-  EXPECT_EQ(mismatches(*mm2, *a2, 0, n / 2, 5), 0u);
-  EXPECT_EQ(mismatches(*mm1, *a1, n / 2, n, 6), 0u);
+  EXPECT_EQ(pattern.mismatches(*mm2, *a2, 0, n / 2, 5), 0u);
+  EXPECT_EQ(pattern.mismatches(*mm1, *a1, n / 2, n, 6), 0u);
   // Written after reclaim, read by the other after another reclaim.
-  ASSERT_TRUE(fill(*mm2, *a2, 0, 10, 8).ok());
+  ASSERT_TRUE(pattern.fill(*mm2, *a2, 0, 10, 8).ok());
   reclaim_all(*m);
-  EXPECT_EQ(mismatches(*mm1, *a1, 0, 10, 8), 0u);
+  EXPECT_EQ(pattern.mismatches(*mm1, *a1, 0, 10, 8), 0u);
   mm1.reset();
   mm2.reset();
   EXPECT_EQ(f->nr_mappings(), 0u);
@@ -566,7 +531,7 @@ TEST_P(RmapTest, PrivateFileMappingsCopyOnWriteAndForkShareTheCopies) {
   {
     std::vector<uint64_t> w(page_size / 8);
     for (uint64_t p = 0; p < n; ++p) {
-      for (uint64_t i = 0; i < w.size(); ++i) w[i] = word(4, p, i);
+      pattern.write(w.data(), p, 4);
       ASSERT_TRUE(f->write_backing(p * page_size, w.data(), page_size).ok());
     }
   }
@@ -574,27 +539,27 @@ TEST_P(RmapTest, PrivateFileMappingsCopyOnWriteAndForkShareTheCopies) {
   auto a = mm->mmap_file(f, 0, n * page_size, /*shared=*/false);
   auto s = mm->mmap_file(f, 0, n * page_size, /*shared=*/true, PROT_READ);
   ASSERT_TRUE(a.ok() && s.ok());
-  EXPECT_EQ(mismatches(*mm, *a, 0, n, 4), 0u);  // reads map the cache pages
-  ASSERT_TRUE(fill(*mm, *a, 0, n / 2, 9).ok());  // writes copy them
+  EXPECT_EQ(pattern.mismatches(*mm, *a, 0, n, 4), 0u);   // reads map the cache pages
+  ASSERT_TRUE(pattern.fill(*mm, *a, 0, n / 2, 9).ok());  // writes copy them
   EXPECT_EQ(mm->rss_anon(), n / 2);
-  EXPECT_EQ(mismatches(*mm, *s, 0, n, 4), 0u);  // the file did not change
+  EXPECT_EQ(pattern.mismatches(*mm, *s, 0, n, 4), 0u);  // the file did not change
   EXPECT_EQ(mm->write(*s, "x", 1).code(), EFAULT);  // read-only mapping
   auto cr = mm->fork();
   ASSERT_TRUE(cr.ok());
   auto child = std::move(*cr);
-  ASSERT_TRUE(fill(*child, *a, 0, 4, 11).ok());
-  EXPECT_EQ(mismatches(*mm, *a, 0, 4, 9), 0u);
-  EXPECT_EQ(mismatches(*child, *a, 4, n / 2, 9), 0u);
-  EXPECT_EQ(mismatches(*child, *a, n / 2, n, 4), 0u);
+  ASSERT_TRUE(pattern.fill(*child, *a, 0, 4, 11).ok());
+  EXPECT_EQ(pattern.mismatches(*mm, *a, 0, 4, 9), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, *a, 4, n / 2, 9), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, *a, n / 2, n, 4), 0u);
   reclaim_all(*m);
-  EXPECT_EQ(mismatches(*child, *a, 0, 4, 11), 0u);
-  EXPECT_EQ(mismatches(*mm, *a, 0, n / 2, 9), 0u);
-  EXPECT_EQ(mismatches(*mm, *a, n / 2, n, 4), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, *a, 0, 4, 11), 0u);
+  EXPECT_EQ(pattern.mismatches(*mm, *a, 0, n / 2, 9), 0u);
+  EXPECT_EQ(pattern.mismatches(*mm, *a, n / 2, n, 4), 0u);
   // munmap of part of a file VMA splits it; both halves stay in i_mmap.
   EXPECT_EQ(f->nr_mappings(), 4u);
   ASSERT_TRUE(mm->munmap(*a + 8 * page_size, 4 * page_size).ok());
   EXPECT_EQ(f->nr_mappings(), 5u);
-  EXPECT_EQ(mismatches(*mm, *a, 12, n / 2, 9), 0u);
+  EXPECT_EQ(pattern.mismatches(*mm, *a, 12, n / 2, 9), 0u);
   EXPECT_EQ(mm->touch(*a + 9 * page_size, access_type::read).code(), EFAULT);
   child.reset();
   mm.reset();
@@ -609,13 +574,13 @@ TEST_P(RmapTest, ExecReplacesTheMappingsAndFreesTheOldOnes) {
   std::shared_ptr<file> prog = std::move(*fr);
   std::vector<uint64_t> w(page_size / 8);
   for (uint64_t p = 0; p < 16; ++p) {
-    for (uint64_t i = 0; i < w.size(); ++i) w[i] = word(3, p, i);
+    pattern.write(w.data(), p, 3);
     ASSERT_TRUE(prog->write_backing(p * page_size, w.data(), page_size).ok());
   }
   auto parent = m->mm_alloc();
   auto a = parent->mmap(64 * page_size);
   ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(fill(*parent, *a, 0, 64, 1).ok());
+  ASSERT_TRUE(pattern.fill(*parent, *a, 0, 64, 1).ok());
   auto cr = parent->fork();
   ASSERT_TRUE(cr.ok());
   auto child = std::move(*cr);
@@ -628,17 +593,10 @@ TEST_P(RmapTest, ExecReplacesTheMappingsAndFreesTheOldOnes) {
   EXPECT_EQ(child->rss_anon(), 0u);
   EXPECT_EQ(child->swap_ents(), 0u);
   // text and data come from the file; the page relative to the mapping start is p + 8 for data.
-  EXPECT_EQ(mismatches(*child, (*addrs)[0], 0, 8, 3), 0u);
-  uint64_t bad = 0;
-  ASSERT_TRUE(child->access((*addrs)[1], 8 * page_size, access_type::read,
-                            [&](uint64_t ad, std::span<std::byte, page_size> pg) {
-                              const uint64_t p = ((ad - (*addrs)[1]) >> page_shift) + 8;
-                              const auto* x = reinterpret_cast<const uint64_t*>(pg.data());
-                              if (x[5] != word(3, p, 5)) ++bad;
-                            }).ok());
-  EXPECT_EQ(bad, 0u);
-  ASSERT_TRUE(fill(*child, (*addrs)[2], 0, 16, 2).ok());
-  EXPECT_EQ(mismatches(*parent, *a, 0, 64, 1), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, (*addrs)[0], 0, 8, 3), 0u);
+  EXPECT_EQ(pattern.mismatches(*child, (*addrs)[1], 0, 8, 3, nullptr, /*page_bias=*/8), 0u);
+  ASSERT_TRUE(pattern.fill(*child, (*addrs)[2], 0, 16, 2).ok());
+  EXPECT_EQ(pattern.mismatches(*parent, *a, 0, 64, 1), 0u);
   auto bad_exec = child->exec({{prog, 0, 32 * page_size, false, PROT_READ, 0}});
   EXPECT_EQ(bad_exec.error().code(), EINVAL);
   EXPECT_EQ(child->map_count(), 3u);  // refused before the point of no return
@@ -657,7 +615,7 @@ TEST_P(RmapTest, InvalidateZapsEveryMappingWritesBackAndDrops) {
   auto a1 = mm1->mmap_file(f, 0, 64 * page_size, true);
   auto a2 = mm2->mmap_file(f, 16 * page_size, 32 * page_size, true);
   ASSERT_TRUE(a1.ok() && a2.ok());
-  ASSERT_TRUE(fill(*mm1, *a1, 0, 64, 12).ok());
+  ASSERT_TRUE(pattern.fill(*mm1, *a1, 0, 64, 12).ok());
   EXPECT_EQ(mm2->touch(*a2, access_type::read).code(), 0);
   auto dropped = f->invalidate(0, 64 * page_size);
   ASSERT_TRUE(dropped.ok());
@@ -668,20 +626,9 @@ TEST_P(RmapTest, InvalidateZapsEveryMappingWritesBackAndDrops) {
   EXPECT_FALSE(pte_present(mm1->pte_of(*a1)));
   std::vector<uint64_t> disk(page_size / 8);
   ASSERT_TRUE(f->read_backing(20 * page_size, disk.data(), page_size).ok());
-  EXPECT_EQ(disk[3], word(12, 20, 3));
+  EXPECT_TRUE(pattern.matches(disk.data(), 20, 12));
   // mm2 maps file pages [16, 48): it faults the written-back data in again.
-  uint64_t bad = 0;
-  ASSERT_TRUE(mm2->access(*a2, 32 * page_size, access_type::read,
-                          [&](uint64_t ad, std::span<std::byte, page_size> pg) {
-                            const uint64_t p = ((ad - *a2) >> page_shift) + 16;
-                            const auto* x = reinterpret_cast<const uint64_t*>(pg.data());
-                            for (uint64_t i = 0; i < page_size / 8; ++i)
-                              if (x[i] != word(12, p, i)) {
-                                ++bad;
-                                break;
-                              }
-                          }).ok());
-  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(pattern.mismatches(*mm2, *a2, 0, 32, 12, nullptr, /*page_bias=*/16), 0u);
   EXPECT_EQ(f->invalidate(60 * page_size, 8 * page_size).error().code(), EINVAL);
   mm1.reset();
   mm2.reset();

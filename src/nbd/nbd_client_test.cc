@@ -34,6 +34,8 @@
 #include "uswap/base/page.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/zram/zram.h"
+#include "uswap_testing/param_names.h"
+#include "uswap_testing/temp_dir.h"
 
 namespace uswap {
 namespace {
@@ -116,23 +118,6 @@ int reap(pid_t pid, std::chrono::milliseconds timeout) {
   return st;
 }
 
-// A temporary directory, removed with its contents.
-class temp_dir {
- public:
-  temp_dir() {
-    char tmpl[] = "/tmp/uswap-nbd-client-XXXXXX";
-    path_ = ::mkdtemp(tmpl) ? tmpl : "";
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // nbdkit with the uswap plugin on a unix socket in its own temporary directory.
 class nbdkit_server {
  public:
@@ -187,7 +172,7 @@ class nbdkit_server {
   std::string log() const { return slurp(log_path()); }
 
  private:
-  temp_dir dir_;
+  testing::temp_dir dir_{"uswap-nbd-client-"};
   pid_t pid_ = -1;
   bool ready_ = false;
   int exit_status_ = -1;
@@ -240,9 +225,9 @@ void gen_page(uint8_t* page, uint64_t p, uint64_t g) {
 
 // ---------------------------------------------------------------------------------------------
 
-class nbd_client_modes : public ::testing::TestWithParam<zram_lock_mode> {};
+class NbdClientModesTest : public ::testing::TestWithParam<zram_lock_mode> {};
 
-TEST_P(nbd_client_modes, qemu_io_writes_and_reads_back_patterns_at_unaligned_offsets) {
+TEST_P(NbdClientModesTest, QemuIoWritesAndReadsBackPatternsAtUnalignedOffsets) {
   START_SERVER(srv, "size=4M", std::string("lock=") + std::string(to_string(GetParam())));
   constexpr uint64_t region = 256 * 1024;
   std::vector<uint8_t> model(region, 0);
@@ -287,10 +272,10 @@ TEST_P(nbd_client_modes, qemu_io_writes_and_reads_back_patterns_at_unaligned_off
   EXPECT_EQ(got, model);
 }
 
-INSTANTIATE_TEST_SUITE_P(all_modes, nbd_client_modes, ::testing::ValuesIn(all_zram_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Modes, NbdClientModesTest, ::testing::ValuesIn(all_zram_lock_modes),
+                         testing::to_string_name());
 
-TEST(nbd_client, nbdcopy_copies_a_random_256mib_file_in_and_out_with_equal_checksums) {
+TEST(NbdClient, NbdcopyCopiesARandom256MiBFileInAndOutWithEqualChecksums) {
   START_SERVER(srv, "size=256M", "comp=lz4");
   const std::string in = srv.dir() + "/in.img", out = srv.dir() + "/out.img";
   auto r = sh("head -c 256M /dev/urandom > " + quote(in));
@@ -307,7 +292,7 @@ TEST(nbd_client, nbdcopy_copies_a_random_256mib_file_in_and_out_with_equal_check
   EXPECT_EQ(fs::file_size(out), 256u << 20);
 }
 
-TEST(nbd_client, nbdinfo_shows_the_size_the_capabilities_and_the_allocation_map) {
+TEST(NbdClient, NbdinfoShowsTheSizeTheCapabilitiesAndTheAllocationMap) {
   START_SERVER(srv, "size=12M");
   auto r = sh("nbdinfo --json " + quote(srv.uri()));
   ASSERT_EQ(r.rc, 0) << r.out;
@@ -348,7 +333,7 @@ TEST(nbd_client, nbdinfo_shows_the_size_the_capabilities_and_the_allocation_map)
   EXPECT_EQ(map[2]["type"], 3);  // hole, zero
 }
 
-TEST(nbd_client, requests_past_the_end_fail_cleanly_and_the_connection_goes_on) {
+TEST(NbdClient, RequestsPastTheEndFailCleanlyAndTheConnectionGoesOn) {
   constexpr uint64_t size = 1 << 20;
   START_SERVER(srv, "size=1M");
   // strict mode off: libnbd sends the bad requests instead of refusing them itself.
@@ -380,7 +365,7 @@ TEST(nbd_client, requests_past_the_end_fail_cleanly_and_the_connection_goes_on) 
   EXPECT_TRUE(srv.alive());
 }
 
-TEST(nbd_client, at_mem_limit_writes_fail_with_enospc_and_earlier_data_reads_back) {
+TEST(NbdClient, AtMemLimitWritesFailWithENOSPCAndEarlierDataReadsBack) {
   START_SERVER(srv, "size=64M", "mem_limit=2M", "statsdir={dir}/stats");
   nbd_conn c(srv.uri());
   ASSERT_TRUE(c.ok()) << c.error();
@@ -418,7 +403,7 @@ TEST(nbd_client, at_mem_limit_writes_fail_with_enospc_and_earlier_data_reads_bac
       << slurp(srv.dir() + "/stats/nbd_stat");
 }
 
-TEST(nbd_client, a_client_killed_in_the_middle_of_writes_leaves_every_page_whole) {
+TEST(NbdClient, AClientKilledInTheMiddleOfWritesLeavesEveryPageWhole) {
   // One worker thread for the connection: Debian 12's nbdkit 1.32.5 aborts when a client dies
   // with replies in flight on several worker threads of one connection (one thread's failed
   // reply closes the socket, the next fails "raw_send_socket: Assertion `sock >= 0'"; seen here
@@ -497,7 +482,7 @@ TEST(nbd_client, a_client_killed_in_the_middle_of_writes_leaves_every_page_whole
   RecordProperty("pages_of_the_interrupted_pass", std::to_string(newer));
 }
 
-TEST(nbd_client, trim_and_zero_read_back_as_zeroes) {
+TEST(NbdClient, TrimAndZeroReadBackAsZeroes) {
   START_SERVER(srv, "size=4M");
   constexpr uint64_t region = 1 << 20;
   std::vector<uint8_t> model(region);
@@ -552,7 +537,7 @@ TEST(nbd_client, trim_and_zero_read_back_as_zeroes) {
   EXPECT_EQ(exts[0].flags, LIBNBD_STATE_HOLE | LIBNBD_STATE_ZERO);
 }
 
-TEST(nbd_client, several_connections_write_interleaved_unaligned_ranges_at_once) {
+TEST(NbdClient, SeveralConnectionsWriteInterleavedUnalignedRangesAtOnce) {
   START_SERVER(srv, "size=16M");
   constexpr int conns = 4;
   constexpr uint64_t stripe = 5000, region = 8 << 20, stripes = region / stripe;
@@ -625,8 +610,8 @@ TEST(nbd_client, several_connections_write_interleaved_unaligned_ranges_at_once)
 // ---------------------------------------------------------------------------------------------
 // uswap serve
 
-TEST(uswap_serve, prints_the_uri_keeps_statistics_live_writes_back_and_stops_cleanly) {
-  temp_dir dir;
+TEST(UswapServe, PrintsTheUriKeepsStatisticsLiveWritesBackAndStopsCleanly) {
+  testing::temp_dir dir("uswap-nbd-client-");
   const std::string stats = dir.path() + "/stats", backing = dir.path() + "/wb";
   int out_fd = -1;
   const pid_t pid = spawn({uswap_path, "serve", "--size", "32M", "--comp", "zstd", "--lock",
@@ -692,7 +677,7 @@ TEST(uswap_serve, prints_the_uri_keeps_statistics_live_writes_back_and_stops_cle
   EXPECT_NE(slurp(stats + "/bd_stat").find("256"), std::string::npos);
 }
 
-TEST(uswap_serve, run_mode_and_bad_options) {
+TEST(UswapServe, RunModeAndBadOptions) {
   auto r = sh(quote(uswap_path) + " serve --size 48M --run 'nbdinfo --size \"$uri\"'");
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(r.out, std::to_string(48u << 20) + "\n");

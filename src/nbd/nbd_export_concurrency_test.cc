@@ -14,20 +14,17 @@
 #include "uswap/compress/page_fill.h"
 #include "uswap/nbd/nbd_export.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
-#if defined(USWAP_TSAN)
-constexpr int rounds = 300;
-#else
-constexpr int rounds = 3000;
-#endif
+constexpr int rounds = 3000 / testing::work_scale;
 
-class nbd_export_concurrency
+class NbdExportConcurrencyTest
     : public ::testing::TestWithParam<std::tuple<zram_lock_mode, int>> {};
 
-TEST_P(nbd_export_concurrency, interleaved_unaligned_stripes_stay_exact) {
+TEST_P(NbdExportConcurrencyTest, InterleavedUnalignedStripesStayExact) {
   const auto [mode, nr_threads] = GetParam();
   // Stripe s covers bytes [s * stripe, (s + 1) * stripe) and belongs to thread s % nr_threads.
   // 5000 bytes: a stripe shares its first and last page with the neighbouring threads' stripes
@@ -141,7 +138,7 @@ TEST_P(nbd_export_concurrency, interleaved_unaligned_stripes_stay_exact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    modes_and_threads, nbd_export_concurrency,
+    ModesAndThreads, NbdExportConcurrencyTest,
     ::testing::Combine(::testing::ValuesIn(all_zram_lock_modes), ::testing::Values(8, 16)),
     [](const auto& info) {
       return std::string(to_string(std::get<0>(info.param))) + "_" +

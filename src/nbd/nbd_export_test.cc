@@ -19,30 +19,13 @@
 
 #include "uswap/compress/page_fill.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/param_names.h"
+#include "uswap_testing/temp_dir.h"
 
 namespace uswap {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A directory removed with everything in it when the test ends, even when it fails.
-class temp_dir {
- public:
-  temp_dir() {
-    char tmpl[] = "/tmp/uswap-nbd-test-XXXXXX";
-    const char* p = ::mkdtemp(tmpl);
-    EXPECT_NE(p, nullptr);
-    path_ = p ? p : "";
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -88,7 +71,7 @@ std::vector<extent> all_extents(nbd_export& e, uint32_t count, uint64_t offset,
 // ---------------------------------------------------------------------------------------------
 // Parameters
 
-TEST(nbd_config, defaults_are_the_documented_ones) {
+TEST(NbdConfig, DefaultsAreTheDocumentedOnes) {
   nbd_config c;
   EXPECT_EQ(c.size, 0u);
   EXPECT_EQ(c.comp, "lz4");
@@ -104,7 +87,7 @@ TEST(nbd_config, defaults_are_the_documented_ones) {
   EXPECT_NE(st.message().find("size"), std::string_view::npos) << st.to_string();
 }
 
-TEST(nbd_config, every_parameter_parses_with_size_suffixes) {
+TEST(NbdConfig, EveryParameterParsesWithSizeSuffixes) {
   nbd_config c;
   ASSERT_TRUE(c.set("size", "1G").ok());
   EXPECT_EQ(c.size, 1ull << 30);
@@ -149,7 +132,7 @@ TEST(nbd_config, every_parameter_parses_with_size_suffixes) {
   EXPECT_EQ(c.to_zram_options().backing_dev_size, c.size);
 }
 
-TEST(nbd_config, bad_values_are_einval_naming_the_parameter_and_change_nothing) {
+TEST(NbdConfig, BadValuesAreEINVALNamingTheParameterAndChangeNothing) {
   nbd_config c;
   ASSERT_TRUE(c.set("size", "64M").ok());
   const nbd_config before = c;
@@ -185,7 +168,7 @@ TEST(nbd_config, bad_values_are_einval_naming_the_parameter_and_change_nothing) 
   EXPECT_EQ(e.error().code(), EINVAL);
 }
 
-TEST(nbd_errno, uswap_errors_reach_the_client_as_nbd_errors) {
+TEST(NbdErrno, UswapErrorsReachTheClientAsNbdErrors) {
   EXPECT_EQ(nbd_errno(status{}), 0);
   for (int e : {EPERM, EIO, ENOMEM, EINVAL, ENOSPC, EOVERFLOW, ENOTSUP, ESHUTDOWN})
     EXPECT_EQ(nbd_errno(error(e, "x")), e);
@@ -200,9 +183,9 @@ TEST(nbd_errno, uswap_errors_reach_the_client_as_nbd_errors) {
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-class nbd_export_modes : public ::testing::TestWithParam<zram_lock_mode> {};
+class NbdExportModesTest : public ::testing::TestWithParam<zram_lock_mode> {};
 
-TEST_P(nbd_export_modes, unaligned_reads_writes_zeroes_and_trims_match_a_byte_model) {
+TEST_P(NbdExportModesTest, UnalignedReadsWritesZeroesAndTrimsMatchAByteModel) {
   constexpr uint64_t size = 24 * page_size;
   auto e = make(cfg(size, GetParam()));
   std::vector<uint8_t> model(size, 0), buf(5 * page_size + 321), got(buf.size());
@@ -254,7 +237,7 @@ TEST_P(nbd_export_modes, unaligned_reads_writes_zeroes_and_trims_match_a_byte_mo
   EXPECT_GT(s.pread_bytes, size);
 }
 
-TEST_P(nbd_export_modes, zero_makes_zero_pages_or_holes_and_extents_tell_them_apart) {
+TEST_P(NbdExportModesTest, ZeroMakesZeroPagesOrHolesAndExtentsTellThemApart) {
   constexpr uint64_t size = 16 * page_size;
   auto e = make(cfg(size, GetParam()));
   std::vector<uint8_t> data(size);
@@ -293,10 +276,10 @@ TEST_P(nbd_export_modes, zero_makes_zero_pages_or_holes_and_extents_tell_them_ap
   EXPECT_EQ(e->device().mm_stat().same_pages, 2u);
 }
 
-INSTANTIATE_TEST_SUITE_P(all_modes, nbd_export_modes, ::testing::ValuesIn(all_zram_lock_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Modes, NbdExportModesTest, ::testing::ValuesIn(all_zram_lock_modes),
+                         testing::to_string_name());
 
-TEST(nbd_export, requests_past_the_end_fail_with_einval_and_change_nothing) {
+TEST(NbdExport, RequestsPastTheEndFailWithEINVALAndChangeNothing) {
   constexpr uint64_t size = 8 * page_size;
   auto e = make(cfg(size));
   std::vector<uint8_t> data(size), got(size);
@@ -321,7 +304,7 @@ TEST(nbd_export, requests_past_the_end_fail_with_einval_and_change_nothing) {
   EXPECT_EQ(got, data);  // the last page was not half-written by the refused write
 }
 
-TEST(nbd_export, at_mem_limit_writes_fail_with_enospc_and_earlier_data_stays) {
+TEST(NbdExport, AtMemLimitWritesFailWithENOSPCAndEarlierDataStays) {
   nbd_config c = cfg(64 << 20);
   c.mem_limit = 1 << 20;
   auto e = make(c);
@@ -352,7 +335,7 @@ TEST(nbd_export, at_mem_limit_writes_fail_with_enospc_and_earlier_data_stays) {
   EXPECT_TRUE(e->pwrite(chunk.data(), static_cast<uint32_t>(chunk.size()), 0).ok());
 }
 
-TEST(nbd_export, a_corrupt_object_reads_as_eio) {
+TEST(NbdExport, ACorruptObjectReadsAsEIO) {
   auto e = make(cfg(4 * page_size));
   std::vector<uint8_t> data(page_size);
   fill_compressible(data.data(), page_size, 50, 11);
@@ -383,7 +366,7 @@ TEST(nbd_export, a_corrupt_object_reads_as_eio) {
   EXPECT_EQ(e->stats().errors, 3u);
 }
 
-TEST(nbd_export, cache_marks_pages_accessed_so_idle_writeback_skips_them) {
+TEST(NbdExport, CacheMarksPagesAccessedSoIdleWritebackSkipsThem) {
   auto e = make(cfg(8 * page_size));
   std::vector<uint8_t> data(8 * page_size);
   fill_compressible(data.data(), data.size(), 50, 5);
@@ -398,8 +381,8 @@ TEST(nbd_export, cache_marks_pages_accessed_so_idle_writeback_skips_them) {
   EXPECT_EQ(e->stats().cache, 1u);
 }
 
-TEST(nbd_export, statistics_files_follow_the_device) {
-  temp_dir dir;
+TEST(NbdExport, StatisticsFilesFollowTheDevice) {
+  testing::temp_dir dir("uswap-nbd-test-");
   nbd_config c = cfg(16 * page_size);
   c.statsdir = dir.path() + "/stats";  // created by start_housekeeping
   c.stats_interval_ms = 20;
@@ -435,8 +418,8 @@ TEST(nbd_export, statistics_files_follow_the_device) {
     EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
 }
 
-TEST(nbd_export, idle_writeback_moves_pages_to_the_backing_file_and_they_read_back) {
-  temp_dir dir;
+TEST(NbdExport, IdleWritebackMovesPagesToTheBackingFileAndTheyReadBack) {
+  testing::temp_dir dir("uswap-nbd-test-");
   nbd_config c = cfg(32 * page_size);
   c.backing = dir.path() + "/backing";
   c.writeback_idle = 1;

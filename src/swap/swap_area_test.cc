@@ -36,7 +36,7 @@ namespace {
 
 using testing::mode_and_cache;
 
-TEST(swap_invariants, the_checker_finds_each_kind_of_corruption) {
+TEST(SwapInvariants, TheCheckerFindsEachKindOfCorruption) {
   using acc = swap_area_test_access;
   auto fresh = [](swap_system& sys) {
     swap_area_options o;
@@ -95,7 +95,7 @@ TEST(swap_invariants, the_checker_finds_each_kind_of_corruption) {
   }
 }
 
-TEST(swap_entry, encodes_type_and_offset) {
+TEST(SwapEntry, EncodesTypeAndOffset) {
   const swap_entry e = swp_entry(5, 123456789);
   EXPECT_EQ(swp_type(e), 5u);
   EXPECT_EQ(swp_offset(e), 123456789u);
@@ -107,14 +107,14 @@ TEST(swap_entry, encodes_type_and_offset) {
   EXPECT_EQ(to_string(e), "type 5 offset 123456789");
 }
 
-TEST(swap_entry, swap_map_byte_format) {
+TEST(SwapEntry, SwapMapByteFormat) {
   EXPECT_EQ(swap_count(SWAP_HAS_CACHE | 3), 3);
   EXPECT_EQ(swap_count(SWAP_HAS_CACHE | COUNT_CONTINUED), COUNT_CONTINUED);
   EXPECT_LT(SWAP_MAP_MAX, SWAP_MAP_BAD);
   EXPECT_EQ(SWAP_MAP_BAD & (SWAP_HAS_CACHE | COUNT_CONTINUED), 0);
 }
 
-TEST(swap_options, parse_and_format_modes) {
+TEST(SwapOptions, ParseAndFormatModes) {
   for (swap_lock_mode m : testing::all_modes) {
     auto r = parse_swap_lock_mode(to_string(m));
     ASSERT_TRUE(r.ok());
@@ -168,7 +168,7 @@ TEST(swap_options, parse_and_format_modes) {
 
 // The allocation side alone (6.14): get_swap_page is served from a batch of 64 taken in one
 // get_swap_pages, but a slot whose last reference goes is free at once, not parked.
-TEST(slot_cache, allocation_side_only_frees_at_once) {
+TEST(SlotCache, AllocationSideOnlyFreesAtOnce) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
     swap_options so;
@@ -209,7 +209,7 @@ TEST(slot_cache, allocation_side_only_frees_at_once) {
   }
 }
 
-TEST(swapon, rejects_bad_options_with_named_errors) {
+TEST(Swapon, RejectsBadOptionsWithNamedErrors) {
   swap_system sys;
   auto expect_einval = [&](swap_area_options o, const char* words) {
     auto r = sys.swapon(std::move(o));
@@ -251,7 +251,7 @@ TEST(swapon, rejects_bad_options_with_named_errors) {
   EXPECT_EQ(r.error().code(), ENOSPC);
 }
 
-TEST(swapon, fresh_area_geometry_and_column_ordered_free_list) {
+TEST(Swapon, FreshAreaGeometryAndColumnOrderedFreeList) {
   swap_system sys;
   swap_area_options o;
   o.size_pages = 64 * SWAPFILE_CLUSTER - 100;  // 64 clusters, the last one short
@@ -292,22 +292,13 @@ TEST(swapon, fresh_area_geometry_and_column_ordered_free_list) {
   EXPECT_GE(closest, 64 / SWAP_CLUSTER_COLS - 2);
 }
 
-class swap_modes : public ::testing::TestWithParam<mode_and_cache> {
- protected:
-  swap_options opts() const {
-    swap_options o;
-    o.lock_mode = GetParam().mode;
-    o.slot_cache = GetParam().cache;
-    o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
-    o.freer_tag = GetParam().freer_tag;
-    return o;
-  }
-};
+class SwapModesTest : public testing::mode_and_cache_test {};
 
-INSTANTIATE_TEST_SUITE_P(all, swap_modes, ::testing::ValuesIn(testing::every_mode_and_cache()),
-                         [](const auto& info) { return testing::param_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(ModesAndCaches, SwapModesTest,
+                         ::testing::ValuesIn(testing::every_mode_and_cache()),
+                         testing::mode_and_cache_name());
 
-TEST_P(swap_modes, reference_counts_follow_the_kernel) {
+TEST_P(SwapModesTest, ReferenceCountsFollowTheKernel) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 4096;
@@ -352,7 +343,7 @@ TEST_P(swap_modes, reference_counts_follow_the_kernel) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_modes, bad_requests_fail_clearly_and_change_nothing) {
+TEST_P(SwapModesTest, BadRequestsFailClearlyAndChangeNothing) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 1024;
@@ -388,7 +379,7 @@ TEST_P(swap_modes, bad_requests_fail_clearly_and_change_nothing) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_modes, counts_past_swap_map_max_continue) {
+TEST_P(SwapModesTest, CountsPastSwapMapMaxContinue) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 1024;
@@ -423,7 +414,7 @@ TEST_P(swap_modes, counts_past_swap_map_max_continue) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_modes, counts_past_swap_map_max_fail_without_continuation) {
+TEST_P(SwapModesTest, CountsPastSwapMapMaxFailWithoutContinuation) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 1024;
@@ -439,7 +430,7 @@ TEST_P(swap_modes, counts_past_swap_map_max_fail_without_continuation) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_modes, full_area_returns_the_empty_entry_and_every_slot_is_reusable) {
+TEST_P(SwapModesTest, FullAreaReturnsTheEmptyEntryAndEverySlotIsReusable) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 5 * SWAPFILE_CLUSTER + 17;
@@ -482,7 +473,7 @@ TEST_P(swap_modes, full_area_returns_the_empty_entry_and_every_slot_is_reusable)
   }
 }
 
-TEST_P(swap_modes, batched_allocation_takes_consecutive_slots_of_one_cluster) {
+TEST_P(SwapModesTest, BatchedAllocationTakesConsecutiveSlotsOfOneCluster) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 16 * SWAPFILE_CLUSTER;
@@ -508,7 +499,7 @@ TEST_P(swap_modes, batched_allocation_takes_consecutive_slots_of_one_cluster) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_modes, higher_priority_areas_are_used_first_equal_ones_in_turn) {
+TEST_P(SwapModesTest, HigherPriorityAreasAreUsedFirstEqualOnesInTurn) {
   swap_system sys(opts());
   swap_area_options low, high, a1, a2;
   low.size_pages = 2 * SWAPFILE_CLUSTER;
@@ -556,7 +547,7 @@ TEST_P(swap_modes, higher_priority_areas_are_used_first_equal_ones_in_turn) {
   EXPECT_EQ(swp_type(dflt.get_swap_page()), 0u);
 }
 
-TEST_P(swap_modes, freed_clusters_are_discarded_exactly_once) {
+TEST_P(SwapModesTest, FreedClustersAreDiscardedExactlyOnce) {
   swap_system sys(opts());
   std::map<uint64_t, int> discards;  // cluster start -> calls
   std::vector<std::pair<uint64_t, uint64_t>> calls;
@@ -612,7 +603,7 @@ TEST_P(swap_modes, freed_clusters_are_discarded_exactly_once) {
   ASSERT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_modes, slot_free_notify_reports_each_freed_slot) {
+TEST_P(SwapModesTest, SlotFreeNotifyReportsEachFreedSlot) {
   swap_system sys(opts());
   std::vector<uint64_t> notified;
   swap_area_options o;
@@ -650,7 +641,7 @@ TEST_P(swap_modes, slot_free_notify_reports_each_freed_slot) {
   }
 }
 
-TEST_P(swap_modes, current_clusters_of_different_threads_start_in_different_cache_lines) {
+TEST_P(SwapModesTest, CurrentClustersOfDifferentThreadsStartInDifferentCacheLines) {
   swap_options so = opts();
   so.slot_cache = slot_cache_policy::off;  // one slot per thread, not a batch of 64
   swap_system sys(so);
@@ -781,7 +772,7 @@ struct two_cpus {
 // another CPU that needs a new cluster takes a free one rather than allocate behind the freer,
 // and takes the partly used one once its freer stopped freeing into it, or when no free cluster
 // is left. The freeing CPU itself reuses its own nonfull cluster first.
-TEST(freer_tag, a_new_cluster_is_not_one_another_cpu_is_freeing_into) {
+TEST(FreerTag, ANewClusterIsNotOneAnotherCpuIsFreeingInto) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
     two_cpus t(m, true, 8);
@@ -822,7 +813,7 @@ TEST(freer_tag, a_new_cluster_is_not_one_another_cpu_is_freeing_into) {
   }
 }
 
-TEST(freer_tag, with_no_free_cluster_left_a_tagged_one_is_taken) {
+TEST(FreerTag, WithNoFreeClusterLeftATaggedOneIsTaken) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
     two_cpus t(m, true, 3);
@@ -839,7 +830,7 @@ TEST(freer_tag, with_no_free_cluster_left_a_tagged_one_is_taken) {
   }
 }
 
-TEST(freer_tag, off_gives_the_kernels_order) {
+TEST(FreerTag, OffGivesTheKernelsOrder) {
   for (swap_lock_mode m : testing::all_modes) {
     SCOPED_TRACE(to_string(m));
     two_cpus t(m, false, 8);

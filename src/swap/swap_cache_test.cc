@@ -9,6 +9,7 @@
 #include <string>
 
 #include "swap_test_util.h"
+#include "uswap_testing/param_names.h"
 
 namespace uswap {
 namespace {
@@ -18,11 +19,11 @@ struct page {
   int refs = 0;
 };
 
-class swap_cache_modes : public ::testing::TestWithParam<swap_lock_mode> {};
-INSTANTIATE_TEST_SUITE_P(all, swap_cache_modes, ::testing::ValuesIn(testing::all_modes),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+class SwapCacheModesTest : public ::testing::TestWithParam<swap_lock_mode> {};
+INSTANTIATE_TEST_SUITE_P(Modes, SwapCacheModesTest, ::testing::ValuesIn(testing::all_modes),
+                         testing::to_string_name());
 
-TEST_P(swap_cache_modes, swap_out_then_swap_in_through_the_cache) {
+TEST_P(SwapCacheModesTest, SwapOutThenSwapInThroughTheCache) {
   swap_options so;
   so.lock_mode = GetParam();
   swap_system sys(so);
@@ -101,7 +102,7 @@ TEST_P(swap_cache_modes, swap_out_then_swap_in_through_the_cache) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST_P(swap_cache_modes, failed_swap_in_leaves_nothing_claimed) {
+TEST_P(SwapCacheModesTest, FailedSwapInLeavesNothingClaimed) {
   swap_options so;
   so.lock_mode = GetParam();
   swap_system sys(so);
@@ -158,7 +159,7 @@ TEST_P(swap_cache_modes, failed_swap_in_leaves_nothing_claimed) {
   EXPECT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
-TEST(swap_cache, entries_spread_over_shards) {
+TEST(SwapCache, EntriesSpreadOverShards) {
   swap_system sys;
   swap_area_options o;
   o.size_pages = 64 * SWAPFILE_CLUSTER;

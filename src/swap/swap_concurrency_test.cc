@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "swap_test_util.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/swap/swap_cache.h"
 #include "uswap/swap/swap_system.h"
 
@@ -48,17 +49,8 @@ struct shadow {
   void give_back(swap_entry e) { taken[swp_offset(e)].store(0); }
 };
 
-class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
+class SwapStressTest : public testing::mode_and_cache_test {
  protected:
-  swap_options opts() const {
-    swap_options o;
-    o.lock_mode = GetParam().mode;
-    o.slot_cache = GetParam().cache;
-    o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
-    o.freer_tag = GetParam().freer_tag;
-    return o;
-  }
-
   // Drops every reference of `o`. Before the last one goes the shadow flag is cleared: from
   // then on another thread may be handed the slot.
   static void release_all(swap_system& sys, shadow& sh, owned& o) {
@@ -117,9 +109,7 @@ class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
               sh.wrong_results++;
             }
           }
-          uint64_t m = sh.max_count.load(std::memory_order_relaxed);
-          while (o.count > m && !sh.max_count.compare_exchange_weak(m, o.count)) {
-          }
+          fetch_max(sh.max_count, o.count);
         } else if (op < 55) {
           // writeback done / swapcache_clear: drop the cache reference.
           if (o.cache && o.count > 0) {
@@ -201,10 +191,11 @@ class swap_stress : public ::testing::TestWithParam<mode_and_cache> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(all, swap_stress, ::testing::ValuesIn(testing::every_mode_and_cache()),
-                         [](const auto& info) { return testing::param_name(info.param); });
+INSTANTIATE_TEST_SUITE_P(ModesAndCaches, SwapStressTest,
+                         ::testing::ValuesIn(testing::every_mode_and_cache()),
+                         testing::mode_and_cache_name());
 
-TEST_P(swap_stress, sixteen_threads_share_one_area) {
+TEST_P(SwapStressTest, SixteenThreadsShareOneArea) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 24 * SWAPFILE_CLUSTER + 77;
@@ -218,7 +209,7 @@ TEST_P(swap_stress, sixteen_threads_share_one_area) {
   verify_empty_and_reusable(sys);
 }
 
-TEST_P(swap_stress, sixty_four_threads_fill_a_small_area) {
+TEST_P(SwapStressTest, SixtyFourThreadsFillASmallArea) {
   // 64 threads holding up to 96 slots each want more than the area has: allocation fails
   // often, and must then return the empty entry rather than a used slot.
   swap_system sys(opts());
@@ -233,7 +224,7 @@ TEST_P(swap_stress, sixty_four_threads_fill_a_small_area) {
   verify_empty_and_reusable(sys);
 }
 
-TEST_P(swap_stress, areas_of_equal_and_different_priority) {
+TEST_P(SwapStressTest, AreasOfEqualAndDifferentPriority) {
   swap_system sys(opts());
   swap_area_options hi, eq1, eq2;
   hi.size_pages = 4 * SWAPFILE_CLUSTER;
@@ -287,7 +278,7 @@ TEST_P(swap_stress, areas_of_equal_and_different_priority) {
   verify_empty_and_reusable(sys);
 }
 
-TEST_P(swap_stress, every_freed_cluster_is_discarded_exactly_once) {
+TEST_P(SwapStressTest, EveryFreedClusterIsDiscardedExactlyOnce) {
   swap_system sys(opts());
   const uint64_t clusters = 16;
   std::vector<std::atomic<int>> in_discard(clusters);
@@ -348,7 +339,7 @@ struct frame {
   uint64_t contents = 0;
 };
 
-TEST_P(swap_stress, concurrent_faults_on_one_entry_read_it_once) {
+TEST_P(SwapStressTest, ConcurrentFaultsOnOneEntryReadItOnce) {
   swap_system sys(opts());
   swap_area_options o;
   o.size_pages = 16 * SWAPFILE_CLUSTER;

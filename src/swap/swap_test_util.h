@@ -1,7 +1,10 @@
 // Helpers for the swap layer's tests: start N threads at once, scale work down under
 // ThreadSanitizer, build systems in every lock mode with each slot cache form (off, the
-// allocation side only as 6.14, both sides as 4.11).
+// allocation side only as 6.14, both sides as 4.11), and the fixture of the suites that run in
+// all of them.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <functional>
@@ -10,11 +13,10 @@
 #include <vector>
 
 #include "uswap/swap/swap.h"
+#include "uswap/swap/swap_system.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap::testing {
-
-
 
 inline constexpr swap_lock_mode all_modes[] = {swap_lock_mode::global, swap_lock_mode::cluster,
                                                swap_lock_mode::percpu};
@@ -43,5 +45,24 @@ inline std::vector<mode_and_cache> every_mode_and_cache() {
   v.push_back({swap_lock_mode::cluster, slot_cache_policy::on, true, false});
   return v;
 }
+
+// A suite run in every mode_and_cache: opts() is the swap_options of the case's parameter.
+class mode_and_cache_test : public ::testing::TestWithParam<mode_and_cache> {
+ protected:
+  swap_options opts() const {
+    swap_options o;
+    o.lock_mode = GetParam().mode;
+    o.slot_cache = GetParam().cache;
+    o.percpu_inuse_counter = GetParam().percpu_inuse_counter;
+    o.freer_tag = GetParam().freer_tag;
+    return o;
+  }
+};
+
+struct mode_and_cache_name {
+  std::string operator()(const ::testing::TestParamInfo<mode_and_cache>& info) const {
+    return param_name(info.param);
+  }
+};
 
 }  // namespace uswap::testing

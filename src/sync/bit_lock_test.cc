@@ -22,7 +22,7 @@ using slot_lock = bit_lock<62, 63>;
 constexpr uint64_t counter_mask = 0xffff'ffffULL;        // bits 0..31: a counter
 constexpr uint64_t tag_mask = 0x0fff'ffffULL << 32;      // bits 32..59: a constant tag
 
-TEST(bit_lock, data_bits_survive_concurrent_updates_by_holders_and_waiters) {
+TEST(BitLock, DataBitsSurviveConcurrentUpdatesByHoldersAndWaiters) {
   const uint64_t tag = 0x0abc'def0ULL << 32;
   std::atomic<uint64_t> word{tag};
   const int threads = 16;
@@ -42,7 +42,7 @@ TEST(bit_lock, data_bits_survive_concurrent_updates_by_holders_and_waiters) {
   EXPECT_EQ(v & counter_mask, static_cast<uint64_t>(threads) * per_thread);
 }
 
-TEST(bit_lock, slot_table_of_words_locked_at_random) {
+TEST(BitLock, SlotTableOfWordsLockedAtRandom) {
   // Like zram: many words, each with its own lock and its own counter; threads pick at random.
   const int slots = 64;
   std::vector<std::atomic<uint64_t>> table(slots);
@@ -69,7 +69,7 @@ TEST(bit_lock, slot_table_of_words_locked_at_random) {
   }
 }
 
-TEST(bit_lock, unlock_with_stores_data_and_releases_in_one_step) {
+TEST(BitLock, UnlockWithStoresDataAndReleasesInOneStep) {
   std::atomic<uint64_t> word{0};
   const int threads = 8;
   const int per_thread = 20000 / work_scale;
@@ -83,7 +83,7 @@ TEST(bit_lock, unlock_with_stores_data_and_releases_in_one_step) {
   EXPECT_EQ(word.load(), static_cast<uint64_t>(threads) * per_thread);
 }
 
-TEST(bit_lock, set_and_clear_bits_preserve_the_lock) {
+TEST(BitLock, SetAndClearBitsPreserveTheLock) {
   std::atomic<uint64_t> word{0};
   slot_lock::lock(word);
   slot_lock::set_bits(word, 0xf0 | slot_lock::lock_mask);  // lock bits in the mask are ignored
@@ -98,7 +98,7 @@ TEST(bit_lock, set_and_clear_bits_preserve_the_lock) {
   EXPECT_EQ(word.load(), 0x5u);
 }
 
-TEST(bit_lock, waiter_sets_its_bit_and_is_woken) {
+TEST(BitLock, WaiterSetsItsBitAndIsWoken) {
   using parking = bit_lock<10, 11, no_spin_policy>;
   std::atomic<uint64_t> word{0};
   parking::lock(word);
@@ -120,7 +120,7 @@ TEST(bit_lock, waiter_sets_its_bit_and_is_woken) {
 // (barging). models/bit_lock.pml proves it for the protocol; this runs it. The earlier parking loop
 // (separate CASes for "take" and "set waiters") could in principle leave sleepers unwoken while a
 // woken waiter's CAS kept losing to bargers (the model's MUTANT_CAS_PARK_LOOP).
-TEST(bit_lock, sleepers_are_woken_while_bargers_keep_taking_the_lock) {
+TEST(BitLock, SleepersAreWokenWhileBargersKeepTakingTheLock) {
   using parking = bit_lock<20, 21, no_spin_policy>;
   std::atomic<uint64_t> word{0};
   std::atomic<bool> stop{false};

@@ -15,7 +15,7 @@ struct lockstat_on {
   ~lockstat_on() { lockstat::enable(false); }
 };
 
-TEST(lockstat, counts_every_acquisition_and_contention_when_enabled) {
+TEST(Lockstat, CountsEveryAcquisitionAndContentionWhenEnabled) {
   lockstat_on on;
   lock_class cls("test.mutex");
   mutex m(&cls);
@@ -40,7 +40,7 @@ TEST(lockstat, counts_every_acquisition_and_contention_when_enabled) {
   EXPECT_EQ(cls.snapshot().acquisitions, 0u);
 }
 
-TEST(lockstat, a_forced_wait_is_contended_and_timed) {
+TEST(Lockstat, AForcedWaitIsContendedAndTimed) {
   lockstat_on on;
   lock_class cls("test.bit_lock");
   using bl = bit_lock<0, 1>;
@@ -61,7 +61,7 @@ TEST(lockstat, a_forced_wait_is_contended_and_timed) {
   EXPECT_EQ(s.wait_max_ns, s.wait_total_ns);
 }
 
-TEST(lockstat, counts_nothing_when_disabled) {
+TEST(Lockstat, CountsNothingWhenDisabled) {
   lockstat::enable(false);
   lock_class cls("test.off");
   mutex m(&cls);
@@ -72,7 +72,7 @@ TEST(lockstat, counts_nothing_when_disabled) {
   EXPECT_EQ(cls.snapshot().acquisitions, 0u);
 }
 
-TEST(lockstat, registry_lists_classes_and_formats_them) {
+TEST(Lockstat, RegistryListsClassesAndFormatsThem) {
   lockstat_on on;
   lock_class a("test.registry.a");
   {

@@ -71,13 +71,13 @@ template <>
 struct is_spin_baseline<cas_adapter> : std::true_type {};
 
 template <class Lock>
-class exclusive_lock_test : public ::testing::Test {};
+class ExclusiveLockTest : public ::testing::Test {};
 
 using exclusive_locks =
     ::testing::Types<mutex, no_spin_mutex, bit_lock_adapter, bit_lock_low_adapter,
                      no_spin_bit_lock_adapter, tas_spin_lock, ttas_spin_lock, ticket_spin_lock,
                      cas_adapter, std_mutex_lock, rwsem_write_adapter>;
-TYPED_TEST_SUITE(exclusive_lock_test, exclusive_locks);
+TYPED_TEST_SUITE(ExclusiveLockTest, exclusive_locks);
 
 template <class Lock>
 void check_mutual_exclusion(int threads) {
@@ -105,13 +105,13 @@ void check_mutual_exclusion(int threads) {
   EXPECT_EQ(counter, static_cast<uint64_t>(threads) * static_cast<uint64_t>(per_thread));
 }
 
-TYPED_TEST(exclusive_lock_test, mutual_exclusion_2_threads) { check_mutual_exclusion<TypeParam>(2); }
-TYPED_TEST(exclusive_lock_test, mutual_exclusion_8_threads) { check_mutual_exclusion<TypeParam>(8); }
-TYPED_TEST(exclusive_lock_test, mutual_exclusion_64_threads) {
+TYPED_TEST(ExclusiveLockTest, MutualExclusion2Threads) { check_mutual_exclusion<TypeParam>(2); }
+TYPED_TEST(ExclusiveLockTest, MutualExclusion8Threads) { check_mutual_exclusion<TypeParam>(8); }
+TYPED_TEST(ExclusiveLockTest, MutualExclusion64Threads) {
   check_mutual_exclusion<TypeParam>(64);
 }
 
-TYPED_TEST(exclusive_lock_test, try_lock_fails_while_held_and_succeeds_when_free) {
+TYPED_TEST(ExclusiveLockTest, TryLockFailsWhileHeldAndSucceedsWhenFree) {
   TypeParam lock;
   ASSERT_TRUE(lock.try_lock());
   bool other_got = true;
@@ -127,7 +127,7 @@ TYPED_TEST(exclusive_lock_test, try_lock_fails_while_held_and_succeeds_when_free
   EXPECT_TRUE(other_got);
 }
 
-TEST(mutex, contended_flag_shows_a_parked_waiter) {
+TEST(Mutex, ContendedFlagShowsAParkedWaiter) {
   mutex m;
   m.lock();
   std::thread t([&] {

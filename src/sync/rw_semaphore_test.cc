@@ -18,11 +18,11 @@ using testing::run_threads;
 using testing::work_scale;
 
 template <class Rw>
-class rw_lock_test : public ::testing::Test {};
+class RwLockTest : public ::testing::Test {};
 using rw_locks = ::testing::Types<rw_semaphore, std_shared_mutex_lock>;
-TYPED_TEST_SUITE(rw_lock_test, rw_locks);
+TYPED_TEST_SUITE(RwLockTest, rw_locks);
 
-TYPED_TEST(rw_lock_test, readers_are_inside_together) {
+TYPED_TEST(RwLockTest, ReadersAreInsideTogether) {
   TypeParam sem;
   const int n = 8;
   std::atomic<int> inside{0};
@@ -37,7 +37,7 @@ TYPED_TEST(rw_lock_test, readers_are_inside_together) {
   EXPECT_TRUE(all_met.load());
 }
 
-TYPED_TEST(rw_lock_test, writers_exclude_readers_and_writers) {
+TYPED_TEST(RwLockTest, WritersExcludeReadersAndWriters) {
   TypeParam sem;
   // Writers fill the array with one value; readers must never see a mix.
   std::array<uint64_t, 16> data{};
@@ -65,7 +65,7 @@ TYPED_TEST(rw_lock_test, writers_exclude_readers_and_writers) {
 
 // Only rw_semaphore promises this: glibc's pthread_rwlock (under std::shared_mutex) prefers
 // readers by default and starves the writer here indefinitely (observed; see docs/DESIGN.md).
-TEST(rw_semaphore, writer_gets_in_under_a_flood_of_readers) {
+TEST(RwSemaphore, WriterGetsInUnderAFloodOfReaders) {
   rw_semaphore sem;
   std::atomic<bool> stop{false};
   std::atomic<int> readers_started{0};
@@ -102,7 +102,7 @@ TEST(rw_semaphore, writer_gets_in_under_a_flood_of_readers) {
 // that with the hand-off bit raised only by a woken head writer, a writer queued behind a reader
 // could starve while two other writers alternated stealing (every release found the lock stolen
 // again, so the head was never woken to raise the bit); releasers now raise it too.
-TEST(rw_semaphore, queued_reader_and_writer_get_in_while_writers_keep_stealing) {
+TEST(RwSemaphore, QueuedReaderAndWriterGetInWhileWritersKeepStealing) {
   rw_semaphore sem;
   std::atomic<bool> stop{false};
   uint64_t value = 0;  // plain: written under the write lock
@@ -144,7 +144,7 @@ TEST(rw_semaphore, queued_reader_and_writer_get_in_while_writers_keep_stealing) 
   EXPECT_FALSE(sem.is_contended());
 }
 
-TEST(rw_semaphore, is_contended_while_a_waiter_exists) {
+TEST(RwSemaphore, IsContendedWhileAWaiterExists) {
   rw_semaphore sem;
   EXPECT_FALSE(sem.is_contended());
   sem.down_write();
@@ -171,7 +171,7 @@ TEST(rw_semaphore, is_contended_while_a_waiter_exists) {
   EXPECT_FALSE(sem.is_contended());
 }
 
-TEST(rw_semaphore, queued_writer_blocks_new_readers) {
+TEST(RwSemaphore, QueuedWriterBlocksNewReaders) {
   rw_semaphore sem;
   sem.down_read();
   std::atomic<bool> writer_in{false};
@@ -190,7 +190,7 @@ TEST(rw_semaphore, queued_writer_blocks_new_readers) {
   sem.up_read();
 }
 
-TEST(rw_semaphore, try_variants) {
+TEST(RwSemaphore, TryVariants) {
   rw_semaphore sem;
   ASSERT_TRUE(sem.down_write_trylock());
   EXPECT_FALSE(sem.down_write_trylock());
@@ -205,7 +205,7 @@ TEST(rw_semaphore, try_variants) {
   EXPECT_FALSE(sem.is_locked());
 }
 
-TEST(rw_semaphore, downgrade_write_admits_readers_but_not_writers) {
+TEST(RwSemaphore, DowngradeWriteAdmitsReadersButNotWriters) {
   rw_semaphore sem;
   sem.down_write();
   int value = 1;  // written under the write lock, read after the downgrade
@@ -226,7 +226,7 @@ TEST(rw_semaphore, downgrade_write_admits_readers_but_not_writers) {
   sem.up_write();
 }
 
-TEST(rw_semaphore, downgrade_wakes_queued_readers) {
+TEST(RwSemaphore, DowngradeWakesQueuedReaders) {
   rw_semaphore sem;
   sem.down_write();
   std::atomic<int> readers_in{0};
@@ -247,7 +247,7 @@ TEST(rw_semaphore, downgrade_wakes_queued_readers) {
   EXPECT_FALSE(sem.is_contended());
 }
 
-TEST(rw_semaphore, mixed_stress_with_downgrades_leaves_it_free) {
+TEST(RwSemaphore, MixedStressWithDowngradesLeavesItFree) {
   rw_semaphore sem;
   uint64_t value = 0;
   std::atomic<int> bad{0};

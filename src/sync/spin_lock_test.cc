@@ -11,7 +11,7 @@
 namespace uswap {
 namespace {
 
-TEST(ticket_spin_lock, serves_in_ticket_order) {
+TEST(TicketSpinLock, ServesInTicketOrder) {
   ticket_spin_lock lock;
   lock.lock();
   std::vector<int> order;
@@ -31,7 +31,7 @@ TEST(ticket_spin_lock, serves_in_ticket_order) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
 }
 
-TEST(cas_spin_lock, states_are_idle_and_access) {
+TEST(CasSpinLock, StatesAreIdleAndAccess) {
   cas_spin_lock l;
   EXPECT_TRUE(l.try_lock());
   EXPECT_FALSE(l.try_lock());

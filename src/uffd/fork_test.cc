@@ -33,7 +33,6 @@ namespace uswap {
 namespace {
 
 using namespace uffd_test;
-constexpr uint64_t MiB = 1 << 20;
 
 // Runs f in a fork()ed child; its exit status (0: f returned 0), or 100 + signal if it died.
 template <class F>
@@ -49,13 +48,7 @@ int in_child(F f) {
 class ForkTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   std::shared_ptr<pager> make(uint64_t limit, uint64_t max) {
-    pager_options o;
-    o.mode = GetParam();
-    o.limit = limit;
-    o.max_size = max;
-    auto p = pager::create(o);
-    EXPECT_TRUE(p.ok()) << p.error().to_string();
-    return p.ok() ? std::move(p).value() : nullptr;
+    return make_pager(options(GetParam(), limit, max));
   }
 };
 
@@ -246,9 +239,7 @@ TEST_P(ForkTest, VforkChildSharesTheParentsPager) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, ForkTest,
                          ::testing::Values(fault_mode::sigbus, fault_mode::handler_thread),
-                         [](const auto& info) {
-                           return info.param == fault_mode::sigbus ? "sigbus" : "handler_thread";
-                         });
+                         mode_name());
 
 }  // namespace
 }  // namespace uswap

@@ -30,6 +30,7 @@
 #include <functional>
 
 #include "kernel_access.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/base/page.h"
 
 namespace uswap::ka_test {
@@ -67,9 +68,7 @@ inline int sim_pin(void*, const void* addr, uint64_t len, bool) {
   const auto a = reinterpret_cast<uintptr_t>(addr);
   if (len == 0 || a < arena_lo || a + len > arena_hi) return EINVAL;
   s.pin_calls.fetch_add(1, std::memory_order_relaxed);
-  uint64_t m = s.max_len.load(std::memory_order_relaxed);
-  while (len > m && !s.max_len.compare_exchange_weak(m, len)) {
-  }
+  fetch_max(s.max_len, len);
   const uint64_t first = (a - arena_lo) / page_size, last = (a + len - 1 - arena_lo) / page_size;
   sim_lock();
   if (s.cap_bytes && s.pinned_bytes.load(std::memory_order_relaxed) + len > s.cap_bytes) {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -16,6 +15,7 @@
 
 #include "uffd_test_util.h"
 #include "uswap/uffd/region.h"
+#include "uswap_testing/threads.h"
 
 #if defined(USWAP_TSAN)
 // The pager resolves faults inside the faulting thread's SIGBUS handler, where it may allocate
@@ -32,32 +32,26 @@ namespace {
 
 using namespace uffd_test;
 
-constexpr uint64_t MiB = 1 << 20;
-#if defined(USWAP_TSAN)
-constexpr unsigned scale = 2;  // TSan is ~10x slower: smaller regions, fewer rounds
-#else
-constexpr unsigned scale = 1;
-#endif
+// TSan's budget: half the region sizes and rounds (work_scale_by(2)); a region must stay a
+// whole number of pages and several times its limit.
+constexpr unsigned scale = testing::work_scale_by(2);
 
-class ConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
+class RegionConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   pager_options opts(uint64_t limit, uint64_t max_size) {
-    pager_options o;
-    o.mode = GetParam();
+    pager_options o = options(GetParam(), limit, max_size);
     o.handler_threads = 2;
-    o.limit = limit;
-    o.max_size = max_size;
     return o;
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Modes, ConcurrencyTest,
+INSTANTIATE_TEST_SUITE_P(Modes, RegionConcurrencyTest,
                          ::testing::Values(fault_mode::sigbus, fault_mode::handler_thread),
                          mode_name());
 
 // A region four times its limit, written and verified by 8 threads in rounds while eviction
 // (run by whichever thread's fault needs room) moves pages in and out under them.
-TEST_P(ConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
+TEST_P(RegionConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
   const uint64_t size = 16 * MiB / scale;
   auto rr = region::create(size, opts(size / 4, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
@@ -97,8 +91,9 @@ TEST_P(ConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
 // fast as they can: every increment must survive. A write racing an eviction hits the
 // write-protection, waits for the page, and lands in the swapped-in copy. (With the
 // write-protection step removed from eviction, the handler_thread case fails in every run and
-// the sigbus case in about one run of four; EvictionHookWriteIsNotLost below forces the race.)
-TEST_P(ConcurrencyTest, WritesRacingEvictionAreNeverLost) {
+// the sigbus case in about one run of four; AWriteInsideTheEvictionWindowIsNotLost below forces
+// the race.)
+TEST_P(RegionConcurrencyTest, WritesRacingEvictionAreNeverLost) {
   const uint64_t size = 1 * MiB;
   auto rr = region::create(size, opts(256 * 1024, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
@@ -214,7 +209,7 @@ pager_stats run_counter_race(region& r, const counter_race& c) {
 // The same race with whole eviction passes: under a 32 MiB limit a pass takes 256 pages (32 in
 // the TSan build), write-protected by runs and dropped with one madvise. Counters sit in every
 // 37th page, so a pass's victims form many runs.
-TEST_P(ConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
+TEST_P(RegionConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
   const uint64_t limit = 32 * MiB / scale, size = limit + limit / 2;
   const counter_race c{size, 6, 24, 8, 300 / scale, 37, 256};
   auto rr = region::create(size, opts(limit, size));
@@ -231,7 +226,7 @@ TEST_P(ConcurrencyTest, WritesRacingLargeEvictionPassesAreNeverLost) {
 // page lock; a victim written since the sweep (rare: every write references its page) is
 // protected by eviction. Sweeps, write-protect faults and victims covered by a sweep must all
 // have occurred.
-TEST_P(ConcurrencyTest, WritesRacingSweepsAreNeverLost) {
+TEST_P(RegionConcurrencyTest, WritesRacingSweepsAreNeverLost) {
   const uint64_t limit = 2 * MiB, size = 3 * limit;
   const counter_race c{size, 6, 16, 4, 400 / scale, 7, 64};
   auto rr = region::create(size, opts(limit, size));
@@ -247,7 +242,7 @@ TEST_P(ConcurrencyTest, WritesRacingSweepsAreNeverLost) {
 // EFAULT in both fault modes, so a sweep that protected a pinned page would show as a failed
 // pread(2). Pinners pin, pread a file into their buffer, unpin and check it, over and over, while
 // reclaimers and streaming writers keep sweeps and evictions going.
-TEST_P(ConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
+TEST_P(RegionConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
   const std::vector<uint8_t> file = pages_of(4, 7000, 2);
   const int fd = unlinked_file_with(file);
   ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -311,22 +306,53 @@ TEST_P(ConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
 // evict_hook), another thread writes to it. The write must wait (it hits the write-protection)
 // and then land in the swapped-in page; without the write-protection it would land in the page
 // about to be dropped and be lost.
+//
+// The hook does not return until the write has been tried: the writer says it is about to store,
+// and the hook waits until either the store has completed (the write got into the window: the
+// test fails) or the writer sleeps, which after that announcement it can only do inside the
+// fault its store raised (in the kernel in handler_thread mode, on the page lock in its SIGBUS
+// handler in sigbus mode). So every run exercises the race, however the threads are scheduled.
 struct hook_state {
   std::atomic<uint64_t*> target{nullptr};
+  std::atomic<pid_t> writer_tid{0};
   std::atomic<bool> fired{false};
+  std::atomic<bool> storing{false};
   std::atomic<bool> written{false};
+  std::atomic<bool> write_tried{false};
   std::atomic<bool> written_during_hook{false};
 };
+
+// The scheduler state of a thread of this process ('R' running, 'S' sleeping, 'D' in
+// uninterruptible sleep...), from /proc; 0 if it cannot be read.
+char thread_state(pid_t tid) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  // "tid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
 
 void racing_write_hook(void* arg, void* page) {
   auto* h = static_cast<hook_state*>(arg);
   if (h->fired.exchange(true)) return;
   h->target.store(static_cast<uint64_t*>(page));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool tried = uswap::testing::eventually([&] {
+    if (h->written.load()) return true;
+    if (!h->storing.load()) return false;
+    const char st = thread_state(h->writer_tid.load());
+    return st == 'S' || st == 'D';
+  });
+  h->write_tried.store(tried);
   h->written_during_hook.store(h->written.load());
 }
 
-TEST_P(ConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
+TEST_P(RegionConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
   hook_state h;
   pager_options o = opts(1 * MiB, 1 * MiB);
   o.evict_hook = racing_write_hook;
@@ -339,17 +365,21 @@ TEST_P(ConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
   const uint64_t pages = r->size() / page_size;
   for (uint64_t p = 0; p < pages; ++p) fill_page(base + p * page_size, p, 0);
   std::thread writer([&] {
-    uint64_t* t;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!(t = h.target.load()))
-      if (std::chrono::steady_clock::now() > give_up) return;  // the hook never fired
-      else std::this_thread::yield();
+    h.writer_tid.store(static_cast<pid_t>(::gettid()));
+    uint64_t* t = nullptr;
+    if (!uswap::testing::eventually([&] { return (t = h.target.load()) != nullptr; }))
+      return;  // the hook never fired
+    h.storing.store(true);
+    // Nothing of the store may move above the announcement (a compiler barrier suffices: the
+    // hook only needs to see `storing` before this thread can sleep in the store's fault).
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     *reinterpret_cast<volatile uint64_t*>(t + 100) = 0xfeedfacecafebeefull;
     h.written.store(true);
   });
   EXPECT_GT(r->owner().reclaim(16), 0u);
   writer.join();
   ASSERT_TRUE(h.fired.load());
+  ASSERT_TRUE(h.write_tried.load()) << "the writer neither wrote nor blocked while eviction waited";
   EXPECT_FALSE(h.written_during_hook.load()) << "the write was not held back by write-protection";
   const uint64_t idx = (reinterpret_cast<uint8_t*>(h.target.load()) - base) / page_size;
   const auto* words = reinterpret_cast<const uint64_t*>(base + idx * page_size);
@@ -364,7 +394,7 @@ TEST_P(ConcurrencyTest, AWriteInsideTheEvictionWindowIsNotLost) {
 
 // All threads increment the same counters (atomic read-modify-write on pager memory) while a
 // stream of other pages keeps the pager evicting: the total must be exact.
-TEST_P(ConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
+TEST_P(RegionConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
   const uint64_t size = 4 * MiB;
   auto rr = region::create(size, opts(512 * 1024, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
@@ -400,10 +430,9 @@ TEST_P(ConcurrencyTest, SharedAtomicCountersStayExactUnderEviction) {
 
 // Threads map, fill, verify, discard and unmap regions of a shared pager over and over; at the
 // end nothing is left: no resident page, no zram object, no swap slot, no mapping.
-TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
-  auto p = pager::create(opts(1 * MiB, 64 * MiB));
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto pg = std::move(p).value();
+TEST_P(RegionConcurrencyTest, MappingChurnReturnsEverything) {
+  auto pg = make_pager(opts(1 * MiB, 64 * MiB));
+  ASSERT_TRUE(pg);
   constexpr unsigned threads = 8;
   const unsigned iterations = 24 / scale;
   std::atomic<uint64_t> bad{0};
@@ -437,19 +466,13 @@ TEST_P(ConcurrencyTest, MappingChurnReturnsEverything) {
   }
   for (auto& t : ts) t.join();
   EXPECT_EQ(bad.load(), 0u);
-  const pager_stats s = pg->stats();
-  EXPECT_EQ(s.mapped_bytes, 0u);
-  EXPECT_EQ(s.resident_pages, 0u);
-  EXPECT_EQ(s.swap_pages_used, 0u);
-  EXPECT_EQ(s.zram_compr_data_size, 0u);
-  EXPECT_EQ(s.zram_mem_used_total, 0u);
-  EXPECT_GT(s.swap_outs, 0u) << describe(s);
-  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+  expect_holds_nothing(*pg);
+  EXPECT_GT(pg->stats().swap_outs, 0u) << describe(pg->stats());
 }
 
 // Many threads read(2) a file into evicted parts of one region (pinning the buffer first where
 // kernel-mode faults are not delivered) while others keep the pager evicting.
-TEST_P(ConcurrencyTest, ReadSyscallsIntoEvictedPagesFromManyThreads) {
+TEST_P(RegionConcurrencyTest, ReadSyscallsIntoEvictedPagesFromManyThreads) {
   const std::vector<uint8_t> file = pages_of(16, 9000, 1);
   const int fd = unlinked_file_with(file);
   ASSERT_GE(fd, 0) << std::strerror(errno);

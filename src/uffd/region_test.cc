@@ -24,8 +24,6 @@ namespace {
 
 using namespace uffd_test;
 
-constexpr uint64_t MiB = 1 << 20;
-
 class RegionTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   std::unique_ptr<region> make(uint64_t size, uint64_t limit, pager_options o = {}) {
@@ -255,13 +253,8 @@ TEST_P(RegionTest, DiscardReadsZerosAndFreesSlots) {
 }
 
 TEST_P(RegionTest, UnmapAndDestructionReturnAllZramAndSwapMemory) {
-  pager_options o;
-  o.mode = GetParam();
-  o.limit = 1 * MiB;
-  o.max_size = 64 * MiB;
-  auto p = pager::create(o);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto pg = std::move(p).value();
+  auto pg = make_pager(options(GetParam(), 1 * MiB, 64 * MiB));
+  ASSERT_TRUE(pg);
   {
     auto a = region::create(pg, 4 * MiB);
     auto b = region::create(pg, 4 * MiB);
@@ -291,14 +284,7 @@ TEST_P(RegionTest, UnmapAndDestructionReturnAllZramAndSwapMemory) {
     EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
     // Region b's destructor unmaps its whole range, including the hole: allowed, as munmap.
   }
-  const pager_stats s = pg->stats();
-  EXPECT_EQ(s.resident_pages, 0u);
-  EXPECT_EQ(s.mapped_bytes, 0u);
-  EXPECT_EQ(s.swap_pages_used, 0u);
-  EXPECT_EQ(s.zram_orig_data_size, 0u);
-  EXPECT_EQ(s.zram_compr_data_size, 0u);
-  EXPECT_EQ(s.zram_mem_used_total, 0u);
-  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+  expect_holds_nothing(*pg);
 }
 
 // read(2) from a file into evicted pages, and write(2) from them. A kernel-mode fault reaches
@@ -370,13 +356,8 @@ TEST_P(RegionTest, PinnedPagesStayResidentAndErrorsLeaveDataIntact) {
 }
 
 TEST_P(RegionTest, MapRefusesBadInputAndResizeGrowsInPlace) {
-  pager_options o;
-  o.mode = GetParam();
-  o.limit = 1 * MiB;
-  o.max_size = 16 * MiB;
-  auto p = pager::create(o);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto pg = std::move(p).value();
+  auto pg = make_pager(options(GetParam(), 1 * MiB, 16 * MiB));
+  ASSERT_TRUE(pg);
   EXPECT_EQ(pg->map(0).error().code(), EINVAL);
   EXPECT_EQ(pg->map(page_size, 3000).error().code(), EINVAL);
   EXPECT_EQ(pg->map(32 * MiB).error().code(), ENOMEM);

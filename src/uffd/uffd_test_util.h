@@ -1,5 +1,6 @@
 // Helpers shared by the uffd tests: page contents derived from (page, version) so that any page
-// can be checked without keeping a copy, and small wrappers around region creation.
+// can be checked without keeping a copy, pagers and their options, the check that a pager holds
+// nothing, and the fault modes' parameter names.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,8 @@
 #include "uswap/uffd/region.h"
 
 namespace uswap::uffd_test {
+
+inline constexpr uint64_t MiB = uint64_t{1} << 20;
 
 inline uint64_t seed_of(uint64_t page, uint64_t version) {
   return (page + 1) * 0x9e3779b97f4a7c15ull ^ (version + 1) * 0xc2b2ae3d27d4eb4full;
@@ -92,6 +96,25 @@ inline pager_options options(fault_mode mode, uint64_t limit, uint64_t max_size)
   o.limit = limit;
   o.max_size = max_size;
   return o;
+}
+
+// A pager, or nullptr after recording why it could not be made.
+inline std::shared_ptr<pager> make_pager(const pager_options& o) {
+  auto p = pager::create(o);
+  EXPECT_TRUE(p.ok()) << p.error().to_string();
+  return p.ok() ? std::move(p).value() : nullptr;
+}
+
+// With every mapping gone: no resident page, no swap slot, nothing in zram, invariants intact.
+inline void expect_holds_nothing(pager& pg) {
+  const pager_stats s = pg.stats();
+  EXPECT_EQ(s.mapped_bytes, 0u) << describe(s);
+  EXPECT_EQ(s.resident_pages, 0u) << describe(s);
+  EXPECT_EQ(s.swap_pages_used, 0u) << describe(s);
+  EXPECT_EQ(s.zram_orig_data_size, 0u) << describe(s);
+  EXPECT_EQ(s.zram_compr_data_size, 0u) << describe(s);
+  EXPECT_EQ(s.zram_mem_used_total, 0u) << describe(s);
+  EXPECT_TRUE(pg.check_invariants().ok()) << pg.check_invariants().to_string();
 }
 
 struct mode_name {

@@ -18,18 +18,12 @@ namespace uswap {
 namespace {
 
 using namespace uffd_test;
-constexpr uint64_t MiB = 1 << 20;
 
 class VmaTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   void SetUp() override {
-    pager_options o;
-    o.mode = GetParam();
-    o.limit = 1 * MiB;
-    o.max_size = 64 * MiB;
-    auto p = pager::create(o);
-    ASSERT_TRUE(p.ok()) << p.error().to_string();
-    pg = std::move(p).value();
+    pg = make_pager(options(GetParam(), 1 * MiB, 64 * MiB));
+    ASSERT_TRUE(pg);
   }
   void TearDown() override {
     if (pg) {
@@ -231,9 +225,7 @@ TEST_P(VmaTest, DiscardOfARangeWithHolesDoesTheMappedPartsAndSaysENOMEM) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, VmaTest,
                          ::testing::Values(fault_mode::sigbus, fault_mode::handler_thread),
-                         [](const auto& info) {
-                           return info.param == fault_mode::sigbus ? "sigbus" : "handler_thread";
-                         });
+                         mode_name());
 
 TEST(ArenaBase, FixedBaseIsUsedOrRefused) {
   pager_options o;

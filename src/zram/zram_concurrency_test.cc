@@ -22,24 +22,14 @@
 namespace uswap {
 namespace {
 
+using zram_test::make_dev;
 using zram_test::make_page;
-using zram_test::mix;
 using zram_test::page_kind;
 using zram_test::work_scale;
 
 constexpr int nr_threads = 16;
 
-std::unique_ptr<zram_device> make_dev(zram_options o) {
-  auto d = zram_device::create(o);
-  EXPECT_TRUE(d.ok()) << d.error().to_string();
-  return d.ok() ? std::move(*d) : nullptr;
-}
-
-class zram_concurrency : public ::testing::TestWithParam<zram_lock_mode> {};
-
-std::string mode_name(const ::testing::TestParamInfo<zram_lock_mode>& info) {
-  return std::string(to_string(info.param));
-}
+class ZramConcurrencyTest : public ::testing::TestWithParam<zram_lock_mode> {};
 
 // slot_cas spins on preempted holders by design; with 16 threads on 2 cores it needs fewer
 // operations to stay within the time budget.
@@ -72,7 +62,55 @@ void with_background(zram_device& dev, std::atomic<int>& failures,
   observer.join();
 }
 
-TEST_P(zram_concurrency, disjoint_slots_read_back_exactly_under_every_operation) {
+// A worker's own slots [base, base + n) and the bytes they must hold: each operation goes to the
+// device and to the model, and each read is checked against the model.
+class modelled_slots {
+ public:
+  modelled_slots(zram_device& dev, uint64_t base, uint64_t n, std::atomic<int>& failures)
+      : dev_(dev), base_(base), model_(n * page_size, 0), failures_(failures) {}
+
+  void write_page(uint64_t slot, const uint8_t* page) {
+    if (!dev_.write_page(base_ + slot, page).ok()) ++failures_;
+    std::memcpy(at(slot), page, page_size);
+  }
+  // `len` bytes at `off` in `slot`, on into the following slots if they are longer.
+  void write(uint64_t slot, size_t off, const uint8_t* data, size_t len) {
+    if (!dev_.write((base_ + slot) * page_size + off, data, len).ok()) ++failures_;
+    std::memcpy(at(slot) + off, data, len);
+  }
+  void write_zeroes(uint64_t slot, size_t off, size_t len) {
+    if (!dev_.write_zeroes((base_ + slot) * page_size + off, len).ok()) ++failures_;
+    std::memset(at(slot) + off, 0, len);
+  }
+  void discard(uint64_t slot) {
+    if (!dev_.discard(base_ + slot).ok()) ++failures_;
+    std::memset(at(slot), 0, page_size);
+  }
+  void check(uint64_t slot) {
+    alignas(8) uint8_t got[page_size];
+    if (!dev_.read_page(base_ + slot, got).ok() || std::memcmp(got, at(slot), page_size) != 0)
+      ++failures_;
+  }
+  // Every slot, one read_page each.
+  void check_each() {
+    for (uint64_t s = 0; s < model_.size() / page_size; ++s) check(s);
+  }
+  // All the slots in one multi-page read.
+  void check_in_one_read() {
+    std::vector<uint8_t> all(model_.size());
+    if (!dev_.read(base_ * page_size, all.data(), all.size()).ok() || all != model_) ++failures_;
+  }
+
+ private:
+  uint8_t* at(uint64_t slot) { return model_.data() + slot * page_size; }
+
+  zram_device& dev_;
+  uint64_t base_;
+  std::vector<uint8_t> model_;
+  std::atomic<int>& failures_;
+};
+
+TEST_P(ZramConcurrencyTest, DisjointSlotsReadBackExactlyUnderEveryOperation) {
   constexpr uint64_t per_thread = 32;
   zram_options o;
   o.disksize = nr_threads * per_thread * page_size;
@@ -83,52 +121,42 @@ TEST_P(zram_concurrency, disjoint_slots_read_back_exactly_under_every_operation)
   const int ops = ops_for(GetParam(), 8000);
   with_background(*dev, failures, [&] {
     zram_test::run_threads(nr_threads, [&](int t) {
-      const uint64_t base = t * per_thread;
-      std::vector<uint8_t> model(per_thread * page_size, 0);
-      alignas(8) uint8_t page[page_size], got[page_size];
-      uint64_t rng = mix(t + 100);
+      modelled_slots mine(*dev, t * per_thread, per_thread, failures);
+      alignas(8) uint8_t page[page_size];
+      uint64_t rng = mix64(t + 100);
       for (int op = 0; op < ops; ++op) {
-        rng = mix(rng);
+        rng = mix64(rng);
         const uint64_t slot = rng % per_thread;
-        uint8_t* m = model.data() + slot * page_size;
         switch ((rng >> 16) % 8) {
           case 0:
           case 1:
-          case 2: {
+          case 2:
             make_page(page, zram_test::kind_of(rng >> 24), rng);
-            if (!dev->write_page(base + slot, page).ok()) ++failures;
-            std::memcpy(m, page, page_size);
+            mine.write_page(slot, page);
             break;
-          }
           case 3: {  // odd offset and length, possibly crossing into the next slot
             const size_t off = (rng >> 24) % page_size;
             const size_t max = (per_thread - slot) * page_size - off;
             const size_t len = 1 + (rng >> 40) % std::min<size_t>(max, page_size + 777);
             std::vector<uint8_t> buf(len);
             fill_compressible(buf.data(), len, 50, rng);
-            if (!dev->write((base + slot) * page_size + off, buf.data(), len).ok()) ++failures;
-            std::memcpy(m + off, buf.data(), len);
+            mine.write(slot, off, buf.data(), len);
             break;
           }
           case 4:
-            if (!dev->discard(base + slot).ok()) ++failures;
-            std::memset(m, 0, page_size);
+            mine.discard(slot);
             break;
           case 5: {
             const size_t off = (rng >> 24) % page_size;
-            const size_t len = 1 + (rng >> 40) % (page_size - off);
-            if (!dev->write_zeroes((base + slot) * page_size + off, len).ok()) ++failures;
-            std::memset(m + off, 0, len);
+            mine.write_zeroes(slot, off, 1 + (rng >> 40) % (page_size - off));
             break;
           }
           default:
-            if (!dev->read_page(base + slot, got).ok() || std::memcmp(got, m, page_size) != 0)
-              ++failures;
+            mine.check(slot);
             break;
         }
       }
-      std::vector<uint8_t> all(model.size());
-      if (!dev->read(base * page_size, all.data(), all.size()).ok() || all != model) ++failures;
+      mine.check_in_one_read();
     });
   });
   EXPECT_EQ(failures.load(), 0);
@@ -166,7 +194,7 @@ bool page_valid(const uint8_t* p, uint64_t index) {
   return true;
 }
 
-TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
+TEST_P(ZramConcurrencyTest, OverlappingSlotsNeverReadTornOrForeignPages) {
   constexpr uint64_t shared = 24;
   zram_options o;
   o.disksize = shared * page_size;
@@ -178,16 +206,16 @@ TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
   with_background(*dev, failures, [&] {
     zram_test::run_threads(nr_threads, [&](int t) {
       alignas(8) uint8_t page[page_size], got[page_size];
-      uint64_t rng = mix(t + 7);
+      uint64_t rng = mix64(t + 7);
       for (int op = 0; op < ops; ++op) {
-        rng = mix(rng);
+        rng = mix64(rng);
         const uint64_t slot = rng % shared;
         switch ((rng >> 16) % 10) {
           case 0:
           case 1:
           case 2: {
             for (size_t k = 0; k < blocks_per_page; ++k)
-              make_block(page + k * block, slot, mix(rng + k));
+              make_block(page + k * block, slot, mix64(rng + k));
             if (!dev->write_page(slot, page).ok()) ++failures;
             break;
           }
@@ -195,7 +223,7 @@ TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
           case 4: {  // whole blocks, at a block boundary
             const size_t first = (rng >> 24) % blocks_per_page;
             const size_t n = 1 + (rng >> 32) % (blocks_per_page - first);
-            for (size_t k = 0; k < n; ++k) make_block(page + k * block, slot, mix(rng + 99 + k));
+            for (size_t k = 0; k < n; ++k) make_block(page + k * block, slot, mix64(rng + 99 + k));
             if (!dev->write(slot * page_size + first * block, page, n * block).ok()) ++failures;
             break;
           }
@@ -225,7 +253,7 @@ TEST_P(zram_concurrency, overlapping_slots_never_read_torn_or_foreign_pages) {
   zram_test::expect_stats_match_table(*dev);
 }
 
-TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
+TEST_P(ZramConcurrencyTest, PartialWritersSharingAPageNeverLoseAnUpdate) {
   // 16 owners of 256 bytes each fill page 0; page 1 is shared by 8 owners of 512 bytes and
   // readers; partial writes start at odd offsets inside each owner's span.
   constexpr size_t span0 = page_size / nr_threads;
@@ -243,7 +271,7 @@ TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
       ++version;
       const size_t off = 1 + (version * 37) % 64;
       std::array<uint8_t, span0> buf;
-      fill_random(buf.data(), span0, mix(t * 100000 + version));
+      fill_random(buf.data(), span0, mix64(t * 100000 + version));
       if (version % 3 == 0) std::memset(buf.data(), int(t), span0);  // same-ish pages too
       std::memcpy(mine.data() + off, buf.data() + off, span0 - off);
       if (!dev->write(t * span0 + off, buf.data() + off, span0 - off).ok()) ++failures;
@@ -251,7 +279,7 @@ TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
       if (!dev->read(t * span0, back.data(), span0).ok() || back != mine) ++failures;
       if (t < 8) {  // page 1: 512-byte spans, whole blocks
         alignas(8) uint8_t b[block];
-        make_block(b, 1, mix(version + t));
+        make_block(b, 1, mix64(version + t));
         if (!dev->write(page_size + t * block, b, block).ok()) ++failures;
         alignas(8) uint8_t again[block];
         if (!dev->read(page_size + t * block, again, block).ok() ||
@@ -269,7 +297,7 @@ TEST_P(zram_concurrency, partial_writers_sharing_a_page_never_lose_an_update) {
   RecordProperty("rmw_retries", std::to_string(dev->request_stat().rmw_retries));
 }
 
-TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
+TEST_P(ZramConcurrencyTest, PostProcessingRunsAgainstVerifiedIo) {
   zram_test::temp_file backing;
   constexpr uint64_t per_thread = 24;
   constexpr int workers = 12;
@@ -305,44 +333,34 @@ TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
   });
   const int ops = ops_for(GetParam(), 6000);
   zram_test::run_threads(workers, [&](int t) {
-    const uint64_t base = t * per_thread;
-    std::vector<uint8_t> model(per_thread * page_size, 0);
-    alignas(8) uint8_t page[page_size], got[page_size];
-    uint64_t rng = mix(t + 555);
+    modelled_slots mine(*dev, t * per_thread, per_thread, failures);
+    alignas(8) uint8_t page[page_size];
+    uint64_t rng = mix64(t + 555);
     for (int op = 0; op < ops; ++op) {
-      rng = mix(rng);
+      rng = mix64(rng);
       const uint64_t slot = rng % per_thread;
-      uint8_t* m = model.data() + slot * page_size;
       switch ((rng >> 16) % 8) {
         case 0:
           make_page(page, zram_test::kind_of(rng >> 24), rng);
-          if (!dev->write_page(base + slot, page).ok()) ++failures;
-          std::memcpy(m, page, page_size);
+          mine.write_page(slot, page);
           break;
         case 1: {
           const size_t off = (rng >> 24) % page_size;
           const size_t len = 1 + (rng >> 40) % (page_size - off);
           std::vector<uint8_t> buf(len);
           fill_random(buf.data(), len, rng);
-          if (!dev->write((base + slot) * page_size + off, buf.data(), len).ok()) ++failures;
-          std::memcpy(m + off, buf.data(), len);
+          mine.write(slot, off, buf.data(), len);
           break;
         }
         case 2:
-          if (!dev->discard(base + slot).ok()) ++failures;
-          std::memset(m, 0, page_size);
+          mine.discard(slot);
           break;
         default:
-          if (!dev->read_page(base + slot, got).ok() || std::memcmp(got, m, page_size) != 0)
-            ++failures;
+          mine.check(slot);
           break;
       }
     }
-    for (uint64_t s = 0; s < per_thread; ++s) {
-      if (!dev->read_page(base + s, got).ok() ||
-          std::memcmp(got, model.data() + s * page_size, page_size) != 0)
-        ++failures;
-    }
+    mine.check_each();
   });
   stop = true;
   pp.join();
@@ -353,8 +371,8 @@ TEST_P(zram_concurrency, post_processing_runs_against_verified_io) {
   RecordProperty("recompressed", std::to_string(recompressed.load()));
 }
 
-INSTANTIATE_TEST_SUITE_P(all_modes, zram_concurrency, ::testing::ValuesIn(all_zram_lock_modes),
-                         mode_name);
+INSTANTIATE_TEST_SUITE_P(Modes, ZramConcurrencyTest, ::testing::ValuesIn(all_zram_lock_modes),
+                         testing::to_string_name());
 
 }  // namespace
 }  // namespace uswap

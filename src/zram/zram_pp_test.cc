@@ -11,14 +11,9 @@
 namespace uswap {
 namespace {
 
+using zram_test::make_dev;
 using zram_test::make_page;
 using zram_test::page_kind;
-
-std::unique_ptr<zram_device> make_dev(zram_options o) {
-  auto d = zram_device::create(o);
-  EXPECT_TRUE(d.ok()) << d.error().to_string();
-  return d.ok() ? std::move(*d) : nullptr;
-}
 
 void expect_page(zram_device& dev, uint64_t index, page_kind k, uint64_t seed) {
   alignas(8) uint8_t want[page_size], got[page_size];
@@ -28,7 +23,7 @@ void expect_page(zram_device& dev, uint64_t index, page_kind k, uint64_t seed) {
   EXPECT_EQ(std::memcmp(want, got, page_size), 0) << "page " << index;
 }
 
-TEST(zram_pp, idle_marking_follows_access_time_and_skips_same_filled_slots) {
+TEST(ZramPp, IdleMarkingFollowsAccessTimeAndSkipsSameFilledSlots) {
   zram_options o;
   o.disksize = 16 * page_size;
   o.clock = zram_test::fake_clock;
@@ -72,7 +67,7 @@ struct wb_fixture {
   }
 };
 
-TEST(zram_pp, writeback_of_idle_slots_reads_back_transparently_in_every_mode) {
+TEST(ZramPp, WritebackOfIdleSlotsReadsBackTransparentlyInEveryMode) {
   for (zram_lock_mode mode : all_zram_lock_modes) {
     wb_fixture f(32, 64, mode);
     zram_device& dev = *f.dev;
@@ -121,7 +116,7 @@ TEST(zram_pp, writeback_of_idle_slots_reads_back_transparently_in_every_mode) {
   }
 }
 
-TEST(zram_pp, writeback_types_select_huge_and_incompressible_slots_and_ranges) {
+TEST(ZramPp, WritebackTypesSelectHugeAndIncompressibleSlotsAndRanges) {
   wb_fixture f(32, 64, zram_lock_mode::slot_bitlock);
   zram_device& dev = *f.dev;
   alignas(8) uint8_t page[page_size];
@@ -150,7 +145,7 @@ TEST(zram_pp, writeback_types_select_huge_and_incompressible_slots_and_ranges) {
   zram_test::expect_stats_match_table(dev);
 }
 
-TEST(zram_pp, writeback_stops_with_enospc_when_the_backing_file_is_full) {
+TEST(ZramPp, WritebackStopsWithENOSPCWhenTheBackingFileIsFull) {
   wb_fixture f(32, 8, zram_lock_mode::slot_bitlock);
   zram_device& dev = *f.dev;
   alignas(8) uint8_t page[page_size];
@@ -177,7 +172,7 @@ TEST(zram_pp, writeback_stops_with_enospc_when_the_backing_file_is_full) {
   EXPECT_EQ(dev.bd_stat().bd_count, 0u);
 }
 
-TEST(zram_pp, writeback_without_a_backing_file_is_einval) {
+TEST(ZramPp, WritebackWithoutABackingFileIsEINVAL) {
   zram_options o;
   o.disksize = 4 * page_size;
   auto dev = make_dev(o);
@@ -187,7 +182,7 @@ TEST(zram_pp, writeback_without_a_backing_file_is_einval) {
   EXPECT_NE(n.error().message().find("backing"), std::string_view::npos);
 }
 
-TEST(zram_pp, a_corrupted_backing_block_reads_as_eio) {
+TEST(ZramPp, ACorruptedBackingBlockReadsAsEIO) {
   wb_fixture f(4, 8, zram_lock_mode::slot_bitlock);
   zram_device& dev = *f.dev;
   alignas(8) uint8_t page[page_size];
@@ -213,7 +208,7 @@ void nibble_page(uint8_t* page, uint64_t seed) {
   for (size_t i = 0; i < page_size; ++i) page[i] &= 0x0f;
 }
 
-TEST(zram_pp, recompression_keeps_a_smaller_object_and_marks_hopeless_slots) {
+TEST(ZramPp, RecompressionKeepsASmallerObjectAndMarksHopelessSlots) {
   zram_options o;
   o.disksize = 48 * page_size;
   o.comp_algorithm = "lz4";
@@ -261,7 +256,7 @@ TEST(zram_pp, recompression_keeps_a_smaller_object_and_marks_hopeless_slots) {
   EXPECT_EQ(dev->recompress({}).value(), 0u);
 }
 
-TEST(zram_pp, recompression_of_compressed_pages_and_its_parameters) {
+TEST(ZramPp, RecompressionOfCompressedPagesAndItsParameters) {
   zram_options o;
   o.disksize = 64 * page_size;
   o.comp_algorithm = "lz4";
@@ -271,7 +266,7 @@ TEST(zram_pp, recompression_of_compressed_pages_and_its_parameters) {
   for (uint64_t i = 0; i < 64; ++i) {
     // Text-like pages: lz4 leaves room that zstd takes.
     for (size_t b = 0; b < page_size; ++b)
-      page[b] = static_cast<uint8_t>('a' + zram_test::mix(i * 8192 + b / 3) % 16);
+      page[b] = static_cast<uint8_t>('a' + mix64(i * 8192 + b / 3) % 16);
     ASSERT_TRUE(dev->write_page(i, page).ok());
   }
   EXPECT_EQ(dev->recompress({.priority = 3}).error().code(), EINVAL);
@@ -294,7 +289,7 @@ TEST(zram_pp, recompression_of_compressed_pages_and_its_parameters) {
   for (uint64_t i = 0; i < 64; ++i) {
     EXPECT_FALSE(dev->slot_info(i)->idle);  // recompression counts as an access
     for (size_t b = 0; b < page_size; ++b)
-      page[b] = static_cast<uint8_t>('a' + zram_test::mix(i * 8192 + b / 3) % 16);
+      page[b] = static_cast<uint8_t>('a' + mix64(i * 8192 + b / 3) % 16);
     alignas(8) uint8_t got[page_size];
     ASSERT_TRUE(dev->read_page(i, got).ok());
     ASSERT_EQ(std::memcmp(page, got, page_size), 0) << i;
@@ -305,7 +300,7 @@ TEST(zram_pp, recompression_of_compressed_pages_and_its_parameters) {
   EXPECT_EQ(make_dev(none)->recompress({}).error().code(), EINVAL);
 }
 
-TEST(zram_pp, compaction_frees_pages_after_scattered_discards_and_keeps_data) {
+TEST(ZramPp, CompactionFreesPagesAfterScatteredDiscardsAndKeepsData) {
   zram_options o;
   o.disksize = 2048 * page_size;
   auto dev = make_dev(o);

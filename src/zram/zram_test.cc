@@ -14,14 +14,9 @@
 namespace uswap {
 namespace {
 
+using zram_test::make_dev;
 using zram_test::make_page;
 using zram_test::page_kind;
-
-std::unique_ptr<zram_device> make_dev(zram_options o) {
-  auto d = zram_device::create(o);
-  EXPECT_TRUE(d.ok()) << d.error().to_string();
-  return d.ok() ? std::move(*d) : nullptr;
-}
 
 zram_options opts(zram_lock_mode mode, uint64_t size = 4 << 20) {
   zram_options o;
@@ -30,13 +25,9 @@ zram_options opts(zram_lock_mode mode, uint64_t size = 4 << 20) {
   return o;
 }
 
-class zram_modes : public ::testing::TestWithParam<zram_lock_mode> {};
+class ZramModesTest : public ::testing::TestWithParam<zram_lock_mode> {};
 
-std::string mode_name(const ::testing::TestParamInfo<zram_lock_mode>& info) {
-  return std::string(to_string(info.param));
-}
-
-TEST(zram, options_are_validated_with_the_option_named) {
+TEST(Zram, OptionsAreValidatedWithTheOptionNamed) {
   zram_options o;
   auto d = zram_device::create(o);
   ASSERT_FALSE(d.ok());
@@ -81,7 +72,7 @@ TEST(zram, options_are_validated_with_the_option_named) {
   EXPECT_EQ(parse_zram_lock_mode("spin").error().code(), EINVAL);
 }
 
-TEST(zram, disksize_is_rounded_up_to_pages) {
+TEST(Zram, DisksizeIsRoundedUpToPages) {
   auto dev = make_dev(opts(zram_lock_mode::slot_bitlock, 10 * page_size + 1));
   EXPECT_EQ(dev->nr_pages(), 11u);
   EXPECT_EQ(dev->disksize(), 11 * page_size);
@@ -89,7 +80,7 @@ TEST(zram, disksize_is_rounded_up_to_pages) {
             "       0        0        0        0        0        0        0        0        0\n");
 }
 
-TEST_P(zram_modes, every_page_kind_reads_back_and_unwritten_slots_read_as_zeros) {
+TEST_P(ZramModesTest, EveryPageKindReadsBackAndUnwrittenSlotsReadAsZeros) {
   auto dev = make_dev(opts(GetParam()));
   const uint64_t n = dev->nr_pages();
   alignas(8) uint8_t page[page_size], got[page_size];
@@ -138,7 +129,7 @@ TEST_P(zram_modes, every_page_kind_reads_back_and_unwritten_slots_read_as_zeros)
   EXPECT_LT(m.compr_data_size, m.orig_data_size);
 }
 
-TEST_P(zram_modes, overwrites_change_the_kind_and_discard_frees_everything) {
+TEST_P(ZramModesTest, OverwritesChangeTheKindAndDiscardFreesEverything) {
   auto dev = make_dev(opts(GetParam(), 64 * page_size));
   alignas(8) uint8_t page[page_size], got[page_size];
   const page_kind cycle[] = {page_kind::same, page_kind::compressible, page_kind::incompressible,
@@ -169,7 +160,7 @@ TEST_P(zram_modes, overwrites_change_the_kind_and_discard_frees_everything) {
   EXPECT_EQ(dev->mm_stat().huge_pages_since, 64u);  // counts every huge page ever stored
 }
 
-TEST_P(zram_modes, byte_io_at_odd_offsets_matches_a_byte_model) {
+TEST_P(ZramModesTest, ByteIoAtOddOffsetsMatchesAByteModel) {
   constexpr uint64_t pages = 16;
   auto dev = make_dev(opts(GetParam(), pages * page_size));
   std::vector<uint8_t> model(pages * page_size, 0);
@@ -183,7 +174,7 @@ TEST_P(zram_modes, byte_io_at_odd_offsets_matches_a_byte_model) {
   uint64_t rng = 12345;
   std::vector<uint8_t> buf(3 * page_size + 100), got(buf.size());
   for (int op = 0; op < 400; ++op) {
-    rng = zram_test::mix(rng);
+    rng = mix64(rng);
     const uint64_t offset = rng % (pages * page_size - 1);
     const uint64_t max_len = std::min<uint64_t>(buf.size(), pages * page_size - offset);
     const uint64_t len = 1 + (rng >> 32) % max_len;
@@ -217,7 +208,7 @@ TEST_P(zram_modes, byte_io_at_odd_offsets_matches_a_byte_model) {
   EXPECT_EQ(dev->request_stat().rmw_retries, 0u);  // one thread: nothing to retry for
 }
 
-TEST_P(zram_modes, extent_at_reports_runs_of_holes_zero_pages_and_data) {
+TEST_P(ZramModesTest, ExtentAtReportsRunsOfHolesZeroPagesAndData) {
   constexpr uint64_t pages = 12;
   auto dev = make_dev(opts(GetParam(), pages * page_size));
   alignas(8) uint8_t page[page_size];
@@ -265,10 +256,10 @@ TEST_P(zram_modes, extent_at_reports_runs_of_holes_zero_pages_and_data) {
   EXPECT_EQ(dev->extent_at(0, 0).error().code(), EINVAL);
 }
 
-INSTANTIATE_TEST_SUITE_P(all_modes, zram_modes, ::testing::ValuesIn(all_zram_lock_modes),
-                         mode_name);
+INSTANTIATE_TEST_SUITE_P(Modes, ZramModesTest, ::testing::ValuesIn(all_zram_lock_modes),
+                         testing::to_string_name());
 
-TEST(zram, partial_writes_keep_the_untouched_bytes_of_every_kind_of_slot) {
+TEST(Zram, PartialWritesKeepTheUntouchedBytesOfEveryKindOfSlot) {
   auto dev = make_dev(opts(zram_lock_mode::slot_bitlock, 8 * page_size));
   alignas(8) uint8_t page[page_size], got[page_size];
   const page_kind kinds[] = {page_kind::compressible, page_kind::incompressible, page_kind::same,
@@ -300,7 +291,7 @@ TEST(zram, partial_writes_keep_the_untouched_bytes_of_every_kind_of_slot) {
   zram_test::expect_stats_match_table(*dev);
 }
 
-TEST(zram, discard_range_frees_only_whole_pages) {
+TEST(Zram, DiscardRangeFreesOnlyWholePages) {
   auto dev = make_dev(opts(zram_lock_mode::slot_bitlock, 8 * page_size));
   alignas(8) uint8_t page[page_size];
   for (uint64_t i = 0; i < 8; ++i) {
@@ -316,7 +307,7 @@ TEST(zram, discard_range_frees_only_whole_pages) {
   zram_test::expect_stats_match_table(*dev);
 }
 
-TEST(zram, bad_requests_are_einval_counted_as_invalid_io_and_change_nothing) {
+TEST(Zram, BadRequestsAreEINVALCountedAsInvalidIoAndChangeNothing) {
   auto dev = make_dev(opts(zram_lock_mode::slot_bitlock, 4 * page_size));
   alignas(8) uint8_t page[page_size];
   make_page(page, page_kind::compressible, 1);
@@ -344,7 +335,7 @@ TEST(zram, bad_requests_are_einval_counted_as_invalid_io_and_change_nothing) {
   EXPECT_EQ(std::memcmp(got, want, page_size), 0);
 }
 
-TEST(zram, mem_limit_refuses_with_enospc_and_leaves_earlier_data_intact) {
+TEST(Zram, MemLimitRefusesWithENOSPCAndLeavesEarlierDataIntact) {
   zram_options o = opts(zram_lock_mode::slot_bitlock, 16 << 20);
   o.mem_limit = 1 << 20;  // 256 pages of pool for 4096 slots
   auto dev = make_dev(o);
@@ -406,7 +397,7 @@ void corrupt_object(zram_device& dev, uint64_t index, size_t at) {
   ASSERT_TRUE(dev.mem_pool().obj_write(info->handle, bytes.data(), bytes.size()).ok());
 }
 
-TEST(zram, a_corrupted_object_reads_as_eio_and_a_zeroed_buffer_not_garbage) {
+TEST(Zram, ACorruptedObjectReadsAsEIOAndAZeroedBufferNotGarbage) {
   for (const char* alg : {"lzo", "lz4", "zstd"}) {
     zram_options o = opts(zram_lock_mode::slot_bitlock, 8 * page_size);
     o.comp_algorithm = alg;
@@ -440,7 +431,7 @@ TEST(zram, a_corrupted_object_reads_as_eio_and_a_zeroed_buffer_not_garbage) {
   }
 }
 
-TEST(zram, without_checksums_pages_still_round_trip) {
+TEST(Zram, WithoutChecksumsPagesStillRoundTrip) {
   zram_options o = opts(zram_lock_mode::global_rwlock, 64 * page_size);
   o.checksum = false;
   auto dev = make_dev(o);
@@ -465,7 +456,7 @@ std::vector<uint64_t> numbers(const std::string& line) {
   return v;
 }
 
-TEST(zram, stat_files_have_the_kernels_columns_and_widths) {
+TEST(Zram, StatFilesHaveTheKernelsColumnsAndWidths) {
   zram_options o = opts(zram_lock_mode::slot_bitlock, 64 * page_size);
   o.mem_limit = 10 << 20;
   auto dev = make_dev(o);
@@ -492,7 +483,7 @@ TEST(zram, stat_files_have_the_kernels_columns_and_widths) {
   EXPECT_EQ(dev->debug_stat_text(), "version: 1\n0        0\n");
 }
 
-TEST(zram, slot_free_notify_frees_the_slot) {
+TEST(Zram, SlotFreeNotifyFreesTheSlot) {
   for (zram_lock_mode mode : all_zram_lock_modes) {
     auto dev = make_dev(opts(mode, 4 * page_size));
     alignas(8) uint8_t page[page_size];
@@ -506,7 +497,7 @@ TEST(zram, slot_free_notify_frees_the_slot) {
   }
 }
 
-TEST(zram, lock_statistics_count_acquisitions_in_every_mode) {
+TEST(Zram, LockStatisticsCountAcquisitionsInEveryMode) {
   lockstat::enable(true);
   for (zram_lock_mode mode : all_zram_lock_modes) {
     auto dev = make_dev(opts(mode, 8 * page_size));

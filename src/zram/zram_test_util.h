@@ -1,6 +1,7 @@
-// Helpers shared by the zram tests: page contents of each kind (compressible, incompressible,
-// same-filled) derived from a seed, a controllable clock, a temporary backing file, threads
-// released together, and the invariant check that ties the statistics to what the table holds.
+// Helpers shared by the zram tests: devices, page contents of each kind (compressible,
+// incompressible, same-filled) derived from a seed, a controllable clock, a temporary backing
+// file, threads released together, and the invariant check that ties the statistics to what the
+// table holds.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,20 +16,22 @@
 #include <thread>
 #include <vector>
 
+#include "uswap/base/hash.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/zram/zram.h"
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/param_names.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap::zram_test {
 
 using uswap::testing::work_scale;
 
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
+// A device, or nullptr after recording why it could not be made.
+inline std::unique_ptr<zram_device> make_dev(const zram_options& o) {
+  auto d = zram_device::create(o);
+  EXPECT_TRUE(d.ok()) << d.error().to_string();
+  return d.ok() ? std::move(*d) : nullptr;
 }
 
 enum class page_kind { compressible, incompressible, same, zero };
@@ -43,7 +46,7 @@ inline void make_page(uint8_t* page, page_kind kind, uint64_t seed) {
       fill_random(page, page_size, seed);
       break;
     case page_kind::same: {
-      const uint64_t v = mix(seed) | 1;  // never zero
+      const uint64_t v = mix64(seed) | 1;  // never zero
       for (size_t i = 0; i < page_size; i += 8) std::memcpy(page + i, &v, 8);
       break;
     }

@@ -14,7 +14,7 @@ namespace {
 
 using zram_detail::zspage_arena;
 
-TEST(zspage_arena, blocks_are_distinct_writable_and_reused) {
+TEST(ZspageArena, BlocksAreDistinctWritableAndReused) {
   zspage_arena arena;
   std::vector<std::pair<uint8_t*, unsigned>> blocks;
   for (int i = 0; i < 600; ++i) {
@@ -52,7 +52,7 @@ TEST(zspage_arena, blocks_are_distinct_writable_and_reused) {
   EXPECT_EQ(arena.chunks(), chunks);
 }
 
-TEST(zspage_arena, freed_pages_beyond_the_cache_bound_go_back_to_the_host_at_once) {
+TEST(ZspageArena, FreedPagesBeyondTheCacheBoundGoBackToTheHostAtOnce) {
   zspage_arena arena(64);
   std::vector<std::pair<uint8_t*, unsigned>> blocks;
   for (int i = 0; i < 300; ++i) {
@@ -76,7 +76,7 @@ TEST(zspage_arena, freed_pages_beyond_the_cache_bound_go_back_to_the_host_at_onc
   EXPECT_GE(zeroed, 280u);
 }
 
-TEST(zspage_arena, a_pool_on_the_arena_keeps_objects_and_gives_pages_back_after_compaction) {
+TEST(ZspageArena, APoolOnTheArenaKeepsObjectsAndGivesPagesBackAfterCompaction) {
   zram_options o;
   o.disksize = 4096 * page_size;
   auto dev = zram_device::create(o);

@@ -7,21 +7,15 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "uswap/base/hash.h"
 #include "uswap/zsmalloc/zsmalloc.h"
 
 namespace uswap::zs_test {
 
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 inline void fill(uint8_t* p, size_t len, uint64_t seed) {
   uint64_t s = seed;
   for (size_t i = 0; i < len; i += 8) {
-    const uint64_t v = mix(s++);
+    const uint64_t v = mix64(s++);
     std::memcpy(p + i, &v, len - i < 8 ? len - i : 8);
   }
 }
@@ -29,7 +23,7 @@ inline void fill(uint8_t* p, size_t len, uint64_t seed) {
 inline bool check(const uint8_t* p, size_t len, uint64_t seed) {
   uint64_t s = seed;
   for (size_t i = 0; i < len; i += 8) {
-    const uint64_t v = mix(s++);
+    const uint64_t v = mix64(s++);
     if (std::memcmp(p + i, &v, len - i < 8 ? len - i : 8) != 0) return false;
   }
   return true;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "uswap/zsmalloc/zsmalloc.h"
+#include "uswap_testing/threads.h"
 #include "zs_test_util.h"
 
 namespace uswap {
@@ -16,11 +17,7 @@ namespace {
 using zs_test::read_ok;
 using zs_test::write_obj;
 
-#if defined(USWAP_TSAN)
-constexpr int ops_per_thread = 3000;
-#else
-constexpr int ops_per_thread = 20000;
-#endif
+constexpr int ops_per_thread = 20000 / testing::work_scale_by(6);
 
 struct obj {
   zs_handle h;
@@ -28,7 +25,7 @@ struct obj {
   uint64_t seed;
 };
 
-TEST(zsmalloc_concurrency, sixteen_threads_alloc_write_read_free_every_class_while_compacting) {
+TEST(ZsmallocConcurrency, SixteenThreadsAllocWriteReadFreeEveryClassWhileCompacting) {
   auto p = zs_create_pool("stress");
   ASSERT_TRUE(p.ok());
   zs_pool& pool = **p;
@@ -58,9 +55,9 @@ TEST(zsmalloc_concurrency, sixteen_threads_alloc_write_read_free_every_class_whi
   for (int t = 0; t < nr_threads; ++t) {
     workers.emplace_back([&, t] {
       std::vector<obj> mine;
-      uint64_t rng = zs_test::mix(t + 1);
+      uint64_t rng = mix64(t + 1);
       for (int op = 0; op < ops_per_thread; ++op) {
-        rng = zs_test::mix(rng);
+        rng = mix64(rng);
         const unsigned what = rng % 100;
         if (what < 45 || mine.empty()) {
           // Walk sizes so that every size class is hit by every thread.
@@ -98,18 +95,14 @@ TEST(zsmalloc_concurrency, sixteen_threads_alloc_write_read_free_every_class_whi
   EXPECT_EQ(pool.pool_stats().pages_compacted, pages_compacted.load());
 }
 
-TEST(zsmalloc_concurrency, shared_objects_read_by_every_thread_while_compaction_moves_them) {
+TEST(ZsmallocConcurrency, SharedObjectsReadByEveryThreadWhileCompactionMovesThem) {
   auto p = zs_create_pool("readers");
   ASSERT_TRUE(p.ok());
   zs_pool& pool = **p;
   constexpr int nr_readers = 16;
-#if defined(USWAP_TSAN)
-  constexpr int rounds = 3;  // 16 spinning readers starve the compactor on 2 cores under TSan
-  constexpr int objects = 1500;
-#else
-  constexpr int rounds = 20;
-  constexpr int objects = 3000;
-#endif
+  // Under TSan, 3 rounds of half the objects: 16 spinning readers starve the compactor on 2 cores.
+  constexpr int rounds = 20 / testing::work_scale_by(6);
+  constexpr int objects = 3000 / testing::work_scale_by(2);
   std::atomic<int> failures{0};
   std::atomic<uint64_t> freed_total{0};
 
@@ -149,7 +142,7 @@ TEST(zsmalloc_concurrency, shared_objects_read_by_every_thread_while_compaction_
   EXPECT_EQ(pool.get_total_pages(), 0u);
 }
 
-TEST(zsmalloc_concurrency, memory_limit_from_many_threads_never_overshoots_and_keeps_objects) {
+TEST(ZsmallocConcurrency, MemoryLimitFromManyThreadsNeverOvershootsAndKeepsObjects) {
   const uint64_t limit = 256;
   auto p = zs_create_pool("limited", {.mem_limit_pages = limit});
   ASSERT_TRUE(p.ok());

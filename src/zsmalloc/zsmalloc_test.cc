@@ -20,7 +20,7 @@ std::unique_ptr<zs_pool> make_pool(const zs_pool_options& o = {}) {
   return std::move(*p);
 }
 
-TEST(zsmalloc_classes, geometry_follows_the_kernel) {
+TEST(ZsmallocClasses, GeometryFollowsTheKernel) {
   for (unsigned max_pages : {1u, 4u, 8u, 16u}) {
     auto pool = make_pool({.max_pages_per_zspage = max_pages});
     auto rows = pool->class_stats();
@@ -56,7 +56,7 @@ TEST(zsmalloc_classes, geometry_follows_the_kernel) {
   }
 }
 
-TEST(zsmalloc_classes, huge_class_size_is_where_objects_get_a_page_of_their_own) {
+TEST(ZsmallocClasses, HugeClassSizeIsWhereObjectsGetAPageOfTheirOwn) {
   for (unsigned max_pages : {4u, 8u}) {
     auto pool = make_pool({.max_pages_per_zspage = max_pages});
     const size_t huge = zs_huge_class_size(*pool);
@@ -83,7 +83,7 @@ TEST(zsmalloc_classes, huge_class_size_is_where_objects_get_a_page_of_their_own)
             zs_huge_class_size(*make_pool({.max_pages_per_zspage = 4})));
 }
 
-TEST(zsmalloc, every_size_round_trips_and_the_pool_empties) {
+TEST(Zsmalloc, EverySizeRoundTripsAndThePoolEmpties) {
   auto pool = make_pool();
   std::vector<std::pair<zs_handle, size_t>> objs;
   for (size_t n = 1; n <= page_size; ++n) {
@@ -118,7 +118,7 @@ TEST(zsmalloc, every_size_round_trips_and_the_pool_empties) {
   for (const auto& c : pool->class_stats()) EXPECT_EQ(c.obj_allocated, 0u);
 }
 
-TEST(zsmalloc, bad_input_is_einval_and_changes_nothing) {
+TEST(Zsmalloc, BadInputIsEINVALAndChangesNothing) {
   auto pool = make_pool();
   EXPECT_EQ(pool->malloc(0).error().code(), EINVAL);
   EXPECT_EQ(pool->malloc(page_size + 1).error().code(), EINVAL);
@@ -145,7 +145,7 @@ TEST(zsmalloc, bad_input_is_einval_and_changes_nothing) {
   EXPECT_EQ(zs_create_pool("x", {.max_pages_per_zspage = 17}).error().code(), EINVAL);
 }
 
-TEST(zsmalloc, pages_follow_the_class_geometry) {
+TEST(Zsmalloc, PagesFollowTheClassGeometry) {
   auto pool = make_pool();
   const size_t n = 1000;  // a 1008-byte slot with the header
   const unsigned ci = pool->lookup_class_index(n + ZS_HANDLE_SIZE);
@@ -172,7 +172,7 @@ TEST(zsmalloc, pages_follow_the_class_geometry) {
   EXPECT_EQ(pool->get_total_pages(), 0u);
 }
 
-TEST(zsmalloc, compaction_frees_sparse_zspages_and_keeps_every_object) {
+TEST(Zsmalloc, CompactionFreesSparseZspagesAndKeepsEveryObject) {
   auto pool = make_pool();
   struct obj {
     zs_handle h;
@@ -216,7 +216,7 @@ TEST(zsmalloc, compaction_frees_sparse_zspages_and_keeps_every_object) {
   EXPECT_EQ(pool->get_total_pages(), 0u);
 }
 
-TEST(zsmalloc, memory_limit_is_enospc_and_every_earlier_object_stays_readable) {
+TEST(Zsmalloc, MemoryLimitIsENOSPCAndEveryEarlierObjectStaysReadable) {
   const uint64_t limit = 64;
   auto pool = make_pool({.mem_limit_pages = limit});
   std::vector<std::pair<zs_handle, uint64_t>> objs;
@@ -248,7 +248,7 @@ TEST(zsmalloc, memory_limit_is_enospc_and_every_earlier_object_stays_readable) {
     EXPECT_TRUE(read_ok(*pool, objs[k].first, 1500 + objs[k].second % 500, objs[k].second));
 }
 
-TEST(zsmalloc, memory_limit_changed_at_run_time_applies_to_new_zspages_only) {
+TEST(Zsmalloc, MemoryLimitChangedAtRunTimeAppliesToNewZspagesOnly) {
   auto pool = make_pool();
   EXPECT_EQ(pool->mem_limit_pages(), 0u);
   std::vector<std::pair<zs_handle, uint64_t>> objs;
@@ -285,7 +285,7 @@ TEST(zsmalloc, memory_limit_changed_at_run_time_applies_to_new_zspages_only) {
   EXPECT_GT(pool->get_total_pages(), held);
 }
 
-TEST(zsmalloc, host_refusing_memory_is_enomem_and_every_earlier_object_stays_readable) {
+TEST(Zsmalloc, HostRefusingMemoryIsENOMEMAndEveryEarlierObjectStaysReadable) {
   zs_test::refusing_allocator alloc;
   auto pool = make_pool({.page_allocator = &alloc});
   alloc.budget = 20;  // zspages
@@ -311,7 +311,7 @@ TEST(zsmalloc, host_refusing_memory_is_enomem_and_every_earlier_object_stays_rea
   for (auto [h, n] : objs) ASSERT_TRUE(pool->free(h).ok());
 }
 
-TEST(zsmalloc, a_pinned_object_stays_put_while_its_neighbours_are_freed_and_moved) {
+TEST(Zsmalloc, APinnedObjectStaysPutWhileItsNeighboursAreFreedAndMoved) {
   auto pool = make_pool();
   const size_t n = 500;
   const unsigned ci = pool->lookup_class_index(n + ZS_HANDLE_SIZE);
@@ -375,7 +375,7 @@ TEST(zsmalloc, a_pinned_object_stays_put_while_its_neighbours_are_freed_and_move
   EXPECT_EQ(pool->get_total_pages(), 0u);
 }
 
-TEST(zsmalloc, an_object_reference_moves_and_releases_once) {
+TEST(Zsmalloc, AnObjectReferenceMovesAndReleasesOnce) {
   auto pool = make_pool();
   auto h = pool->malloc(64);
   ASSERT_TRUE(h.ok());
@@ -398,7 +398,7 @@ TEST(zsmalloc, an_object_reference_moves_and_releases_once) {
   EXPECT_GT(pool->compact(), 0u);
 }
 
-TEST(zsmalloc, packs_a_narrow_band_of_sizes_within_five_percent) {
+TEST(Zsmalloc, PacksANarrowBandOfSizesWithinFivePercent) {
   // Like lz4 output of fio's 50%-compressible pages: sizes in a narrow band around half a page.
   // A wider band spreads the objects over many classes, each with a partly filled last zspage, so
   // its ratio depends on the number of objects; 20000 over 1000..3000 bytes still packs well.
@@ -406,7 +406,7 @@ TEST(zsmalloc, packs_a_narrow_band_of_sizes_within_five_percent) {
     auto pool = make_pool();
     uint64_t bytes = 0;
     for (int i = 0; i < 20000; ++i) {
-      const size_t n = lo + zs_test::mix(i) % (hi - lo + 1);
+      const size_t n = lo + mix64(i) % (hi - lo + 1);
       ASSERT_TRUE(pool->malloc(n).ok());
       bytes += n;
     }
