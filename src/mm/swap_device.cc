@@ -8,12 +8,11 @@
 
 namespace uswap {
 
-const char* to_string(swap_dev_kind k) noexcept { return k == swap_dev_kind::zram ? "zram" : "ram"; }
+// The table's names are string literals, so data() is a NUL-terminated C string.
+const char* to_string(swap_dev_kind k) noexcept { return name_of(swap_dev_kind_names, k).data(); }
 
 result<swap_dev_kind> parse_swap_dev_kind(std::string_view text) {
-  if (text == "zram") return swap_dev_kind::zram;
-  if (text == "ram") return swap_dev_kind::ram;
-  return error(EINVAL, "swap device '" + std::string(text) + "': expected zram or ram");
+  return parse_enum(swap_dev_kind_names, text, "swap device");
 }
 
 namespace {

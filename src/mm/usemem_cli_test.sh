@@ -17,7 +17,7 @@ expect zero 'every frame, swap slot and zram object freed' -- usemem -t 2 --size
 expect zero 'swap-outs \(pswpout\) [1-9]' -- usemem -t 2 --size 4M --ram 2M -q
 expect nonzero 'ENOMEM' -- usemem -t 2 --size 8M --ram 2M --swap 4M -q
 expect nonzero "unknown swap lock mode 'bogus'" -- usemem --size 1M --swap-lock bogus
-expect nonzero 'zram or ram' -- usemem --size 1M --swap-dev disk
+expect nonzero "unknown swap device 'disk' \(valid: zram, ram\)" -- usemem --size 1M --swap-dev disk
 expect zero 'ratio' -- usemem -t 2 --size 2M --ram 2M --swap-lock global,cluster --rounds 2 -q
 
 # JSON: parses, and the verified page count and the task count are what was asked.

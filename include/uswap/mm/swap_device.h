@@ -24,12 +24,16 @@
 #include <memory>
 #include <string>
 
+#include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
 #include "uswap/zram/zram.h"
 
 namespace uswap {
 
 enum class swap_dev_kind : uint8_t { zram, ram };
+inline constexpr enum_name<swap_dev_kind> swap_dev_kind_names[] = {
+    {swap_dev_kind::zram, "zram"}, {swap_dev_kind::ram, "ram"}};
+static_assert(valid_table(swap_dev_kind_names));
 const char* to_string(swap_dev_kind k) noexcept;
 // "zram" or "ram"; EINVAL otherwise.
 result<swap_dev_kind> parse_swap_dev_kind(std::string_view text);
