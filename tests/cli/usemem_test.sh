@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # `uswap usemem` end to end on small sizes: every page verified after going through swap on both
 # devices, JSON output parses and agrees, too little swap fails with a clear ENOMEM and a non-zero
-# exit, bad options are refused. Usage: usemem_cli_test.sh path/to/uswap
+# exit, bad options are refused. Usage: usemem_test.sh path/to/uswap
 set -u
 uswap=$1
 failures=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 expect zero 'verify: 0 mismatches in 4096 pages' -- usemem -t 4 --size 4M --ram 4M --verify -q
 expect zero 'bytes / [0-9]+ usecs = [0-9]+ KB/s' -- usemem -n 3 --size 2M --ram 2M --swap-dev ram -q
