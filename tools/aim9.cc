@@ -109,12 +109,7 @@ result<aim9_result> run_aim9(const aim9_config& cfg) {
         cpu.fetch_add((thread_times() - c0).total);
       });
     }
-    start.arrive_and_wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.seconds));
-    stop.store(true);
-    for (auto& th : ts) th.join();
-    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.seconds = rmap_util::run_timed(start, stop, ts, cfg.seconds);
     res.operations = ops.load();
     res.per_second = res.operations / res.seconds;
     res.cpu_s = cpu.load();

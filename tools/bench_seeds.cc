@@ -75,15 +75,22 @@ auto alternate_forms(const std::vector<Form>& forms, unsigned rounds, const seed
       no_round_progress{}, round_order::rotate);
 }
 
+// A seed's report before its rows: which seed, its subject, its baseline and patched forms.
+seed_report titled(std::string id, std::string title, std::string baseline, std::string patched) {
+  seed_report rep;
+  rep.id = std::move(id);
+  rep.title = std::move(title);
+  rep.baseline_form = std::move(baseline);
+  rep.patched_form = std::move(patched);
+  return rep;
+}
+
 // --- seed 000 ---------------------------------------------------------------------------------
 
 result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const seed_table& ref,
                                 const seeds_progress_fn& say) {
-  seed_report rep;
-  rep.id = "000";
-  rep.title = "mm/swap: Add cluster lock (Huang Ying, 2016, merged for 4.11)";
-  rep.baseline_form = "global";
-  rep.patched_form = "cluster";
+  seed_report rep = titled("000", "mm/swap: Add cluster lock (Huang Ying, 2016, merged for 4.11)",
+                           "global", "cluster");
   const std::vector<unsigned> threads = o.threads.empty() ? std::vector<unsigned>{16} : o.threads;
   const std::vector<swap_lock_mode> forms = {swap_lock_mode::global, swap_lock_mode::cluster,
                                              swap_lock_mode::percpu};
@@ -168,11 +175,8 @@ result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const s
 
 result<seed_report> run_seed002(const seeds_options& o, unsigned rounds, const seed_table& ref,
                                 const seeds_progress_fn& say) {
-  seed_report rep;
-  rep.id = "002";
-  rep.title = "zram: remove global tb_lock by using lock-free CAS (Weijie Yang, 2014)";
-  rep.baseline_form = "global_rwlock";
-  rep.patched_form = "slot_cas";
+  seed_report rep = titled("002", "zram: remove global tb_lock by using lock-free CAS (Weijie Yang, 2014)",
+                           "global_rwlock", "slot_cas");
   const std::vector<unsigned> threads = o.threads.empty() ? std::vector<unsigned>{4} : o.threads;
   const uint64_t size = o.iozone_size ? o.iozone_size : (o.quick ? 8ull << 20 : 48ull << 20);
   // More children than 4 would need more memory per device than the seed's 800 MB: keep the
@@ -239,11 +243,8 @@ std::optional<seed_figures> seed_samples(const seed_table& t, const std::string&
 
 result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const seed_table& ref,
                                 const seeds_progress_fn& say) {
-  seed_report rep;
-  rep.id = "001";
-  rep.title = "RFC Conversion of reverse map locks to semaphores (Christoph Lameter, 2008)";
-  rep.baseline_form = "spin";
-  rep.patched_form = "rwsem";
+  seed_report rep = titled("001", "RFC Conversion of reverse map locks to semaphores (Christoph Lameter, 2008)",
+                           "spin", "rwsem");
   const std::vector<rmap_lock_mode> forms = {rmap_lock_mode::spin, rmap_lock_mode::rwsem};
   const std::vector<unsigned> threads =
       o.threads.empty() ? std::vector<unsigned>{1, 2, 4, 8} : o.threads;

@@ -98,12 +98,7 @@ result<rmap_bench_result> run_rmap_bench(const rmap_bench_config& cfg) {
         accesses.fetch_add(mine);
       });
     }
-    start.arrive_and_wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.seconds));
-    stop.store(true);
-    for (auto& th : ts) th.join();
-    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.seconds = rmap_util::run_timed(start, stop, ts, cfg.seconds);
     const vm_event_counts after = m->events();
     res.accesses = accesses.load();
     res.faults = after[PGFAULT] - before[PGFAULT];

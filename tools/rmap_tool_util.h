@@ -4,17 +4,22 @@
 // rounds themselves run in alternate_rounds.h) and seed 001's published figures (compiled in,
 // for when the shared reference file is not there).
 //
-// Thread-safety: pure functions of their arguments; the printers write to the stream given.
+// Thread-safety: pure functions of their arguments, except run_timed, which runs the caller's
+// threads; the printers write to the stream given.
 //
 // Invariants: the ratios and tables are of the rounds as run_alternating_rounds returned them;
 // a mode that was not run gives no ratio (std::nullopt) rather than a made-up one.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
 #include <iostream>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -116,6 +121,19 @@ void print_lock_tables(std::ostream& out, const rounds_of<Sample>& all, const ch
   for (const auto& m : all)
     out << lead << to_string(m.mode) << " (summed over rounds):\n"
         << lockstat::format_table(m.locks);
+}
+
+// The timed part of a loop workload (aim9, rmap-bench): releases the threads waiting on `start`
+// (the caller being its last participant), lets them run `seconds`, sets `stop` and joins them.
+// Returns the wall time from the release to the last join.
+inline double run_timed(std::barrier<>& start, std::atomic<bool>& stop,
+                        std::vector<std::thread>& threads, double seconds) {
+  start.arrive_and_wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop.store(true);
+  for (auto& th : threads) th.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // The lock classes with acquisitions right now (after a run that began with reset_all()).
