@@ -2,16 +2,17 @@
 // the rmap lock modes in alternating rounds and seed 001's AIM9 samples beside.
 #include "aim9.h"
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli.h"
+#include "machine_facts.h"
+#include "report.h"
 #include "rmap_tool_util.h"
 #include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
@@ -19,7 +20,8 @@
 
 namespace uswap::tools {
 
-const char* to_string(aim9_test t) noexcept { return t == aim9_test::fork ? "fork" : "exec"; }
+// The table's names are string literals, so data() is a NUL-terminated C string.
+const char* to_string(aim9_test t) noexcept { return name_of(aim9_test_names, t).data(); }
 
 namespace {
 
@@ -72,7 +74,6 @@ result<aim9_result> run_aim9(const aim9_config& cfg) {
         {nullptr, 0, pages_to_bytes(8), false, PROT_READ | PROT_WRITE, 0}};  // stack
 
     lockstat::reset_all();
-    const vm_event_counts before = m->events();
     std::atomic<uint64_t> ops{0}, errors{0};
     std::atomic<double> cpu{0};
     std::barrier start(static_cast<std::ptrdiff_t>(cfg.threads) + 1);
@@ -81,7 +82,7 @@ result<aim9_result> run_aim9(const aim9_config& cfg) {
     for (unsigned i = 0; i < cfg.threads; ++i) {
       ts.emplace_back([&] {
         start.arrive_and_wait();
-        const rmap_util::cpu_times c0 = rmap_util::thread_times();
+        const cpu_times c0 = thread_times();
         uint64_t mine = 0;
         while (!stop.load(std::memory_order_relaxed)) {
           auto child = shell->fork();
@@ -104,26 +105,16 @@ result<aim9_result> run_aim9(const aim9_config& cfg) {
           child->reset();  // exit
           ++mine;
         }
-        const rmap_util::cpu_times c1 = rmap_util::thread_times();
         ops.fetch_add(mine);
-        double prev = cpu.load();
-        const double add = c1.total - c0.total;
-        while (!cpu.compare_exchange_weak(prev, prev + add)) {
-        }
+        cpu.fetch_add((thread_times() - c0).total);
       });
     }
-    start.arrive_and_wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.seconds));
-    stop.store(true);
-    for (auto& th : ts) th.join();
-    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.seconds = rmap_util::run_timed(start, stop, ts, cfg.seconds);
     res.operations = ops.load();
     res.per_second = res.operations / res.seconds;
     res.cpu_s = cpu.load();
     res.errors = errors.load();
     res.events = m->events();
-    (void)before;
     res.locks = rmap_util::active_locks();
   }
   m->lru_add_drain_all();
@@ -131,84 +122,97 @@ result<aim9_result> run_aim9(const aim9_config& cfg) {
   return res;
 }
 
+// --- The report -------------------------------------------------------------------------------
+
 namespace {
 
-struct cli_options {
-  aim9_config cfg;
-  std::string modes = "all";
-  unsigned rounds = 5;
-  bool json = false;
-};
+// Operations per CPU-second of the loops.
+double per_cpu_second(const aim9_result& r) { return r.operations / std::max(r.cpu_s, 1e-9); }
 
-int run_cli(cli_options& o, aim9_test test) {
-  o.cfg.test = test;
-  auto modes = rmap_util::parse_modes(o.modes);
-  if (!modes) {
-    std::cerr << "aim9: " << modes.error().to_string() << "\n";
-    return 2;
-  }
-  if (o.rounds == 0) o.rounds = 1;
-  const char* unit = test == aim9_test::fork ? "Task Creations/second" : "Program Loads/second";
+}  // namespace
+
+bool aim9_report::clean() const {
+  for (const auto& m : modes)
+    for (const aim9_result& r : m.samples)
+      if (r.errors || !r.teardown_clean) return false;
+  return true;
+}
+
+const char* aim9_report::unit() const {
+  return config.test == aim9_test::fork ? "Task Creations/second" : "Program Loads/second";
+}
+
+nlohmann::json aim9_report::to_json() const {
   nlohmann::json out;
-  out["config"] = {{"test", std::string(to_string(test)) + "_test"}, {"seconds", o.cfg.seconds},
-                   {"threads", o.cfg.threads}, {"heap_pages", o.cfg.heap_pages}, {"rounds", o.rounds}};
-  int rc = 0;
-  auto all = rmap_util::run_rounds(
-      *modes, o.rounds, o.cfg, run_aim9,
-      [&](unsigned round, rmap_lock_mode md, const aim9_result& r) {
-        if (r.errors || !r.teardown_clean) rc = 1;
-        if (!o.json)
-          std::printf("round %u, rmap %s: %s_test %.2f %s (%llu in %.2f s)%s\n", round + 1,
-                      to_string(md), to_string(test), r.per_second, unit,
-                      (unsigned long long)r.operations, r.seconds,
-                      r.errors ? ", ERRORS" : (r.teardown_clean ? "" : ", NOT CLEAN"));
-        out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
-                               {"operations", r.operations}, {"seconds", r.seconds},
-                               {"per_second", r.per_second}, {"cpu_s", r.cpu_s},
-                               {"errors", r.errors}, {"teardown_clean", r.teardown_clean}});
-      });
-  if (!all) {
-    std::cerr << "aim9: " << all.error().to_string() << "\n";
-    return 1;
-  }
-  // Operations per CPU-second of the loops.
-  auto per_cpu_second = [](const aim9_result& r) { return r.operations / std::max(r.cpu_s, 1e-9); };
-  if (!o.json) std::printf("\naim9 %s_test, %u rounds alternating (median, min-max):\n", to_string(test), o.rounds);
-  for (const auto& m : *all) {
+  out["config"] = {{"test", std::string(to_string(config.test)) + "_test"},
+                   {"seconds", config.seconds}, {"threads", config.threads},
+                   {"heap_pages", config.heap_pages}, {"rounds", rounds}};
+  rmap_util::for_each_run(modes, [&](unsigned round, rmap_lock_mode md, const aim9_result& r) {
+    out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                           {"operations", r.operations}, {"seconds", r.seconds},
+                           {"per_second", r.per_second}, {"cpu_s", r.cpu_s},
+                           {"errors", r.errors}, {"teardown_clean", r.teardown_clean}});
+  });
+  for (const auto& m : modes) {
     const auto v = m.values(&aim9_result::per_second);
-    const double med = median(v), cpu = median(m.values(per_cpu_second));
-    if (!o.json)
-      std::printf("  %-6s %12.2f %s  (%.2f - %.2f), %.2f per CPU-second\n", to_string(m.mode), med,
-                  unit, min_of(v), max_of(v), cpu);
-    out["median"][to_string(m.mode)] = {{"per_second", med}, {"rounds", v}, {"per_cpu_second", cpu}};
+    out["median"][to_string(m.mode)] = {{"per_second", median(v)}, {"rounds", v},
+                                        {"per_cpu_second", median(m.values(per_cpu_second))}};
   }
-  rmap_util::add_locks_json(out, *all);
-  if (const auto ratio = rmap_util::rwsem_over_spin(*all, &aim9_result::per_second)) {
+  out["locks_summed_over_rounds"] = rmap_util::locks_by_mode(modes);
+  if (const auto ratio = rmap_util::rwsem_over_spin(modes, &aim9_result::per_second)) {
     out["rwsem_over_spin"] = *ratio;
-    if (!o.json) std::printf("  rwsem/spin: %+.2f%%\n", (*ratio - 1) * 100);
-    const auto seed = rmap_util::seed001_rows(test == aim9_test::fork ? "AIM9 fork_test" : "AIM9 exec_test");
-    for (const seed_row& r : seed) {
-      out["seed_001"].push_back({{"row", r.row}, {"before", r.baseline}, {"after", r.patched}, {"ratio", r.ratio()}});
-      if (!o.json)
-        std::printf("  seed 001 %s: %.2f -> %.2f %s (%+.2f%%)\n", r.row.c_str(), r.baseline, r.patched,
-                    unit, (r.ratio() - 1) * 100);
-    }
+    for (const seed_row& r : seed)
+      out["seed_001"].push_back(
+          {{"row", r.row}, {"before", r.baseline}, {"after", r.patched}, {"ratio", r.ratio()}});
   }
-  if (o.json)
-    std::cout << out.dump(2) << "\n";
-  else
-    rmap_util::print_lock_tables(*all);
-  return rc;
+  return out;
+}
+
+void aim9_report::print(std::ostream& out) const {
+  const char* test = to_string(config.test);
+  rmap_util::for_each_run(modes, [&](unsigned round, rmap_lock_mode md, const aim9_result& r) {
+    out << strprintf("round %u, rmap %s: %s_test %.2f %s (%llu in %.2f s)%s\n", round + 1,
+                     to_string(md), test, r.per_second, unit(),
+                     static_cast<unsigned long long>(r.operations), r.seconds,
+                     r.errors ? ", ERRORS" : (r.teardown_clean ? "" : ", NOT CLEAN"));
+  });
+  out << strprintf("\naim9 %s_test, %u rounds alternating (median, min-max):\n", test, rounds);
+  for (const auto& m : modes) {
+    const auto v = m.values(&aim9_result::per_second);
+    out << strprintf("  %-6s %12.2f %s  (%.2f - %.2f), %.2f per CPU-second\n", to_string(m.mode),
+                     median(v), unit(), min_of(v), max_of(v),
+                     median(m.values(per_cpu_second)));
+  }
+  if (const auto ratio = rmap_util::rwsem_over_spin(modes, &aim9_result::per_second)) {
+    out << strprintf("  rwsem/spin: %+.2f%%\n", (*ratio - 1) * 100);
+    for (const seed_row& r : seed)
+      out << strprintf("  seed 001 %s: %.2f -> %.2f %s (%+.2f%%)\n", r.row.c_str(), r.baseline,
+                       r.patched, unit(), (r.ratio() - 1) * 100);
+  }
+  rmap_util::print_lock_tables(out, modes, "\nlock contention, rmap ");
+}
+
+// --- The command ------------------------------------------------------------------------------
+
+namespace {
+
+using cli_options = rmap_util::options<aim9_config>;
+
+int run_cli(const cli_options& o, aim9_test test) {
+  aim9_report rep;
+  rep.config = o.cfg;
+  rep.config.test = test;
+  rep.seed = rmap_util::seed001_rows(test == aim9_test::fork ? "AIM9 fork_test" : "AIM9 exec_test");
+  return rmap_util::run_and_print("aim9", rep, o, run_aim9);
 }
 
 void add_options(CLI::App* sub, cli_options& o) {
   sub->add_option("--seconds", o.cfg.seconds, "Duration of each measurement")->default_str("1");
-  sub->add_option("-t,--threads", o.cfg.threads, "Concurrent loops on the same shell")->default_str("1");
-  sub->add_option("--heap-pages", o.cfg.heap_pages, "The shell's touched heap pages")->default_str("256");
-  sub->add_option("--rmap-lock", o.modes, "rmap lock mode: spin, rwsem, a comma list, or all")
-      ->default_str("all");
-  sub->add_option("--rounds", o.rounds, "Rounds, alternating the lock modes in each")->default_str("5");
-  sub->add_flag("--json", o.json, "Print the results as JSON");
+  sub->add_option("-t,--threads", o.cfg.threads, "Concurrent loops on the same shell")
+      ->capture_default_str();
+  sub->add_option("--heap-pages", o.cfg.heap_pages, "The shell's touched heap pages")
+      ->capture_default_str();
+  rmap_util::add_round_options(*sub, o);
 }
 
 void add_aim9_command(CLI::App& app, command_table& table) {

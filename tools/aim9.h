@@ -15,12 +15,18 @@
 // (issue 9) calls run_aim9 directly.
 //
 // Thread-safety: run_aim9 may be called from one thread at a time (it resets the process-wide
-// lock statistics).
+// lock statistics). An aim9_report is a plain value.
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "alternate_rounds.h"
+#include "seed_reference.h"
+#include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
 #include "uswap/mm/rmap_lock.h"
 #include "uswap/mm/vmstat.h"
@@ -29,6 +35,9 @@
 namespace uswap::tools {
 
 enum class aim9_test { fork, exec };
+inline constexpr enum_name<aim9_test> aim9_test_names[] = {{aim9_test::fork, "fork"},
+                                                           {aim9_test::exec, "exec"}};
+static_assert(valid_table(aim9_test_names));
 
 struct aim9_config {
   aim9_test test = aim9_test::fork;
@@ -53,5 +62,20 @@ struct aim9_result {
 result<aim9_result> run_aim9(const aim9_config& cfg);
 
 const char* to_string(aim9_test t) noexcept;
+
+// `uswap aim9 fork|exec`'s report: every mode's rounds, with seed 001's AIM9 samples beside the
+// rwsem/spin change.
+struct aim9_report {
+  aim9_config config;
+  unsigned rounds = 0;
+  std::vector<mode_rounds<rmap_lock_mode, aim9_result>> modes;
+  std::vector<seed_row> seed;      // seed 001's samples of this test
+
+  bool clean() const;              // no errors, every run torn down cleanly
+  // AIM9's unit: "Task Creations/second" or "Program Loads/second".
+  const char* unit() const;
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
+};
 
 }  // namespace uswap::tools

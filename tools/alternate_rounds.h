@@ -12,8 +12,8 @@
 //
 // Use: run_alternating_rounds(modes, rounds, run, progress, order) calls run(round, mode) for
 // every round (0-based) and every mode, in `order`; after each successful run it calls
-// progress(round, mode, sample) (a tool prints its per-round line or adds its per-round JSON row
-// there). It returns, per mode in the order given, the samples of every round and, when the sample
+// progress(round, mode, sample) (a tool may show progress there; its per-round lines and JSON
+// rows come from the samples returned). It returns, per mode in the order given, the samples of every round and, when the sample
 // type has a `locks` member (lock classes with acquisitions during that run), those rows summed
 // over the rounds by class name.
 //

@@ -1,8 +1,6 @@
 // `uswap bench seeds`: the three seed tables reproduced side by side (see bench_seeds.h).
 #include "bench_seeds.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,29 +8,22 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
+#include "aim9.h"
 #include "alternate_rounds.h"
 #include "cli.h"
 #include "iozone.h"
+#include "machine_facts.h"
+#include "pft.h"
+#include "progress.h"
+#include "report.h"
 #include "seed_reference.h"
 #include "swapbench.h"
 #include "usemem.h"
 #include "uswap/base/units.h"
-
-// Seed 001's workloads come from the rmap layer's tools (issue 8); a build without them reports
-// seed 001 as not available.
-#if __has_include("pft.h") && __has_include("aim9.h")
-#include "aim9.h"
-#include "pft.h"
-#define USWAP_HAVE_PFT_AIM9 1
-#else
-#define USWAP_HAVE_PFT_AIM9 0
-#endif
 
 namespace uswap::tools {
 
@@ -40,39 +31,17 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string m = line.substr(colon + 1);
-        m.erase(0, m.find_first_not_of(" \t"));
-        return m;
-      }
-    }
-  }
-  return "unknown CPU";
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // Four significant figures, with k / M for large values (KB/s figures run to 10^7).
 std::string num(double v) {
   const double a = std::fabs(v);
-  if (a >= 1e6) return fmt("%.3fM", v / 1e6);
-  if (a >= 1e4) return fmt("%.1fk", v / 1e3);
-  if (a >= 100) return fmt("%.0f", v);
-  if (a >= 10) return fmt("%.1f", v);
-  return fmt("%.3f", v);
+  if (a >= 1e6) return strprintf("%.3fM", v / 1e6);
+  if (a >= 1e4) return strprintf("%.1fk", v / 1e3);
+  if (a >= 100) return strprintf("%.0f", v);
+  if (a >= 10) return strprintf("%.1f", v);
+  return strprintf("%.3f", v);
 }
 
-std::string pct(double p) { return fmt("%+.1f%%", p); }
+std::string pct(double p) { return strprintf("%+.1f%%", p); }
 
 // The seed's figures for `row` of `experiment` (exact row name), or nothing.
 std::optional<seed_figures> seed_for(const seed_table& t, const std::string& row,
@@ -106,15 +75,22 @@ auto alternate_forms(const std::vector<Form>& forms, unsigned rounds, const seed
       no_round_progress{}, round_order::rotate);
 }
 
+// A seed's report before its rows: which seed, its subject, its baseline and patched forms.
+seed_report titled(std::string id, std::string title, std::string baseline, std::string patched) {
+  seed_report rep;
+  rep.id = std::move(id);
+  rep.title = std::move(title);
+  rep.baseline_form = std::move(baseline);
+  rep.patched_form = std::move(patched);
+  return rep;
+}
+
 // --- seed 000 ---------------------------------------------------------------------------------
 
 result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const seed_table& ref,
                                 const seeds_progress_fn& say) {
-  seed_report rep;
-  rep.id = "000";
-  rep.title = "mm/swap: Add cluster lock (Huang Ying, 2016, merged for 4.11)";
-  rep.baseline_form = "global";
-  rep.patched_form = "cluster";
+  seed_report rep = titled("000", "mm/swap: Add cluster lock (Huang Ying, 2016, merged for 4.11)",
+                           "global", "cluster");
   const std::vector<unsigned> threads = o.threads.empty() ? std::vector<unsigned>{16} : o.threads;
   const std::vector<swap_lock_mode> forms = {swap_lock_mode::global, swap_lock_mode::cluster,
                                              swap_lock_mode::percpu};
@@ -168,7 +144,7 @@ result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const s
   if (status st = validate_swapbench(sb); !st.ok()) return st;
   rep.notes.push_back("swapbench: N threads swap slots out and in (get_swap_page, "
                       "swap_duplicate, put_swap_page, swapcache_prepare, swap_free, "
-                      "swapcache_clear) with no page copy, " + fmt("%.2f", sb.duration_s) +
+                      "swapcache_clear) with no page copy, " + strprintf("%.2f", sb.duration_s) +
                       " s per round; figure = slot operations per second (the seed published "
                       "none: this isolates the lock the seed changed)");
   auto sbr = run_swapbench(sb, say);
@@ -199,11 +175,8 @@ result<seed_report> run_seed000(const seeds_options& o, unsigned rounds, const s
 
 result<seed_report> run_seed002(const seeds_options& o, unsigned rounds, const seed_table& ref,
                                 const seeds_progress_fn& say) {
-  seed_report rep;
-  rep.id = "002";
-  rep.title = "zram: remove global tb_lock by using lock-free CAS (Weijie Yang, 2014)";
-  rep.baseline_form = "global_rwlock";
-  rep.patched_form = "slot_cas";
+  seed_report rep = titled("002", "zram: remove global tb_lock by using lock-free CAS (Weijie Yang, 2014)",
+                           "global_rwlock", "slot_cas");
   const std::vector<unsigned> threads = o.threads.empty() ? std::vector<unsigned>{4} : o.threads;
   const uint64_t size = o.iozone_size ? o.iozone_size : (o.quick ? 8ull << 20 : 48ull << 20);
   // More children than 4 would need more memory per device than the seed's 800 MB: keep the
@@ -227,7 +200,7 @@ result<seed_report> run_seed002(const seeds_options& o, unsigned rounds, const s
     for (unsigned t = 0; t < iozone_nr_tests; ++t) {
       bench_row row;
       row.experiment = "iozone";
-      row.row = iozone_tests[t].name;
+      row.row = name_of(iozone_test_names, static_cast<iozone_test>(t));
       row.threads = n;
       row.unit = "KB/s";
       if (n == 4) row.seed = seed_for(ref, row.row, "KB/s");
@@ -245,7 +218,6 @@ result<seed_report> run_seed002(const seeds_options& o, unsigned rounds, const s
 
 // --- seed 001 ---------------------------------------------------------------------------------
 
-#if USWAP_HAVE_PFT_AIM9
 // The seed's three AIM9 samples of `experiment` summarised by their medians (the seed posted
 // three runs, not an average).
 std::optional<seed_figures> seed_samples(const seed_table& t, const std::string& experiment,
@@ -271,11 +243,8 @@ std::optional<seed_figures> seed_samples(const seed_table& t, const std::string&
 
 result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const seed_table& ref,
                                 const seeds_progress_fn& say) {
-  seed_report rep;
-  rep.id = "001";
-  rep.title = "RFC Conversion of reverse map locks to semaphores (Christoph Lameter, 2008)";
-  rep.baseline_form = "spin";
-  rep.patched_form = "rwsem";
+  seed_report rep = titled("001", "RFC Conversion of reverse map locks to semaphores (Christoph Lameter, 2008)",
+                           "spin", "rwsem");
   const std::vector<rmap_lock_mode> forms = {rmap_lock_mode::spin, rmap_lock_mode::rwsem};
   const std::vector<unsigned> threads =
       o.threads.empty() ? std::vector<unsigned>{1, 2, 4, 8} : o.threads;
@@ -286,7 +255,7 @@ result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const s
                       "munmap); fault/wsec = faults / wall time, flt/cpu/s = faults / the "
                       "threads' CPU time (the seed's 250k faults per thread scaled down)");
   rep.notes.push_back("AIM9 fork_test / exec_test: one loop forking the shell (and exec'ing a "
-                      "small program) for " + fmt("%.1f", aim9_s) +
+                      "small program) for " + strprintf("%.1f", aim9_s) +
                       " s; the seed's three samples are summarised by their medians");
   for (unsigned n : threads) {
     bench_row wall, cpu;
@@ -349,20 +318,6 @@ result<seed_report> run_seed001(const seeds_options& o, unsigned rounds, const s
                         "faults / wall second", "threads", "pft (file-backed)", "fault/wsec"});
   return rep;
 }
-#else
-// This build has no pft / aim9 workloads (tools/pft.h, tools/aim9.h): say so, with no figures.
-result<seed_report> run_seed001(const seeds_options&, unsigned, const seed_table&,
-                                const seeds_progress_fn&) {
-  seed_report rep;
-  rep.id = "001";
-  rep.title = "RFC Conversion of reverse map locks to semaphores (Christoph Lameter, 2008)";
-  rep.baseline_form = "spin";
-  rep.patched_form = "rwsem";
-  rep.available = false;
-  rep.unavailable_reason = "not available in this build: pft/aim9 not yet implemented";
-  return rep;
-}
-#endif
 
 }  // namespace
 
@@ -396,17 +351,6 @@ double bench_row::change_max_pct(size_t k) const {
   return r.empty() ? 0 : (*std::max_element(r.begin(), r.end()) - 1) * 100;
 }
 
-std::string machine_description() {
-  return std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + cpu_model();
-}
-
-std::string load_average_text() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
 result<seeds_run> run_seed_benchmarks(const seeds_options& o, const seeds_progress_fn& progress) {
   for (const auto& s : o.only)
     if (s != "000" && s != "001" && s != "002")
@@ -424,7 +368,7 @@ result<seeds_run> run_seed_benchmarks(const seeds_options& o, const seeds_progre
   run.quick = o.quick;
   run.rounds = o.rounds ? o.rounds : (o.quick ? 3 : 5);
   run.machine = machine_description();
-  run.load_before = load_average_text();
+  run.load_before = load_average();
   const std::string path = o.reference.empty() ? default_seed_results_path() : o.reference;
   using runner_fn = result<seed_report> (*)(const seeds_options&, unsigned, const seed_table&,
                                             const seeds_progress_fn&);
@@ -441,7 +385,7 @@ result<seeds_run> run_seed_benchmarks(const seeds_options& o, const seeds_progre
     rep->seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
     run.seeds.push_back(std::move(*rep));
   }
-  run.load_after = load_average_text();
+  run.load_after = load_average();
   return run;
 }
 
@@ -463,7 +407,7 @@ void print_seed_report(std::ostream& out, const seeds_run& run, const seed_repor
   for (const auto& n : rep.notes) out << "  " << n << "\n";
   out << "machine: " << run.machine << "; " << run.rounds
       << " rounds per form, alternating; load average " << run.load_before << " at the start, "
-      << run.load_after << " at the end; " << fmt("%.0f", rep.seconds) << " s\n";
+      << run.load_after << " at the end; " << strprintf("%.0f", rep.seconds) << " s\n";
   out << "uswap cells: median (min-max over rounds); change: ratio of medians - 1 [min..max of "
          "the per-round ratios]\n\n";
   const size_t nf = rep.rows.empty() ? 0 : rep.rows.front().forms.size();
@@ -501,7 +445,8 @@ void print_seed_report(std::ostream& out, const seeds_run& run, const seed_repor
   out << "\n";
 }
 
-std::string seeds_json(const seeds_run& run) {
+nlohmann::json seeds_run::to_json() const {
+  const seeds_run& run = *this;
   nlohmann::json j;
   j["command"] = "bench seeds";
   j["machine"] = run.machine;
@@ -554,7 +499,13 @@ std::string seeds_json(const seeds_run& run) {
     }
     j["seeds"].push_back(s);
   }
-  return j.dump(2);
+  return j;
+}
+
+void seeds_run::print(std::ostream& out) const {
+  out << "uswap bench seeds" << (quick ? " --quick" : "") << ": " << machine
+      << "; seed figures from " << reference_source << "\n\n";
+  for (const auto& rep : seeds) print_seed_report(out, *this, rep);
 }
 
 result<std::vector<std::string>> write_seed_charts(const seeds_run& run, const std::string& dir) {
@@ -631,42 +582,20 @@ struct cli_options {
   std::string plot_dir;
 };
 
-// One progress line, rewritten in place on a terminal; one line per step otherwise.
-class progress_line {
- public:
-  progress_line() : tty_(isatty(STDERR_FILENO)) {}
-  void operator()(const std::string& s) {
-    if (tty_)
-      std::cerr << "\r\033[K" << s.substr(0, 100) << std::flush;
-    else
-      std::cerr << s << "\n";
-  }
-  ~progress_line() {
-    if (tty_) std::cerr << "\r\033[K" << std::flush;
-  }
-
- private:
-  bool tty_;
-};
-
 int run_cli(cli_options& c) {
   result<seeds_run> run = error(EINVAL, "not run");
   {
     progress_line pl;
-    run = run_seed_benchmarks(c.o, std::ref(pl));
+    run = run_seed_benchmarks(c.o, [&](const std::string& text) { pl.show(text); });
   }
   if (!run) {
     std::cerr << "uswap bench seeds: " << run.error().message() << "\n";
     return run.error().code() == EINVAL ? 2 : 1;
   }
-  std::cout << "uswap bench seeds" << (c.o.quick ? " --quick" : "") << ": " << run->machine
-            << "; seed figures from " << run->reference_source << "\n\n";
-  for (const auto& rep : run->seeds) print_seed_report(std::cout, *run, rep);
+  run->print(std::cout);
   if (!c.json_file.empty()) {
-    std::ofstream f(c.json_file);
-    f << seeds_json(*run) << "\n";
-    if (!f) {
-      std::cerr << "uswap bench seeds: cannot write " << c.json_file << "\n";
+    if (status st = write_json_file(c.json_file, run->to_json()); !st.ok()) {
+      std::cerr << "uswap bench seeds: " << st.message() << "\n";
       return 1;
     }
   }

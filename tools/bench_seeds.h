@@ -7,8 +7,8 @@
 //            anonymous memory twice the machine's RAM, sequentially, so half goes out to swap on
 //            an uncompressed RAM device, the seed's RAM-simulated PMEM), and swapbench (the slot
 //            allocator alone). Forms: global (si->lock, baseline), cluster (patched), percpu.
-//   seed 001 (rmap rwsem): pft (page faults on a file mapping) and AIM9 fork_test / exec_test,
-//            when this build has them. Forms: spin (baseline), rwsem (patched).
+//   seed 001 (rmap rwsem): pft (page faults on a file mapping) and AIM9 fork_test / exec_test.
+//            Forms: spin (baseline), rwsem (patched).
 //   seed 002 (zram per-slot lock): iozone -t N -r 16K (the seed's tests). Forms: global_rwlock
 //            (baseline), slot_cas (patched, as posted), slot_bitlock (as merged).
 //
@@ -18,7 +18,7 @@
 // workload this build lacks is reported as not available, with no figures.
 //
 // Thread-safety: run_seed_benchmarks may be called from one thread at a time (the workloads
-// switch process-wide lock statistics on and off).
+// switch process-wide lock statistics on and off). A seeds_run is a plain value.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "uswap/base/status.h"
 
@@ -103,6 +105,10 @@ struct seeds_run {
   unsigned rounds = 0;
   bool quick = false;
   std::vector<seed_report> seeds;
+
+  // `uswap bench seeds`'s text: a header line, then one table per seed.
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
 };
 
 // Progress: the current phase and step (shown on one line on a terminal).
@@ -112,15 +118,9 @@ using seeds_progress_fn = std::function<void(const std::string& text)>;
 result<seeds_run> run_seed_benchmarks(const seeds_options& opts,
                                       const seeds_progress_fn& progress = {});
 
-// One table per seed, as `uswap bench seeds` prints it.
+// One seed's table, as `uswap bench seeds` and `uswap demo` print it.
 void print_seed_report(std::ostream& out, const seeds_run& run, const seed_report& rep);
-// The whole run as JSON (nlohmann dump).
-std::string seeds_json(const seeds_run& run);
 // PNG charts via gnuplot into dir (created if missing); returns the files written.
 result<std::vector<std::string>> write_seed_charts(const seeds_run& run, const std::string& dir);
-
-// The machine, for report headers: "N CPUs, <model>".
-std::string machine_description();
-std::string load_average_text();
 
 }  // namespace uswap::tools

@@ -44,13 +44,26 @@ const command_fn* command_table::find(const CLI::App& root) const {
   return found;
 }
 
+std::string option_label(const std::string& name) {
+  const auto comma = name.rfind(',');
+  return comma == std::string::npos ? name : name.substr(comma + 1);
+}
+
+CLI::Option* add_rounds_option(CLI::App& app, unsigned& rounds, const std::string& description) {
+  return app.add_option("--rounds", rounds, description)->capture_default_str();
+}
+
+CLI::Option* add_json_flag(CLI::App& app, bool& json, const std::string& description) {
+  return app.add_flag("--json", json, description);
+}
+
 CLI::Option* add_size_option(CLI::App& app, const std::string& name, uint64_t& target,
                              const std::string& description) {
   auto* opt = app.add_option_function<std::string>(
       name,
-      [&target, name](const std::string& text) {
+      [&target, label = option_label(name)](const std::string& text) {
         auto r = parse_size(text);
-        if (!r.ok()) throw CLI::ValidationError(name, std::string(r.error().message()));
+        if (!r.ok()) throw CLI::ValidationError(label, std::string(r.error().message()));
         target = *r;
       },
       description + " (K/M/G suffixes)");

@@ -6,20 +6,22 @@
 //      rounds, smaller sizes), each seed's published figures beside uswap's.
 //   3. a summary: zram's compression ratio, swap-outs and swap-ins, and the three most
 //      contended lock classes of the usemem run (lockstat).
-// A progress line per phase is rewritten in place on a terminal; plain lines otherwise.
+// A progress line per phase is rewritten in place on a terminal; plain lines otherwise. The
+// phases run first and the report is printed once they are done.
 // --ram, --size, --tasks and --rounds scale it down for the tests.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <memory>
-#include <mutex>
-#include <sstream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "bench_seeds.h"
 #include "cli.h"
+#include "machine_facts.h"
+#include "progress.h"
+#include "report.h"
 #include "usemem.h"
 #include "uswap/base/units.h"
 
@@ -27,6 +29,7 @@ namespace uswap::tools {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using ull = unsigned long long;
 
 struct demo_options {
   uint64_t ram = 64ull << 20;        // the usemem machine's RAM
@@ -36,49 +39,100 @@ struct demo_options {
   bool seeds = true;                 // run phase 2
 };
 
-// The phase's progress line: rewritten in place on a terminal, at most one plain line a second
-// otherwise (so a log stays readable).
-class phase_line {
- public:
-  explicit phase_line(std::string phase)
-      : phase_(std::move(phase)), tty_(isatty(STDERR_FILENO)), start_(clock_type::now()) {}
-  void operator()(const std::string& text) {
-    std::lock_guard lk(lock_);
-    const double s = std::chrono::duration<double>(clock_type::now() - start_).count();
-    char head[64];
-    std::snprintf(head, sizeof head, "[%s %4.1f s] ", phase_.c_str(), s);
-    if (tty_) {
-      std::cerr << "\r\033[K" << (head + text).substr(0, 110) << std::flush;
-      shown_ = true;
-    } else if (s >= last_ + 1.0 || last_ < 0) {
-      std::cerr << head << text << "\n";
-      last_ = s;
-    }
-  }
-  ~phase_line() {
-    if (tty_ && shown_) std::cerr << "\r\033[K" << std::flush;
-  }
-
- private:
-  std::string phase_;
-  bool tty_;
-  clock_type::time_point start_;
-  double last_ = -1;
-  bool shown_ = false;
-  std::mutex lock_;
-};
-
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-int run_demo(const demo_options& d) {
-  const auto t_all = clock_type::now();
-  std::cout << "uswap demo: Linux's swap stack in userspace, measured on this machine ("
-            << machine_description() << ", load average " << load_average_text() << ")\n\n";
+// What the demo measured, printed once every phase is done.
+struct demo_report {
+  std::string machine, load_average;   // at the start
+  usemem_config usemem;                // phase 1's configuration
+  usemem_result run;                   // and its result
+  double usemem_seconds = 0;
+  bool seed_phase = false;             // phase 2 ran
+  std::optional<seeds_run> seeds;      // its tables (none if it failed)
+  unsigned seed_rounds = 0;
+  double seconds = 0;                  // the whole demo
 
-  // --- 1. usemem through reclaim, swap and zram, every page verified.
-  usemem_config uc;
+  uint64_t total() const { return uint64_t{usemem.tasks} * round_up_to_page(usemem.size); }
+  bool usemem_ok() const {
+    return run.mismatches == 0 && run.errors == 0 && run.teardown_clean &&
+           run.events[PSWPOUT] > 0 && run.events[PSWPIN] > 0;
+  }
+  bool ok() const { return usemem_ok() && (!seed_phase || seeds); }
+  void print(std::ostream& out) const;
+};
+
+void print_usemem_phase(std::ostream& out, const demo_report& d) {
+  const usemem_result& r = d.run;
+  out << "1. usemem: " << d.usemem.tasks << " tasks write " << format_size(d.total())
+      << " of anonymous memory on a machine with " << format_size(d.usemem.ram)
+      << " of RAM; reclaim swaps the excess out to zram (" << d.usemem.comp
+      << ", cluster swap lock, per-slot zram lock), then every page is read back and "
+         "compared\n";
+  uint64_t pages_verified = 0;
+  for (const auto& t : r.tasks) pages_verified += t.pages_verified;
+  const auto& ev = r.events;
+  out << strprintf("   write: %.0f MB/s (sum over tasks); %llu swap-outs, %llu swap-ins, %llu "
+                   "major faults, kswapd reclaimed %llu pages, direct reclaim %llu\n",
+                   r.total_kbps * 1024 / 1e6, ull(ev[PSWPOUT]), ull(ev[PSWPIN]),
+                   ull(ev[PGMAJFAULT]), ull(ev[PGSTEAL_KSWAPD]), ull(ev[PGSTEAL_DIRECT]));
+  out << strprintf("   verify: %llu pages read back, %llu mismatches; %s; %.1f s\n",
+                   ull(pages_verified), ull(r.mismatches),
+                   r.teardown_clean ? "at exit every frame, swap slot and zram object was freed"
+                                    : "NOT CLEAN at exit",
+                   d.usemem_seconds);
+  for (const auto& t : r.tasks)
+    if (!t.error.empty()) out << "   task error: " << t.error << "\n";
+}
+
+void print_summary(std::ostream& out, const demo_report& d) {
+  const usemem_result& r = d.run;
+  out << (d.seed_phase ? "3" : "2") << ". summary\n";
+  if (r.mm_stat && r.mm_stat->compr_data_size > 0) {
+    const auto& m = *r.mm_stat;
+    out << strprintf("   zram: %s stored in %s compressed (ratio %.2f), pool %s, %llu same-filled "
+                     "pages, %llu huge\n",
+                     format_size(m.orig_data_size).c_str(), format_size(m.compr_data_size).c_str(),
+                     static_cast<double>(m.orig_data_size) / static_cast<double>(m.compr_data_size),
+                     format_size(m.mem_used_total).c_str(), ull(m.same_pages), ull(m.huge_pages));
+  }
+  out << strprintf("   swap: %llu swap-outs, %llu swap-ins; %llu slots in use while the tasks "
+                   "still mapped their memory, %s after they exited\n",
+                   ull(r.events[PSWPOUT]), ull(r.events[PSWPIN]), ull(r.swap.inuse),
+                   r.teardown_clean ? "none" : "SOME");
+  std::vector<lock_stats> locks = r.locks;
+  std::sort(locks.begin(), locks.end(), [](const lock_stats& a, const lock_stats& b) {
+    return a.contended != b.contended ? a.contended > b.contended
+                                      : a.wait_total_ns > b.wait_total_ns;
+  });
+  out << "   most contended locks in the usemem run (lockstat):\n";
+  for (size_t i = 0; i < locks.size() && i < 3; ++i)
+    out << strprintf("     %-24s %12llu acquisitions, %10llu contended (%.2f%%), wait avg %.1f "
+                     "us, max %.1f us\n",
+                     locks[i].name.c_str(), ull(locks[i].acquisitions), ull(locks[i].contended),
+                     locks[i].contended_pct(), locks[i].wait_avg_ns() / 1e3,
+                     static_cast<double>(locks[i].wait_max_ns) / 1e3);
+  out << strprintf("   demo time: %.1f s\n", d.seconds);
+  if (!d.usemem_ok()) out << "FAILED: the usemem run did not verify cleanly\n";
+}
+
+void demo_report::print(std::ostream& out) const {
+  out << "uswap demo: Linux's swap stack in userspace, measured on this machine (" << machine
+      << ", load average " << load_average << ")\n\n";
+  print_usemem_phase(out, *this);
+  if (seed_phase) {
+    out << "\n2. the seed tables, short (" << seed_rounds
+        << " rounds per form; `uswap bench seeds` runs the full ones)\n\n";
+    if (seeds)
+      for (const auto& rep : seeds->seeds) print_seed_report(out, *seeds, rep);
+  }
+  print_summary(out, *this);
+}
+
+// Phase 1: usemem through reclaim, swap and zram, every page verified.
+status run_usemem_phase(const demo_options& d, demo_report& rep) {
+  usemem_config& uc = rep.usemem;
   uc.tasks = d.tasks;
   uc.size = d.size;
   uc.ram = d.ram;
@@ -86,108 +140,68 @@ int run_demo(const demo_options& d) {
   uc.swap_dev = swap_dev_kind::zram;
   uc.swap_lock = swap_lock_mode::cluster;
   uc.zram_lock = zram_lock_mode::slot_bitlock;
-  const uint64_t total = uint64_t{uc.tasks} * round_up_to_page(uc.size);
-  if (total <= uc.ram) {
+  const auto t1 = clock_type::now();
+  progress_line::style look;
+  look.phase = "usemem";
+  look.plain_interval_s = 1;
+  look.width = 110;
+  progress_line pl(look);
+  auto um = run_usemem(uc, [&](uint64_t written, uint64_t verified, const vm_event_counts& ev) {
+    pl.show("written " + format_size(written) + " / " + format_size(rep.total()) + ", verified " +
+            format_size(verified) + ", swap-outs " + std::to_string(ev[PSWPOUT]) +
+            ", swap-ins " + std::to_string(ev[PSWPIN]));
+  });
+  if (!um) return um.error();
+  rep.run = std::move(*um);
+  rep.usemem_seconds = seconds_since(t1);
+  return {};
+}
+
+// Phase 2: the seed tables, short: --quick's sizes at the default scale (usemem 2 x 32M, iozone
+// 8M per child), smaller with --ram / --size.
+result<seeds_run> run_seed_phase(const demo_options& d) {
+  seeds_options so;
+  so.quick = true;
+  so.rounds = d.rounds;
+  so.usemem_ram = std::max<uint64_t>(d.ram / 2, 8ull << 20);
+  so.iozone_size = std::max<uint64_t>(d.size / 8, 256ull << 10);
+  so.swapbench_duration = 0.2;
+  progress_line::style look;
+  look.phase = "seeds";
+  look.plain_interval_s = 1;
+  look.width = 110;
+  progress_line pl(look);
+  return run_seed_benchmarks(so, [&](const std::string& text) { pl.show(text); });
+}
+
+int run_demo(const demo_options& d) {
+  const auto t_all = clock_type::now();
+  const uint64_t total = uint64_t{d.tasks} * round_up_to_page(d.size);
+  if (total <= d.ram) {
     std::cerr << "uswap demo: --tasks x --size (" << format_size(total)
-              << ") must be more than --ram (" << format_size(uc.ram)
+              << ") must be more than --ram (" << format_size(d.ram)
               << "), or nothing goes out to swap\n";
     return 2;
   }
-  std::cout << "1. usemem: " << uc.tasks << " tasks write " << format_size(total)
-            << " of anonymous memory on a machine with " << format_size(uc.ram)
-            << " of RAM; reclaim swaps the excess out to zram (" << uc.comp
-            << ", cluster swap lock, per-slot zram lock), then every page is read back and "
-               "compared\n";
-  const auto t1 = clock_type::now();
-  result<usemem_result> um = error(EINVAL, "not run");
-  {
-    phase_line pl("usemem");
-    um = run_usemem(uc, [&](uint64_t written, uint64_t verified, const vm_event_counts& ev) {
-      std::ostringstream os;
-      os << "written " << format_size(written) << " / " << format_size(total) << ", verified "
-         << format_size(verified) << ", swap-outs " << ev[PSWPOUT] << ", swap-ins " << ev[PSWPIN];
-      pl(os.str());
-    });
-  }
-  if (!um) {
-    std::cerr << "uswap demo: usemem: " << um.error().to_string() << "\n";
+  demo_report rep;
+  rep.machine = machine_description();
+  rep.load_average = load_average();
+  if (status st = run_usemem_phase(d, rep); !st.ok()) {
+    std::cerr << "uswap demo: usemem: " << st.to_string() << "\n";
     return 1;
   }
-  const usemem_result& r = *um;
-  uint64_t pages_verified = 0;
-  for (const auto& t : r.tasks) pages_verified += t.pages_verified;
-  const auto& ev = r.events;
-  std::printf("   write: %.0f MB/s (sum over tasks); %llu swap-outs, %llu swap-ins, %llu major "
-              "faults, kswapd reclaimed %llu pages, direct reclaim %llu\n",
-              r.total_kbps * 1024 / 1e6, (unsigned long long)ev[PSWPOUT],
-              (unsigned long long)ev[PSWPIN], (unsigned long long)ev[PGMAJFAULT],
-              (unsigned long long)ev[PGSTEAL_KSWAPD], (unsigned long long)ev[PGSTEAL_DIRECT]);
-  std::printf("   verify: %llu pages read back, %llu mismatches; %s; %.1f s\n",
-              (unsigned long long)pages_verified, (unsigned long long)r.mismatches,
-              r.teardown_clean ? "at exit every frame, swap slot and zram object was freed"
-                               : "NOT CLEAN at exit",
-              seconds_since(t1));
-  for (const auto& t : r.tasks)
-    if (!t.error.empty()) std::printf("   task error: %s\n", t.error.c_str());
-  const bool usemem_ok = r.mismatches == 0 && r.errors == 0 && r.teardown_clean &&
-                         ev[PSWPOUT] > 0 && ev[PSWPIN] > 0;
-
-  // --- 2. The seed tables, short.
-  bool seeds_ok = true;
+  rep.seed_phase = d.seeds;
+  rep.seed_rounds = d.rounds;
   if (d.seeds) {
-    std::cout << "\n2. the seed tables, short (" << d.rounds
-              << " rounds per form; `uswap bench seeds` runs the full ones)\n\n";
-    seeds_options so;
-    so.quick = true;
-    so.rounds = d.rounds;
-    // --quick's sizes at the default scale (usemem 2 x 32M, iozone 8M per child), smaller
-    // with --ram / --size.
-    so.usemem_ram = std::max<uint64_t>(d.ram / 2, 8ull << 20);
-    so.iozone_size = std::max<uint64_t>(d.size / 8, 256ull << 10);
-    so.swapbench_duration = 0.2;
-    result<seeds_run> run = error(EINVAL, "not run");
-    {
-      phase_line pl("seeds");
-      run = run_seed_benchmarks(so, std::ref(pl));
-    }
-    if (!run) {
+    auto run = run_seed_phase(d);
+    if (run)
+      rep.seeds = std::move(*run);
+    else
       std::cerr << "uswap demo: seed tables: " << run.error().to_string() << "\n";
-      seeds_ok = false;
-    } else {
-      for (const auto& rep : run->seeds) print_seed_report(std::cout, *run, rep);
-    }
   }
-
-  // --- 3. Summary.
-  std::cout << (d.seeds ? "3" : "2") << ". summary\n";
-  if (r.mm_stat && r.mm_stat->compr_data_size > 0) {
-    const auto& m = *r.mm_stat;
-    std::printf("   zram: %s stored in %s compressed (ratio %.2f), pool %s, %llu same-filled "
-                "pages, %llu huge\n",
-                format_size(m.orig_data_size).c_str(), format_size(m.compr_data_size).c_str(),
-                static_cast<double>(m.orig_data_size) / static_cast<double>(m.compr_data_size),
-                format_size(m.mem_used_total).c_str(), (unsigned long long)m.same_pages,
-                (unsigned long long)m.huge_pages);
-  }
-  std::printf("   swap: %llu swap-outs, %llu swap-ins; %llu slots in use while the tasks still mapped "
-              "their memory, %s after they exited\n",
-              (unsigned long long)ev[PSWPOUT], (unsigned long long)ev[PSWPIN],
-              (unsigned long long)r.swap.inuse, r.teardown_clean ? "none" : "SOME");
-  std::vector<lock_stats> locks = r.locks;
-  std::sort(locks.begin(), locks.end(), [](const lock_stats& a, const lock_stats& b) {
-    return a.contended != b.contended ? a.contended > b.contended
-                                      : a.wait_total_ns > b.wait_total_ns;
-  });
-  std::cout << "   most contended locks in the usemem run (lockstat):\n";
-  for (size_t i = 0; i < locks.size() && i < 3; ++i)
-    std::printf("     %-24s %12llu acquisitions, %10llu contended (%.2f%%), wait avg %.1f us, "
-                "max %.1f us\n",
-                locks[i].name.c_str(), (unsigned long long)locks[i].acquisitions,
-                (unsigned long long)locks[i].contended, locks[i].contended_pct(),
-                locks[i].wait_avg_ns() / 1e3, static_cast<double>(locks[i].wait_max_ns) / 1e3);
-  std::printf("   demo time: %.1f s\n", seconds_since(t_all));
-  if (!usemem_ok) std::cout << "FAILED: the usemem run did not verify cleanly\n";
-  return usemem_ok && seeds_ok ? 0 : 1;
+  rep.seconds = seconds_since(t_all);
+  rep.print(std::cout);
+  return rep.ok() ? 0 : 1;
 }
 
 void add_demo_command(CLI::App& app, command_table& table) {
@@ -199,8 +213,7 @@ void add_demo_command(CLI::App& app, command_table& table) {
   add_size_option(*sub, "--size", d->size, "Bytes each usemem task writes");
   sub->add_option("--tasks", d->tasks, "usemem tasks")->capture_default_str()->check(
       CLI::Range(1, 64));
-  sub->add_option("--rounds", d->rounds, "Rounds per form in the seed tables")
-      ->capture_default_str()
+  add_rounds_option(*sub, d->rounds, "Rounds per form in the seed tables")
       ->check(CLI::Range(1, 20));
   sub->add_flag("!--no-seeds", d->seeds, "Skip the seed tables");
   table.add(sub, [d] { return run_demo(*d); });

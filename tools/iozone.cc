@@ -23,24 +23,22 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-#include <time.h>
-#include <unistd.h>
 #include <vector>
 
 #include "alternate_rounds.h"
 #include "cli.h"
 #include "iozone.h"
+#include "machine_facts.h"
+#include "progress.h"
+#include "report.h"
 #include "seed_reference.h"
+#include "uswap/base/hash.h"
 #include "uswap/base/units.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/sync/lockstat.h"
@@ -50,57 +48,28 @@
 namespace uswap::tools {
 namespace {
 
-enum test_id : unsigned {
-  t_initial_write,
-  t_rewrite,
-  t_read,
-  t_reread,
-  t_reverse_read,
-  t_stride_read,
-  t_random_read,
-  t_mixed,
-  t_random_write,
-  t_pwrite,
-  t_pread,
-  nr_tests
-};
-static_assert(nr_tests == iozone_nr_tests);
-
-using test_desc = iozone_test_desc;
-const auto& tests = iozone_tests;
-
 // iozone's execution order.
-constexpr test_id run_order[nr_tests] = {t_initial_write, t_rewrite,     t_read,
-                                         t_reread,        t_random_read, t_random_write,
-                                         t_reverse_read,  t_stride_read, t_mixed,
-                                         t_pwrite,        t_pread};
+constexpr iozone_test run_order[iozone_nr_tests] = {
+    iozone_test::initial_write, iozone_test::rewrite,      iozone_test::read,
+    iozone_test::reread,        iozone_test::random_read,  iozone_test::random_write,
+    iozone_test::reverse_read,  iozone_test::stride_read,  iozone_test::mixed,
+    iozone_test::pwrite,        iozone_test::pread};
 
 constexpr unsigned nr_buffers = 64;
 constexpr unsigned stride_records = 17;
 
+constexpr unsigned test_index(iozone_test t) { return static_cast<unsigned>(t); }
+const char* name(iozone_test t) { return name_of(iozone_test_names, t).data(); }
+
 // The command line's options: the measurement's configuration, and what to select and print.
 struct config : iozone_config {
-  std::string lock = "all";
-  std::string tests = "all";
+  std::vector<iozone_test> tests = all_values(iozone_test_keys);
   std::string reference = default_seed_results_path();
   bool json = false;
   std::string json_file;
   bool stat = false;
   bool lockstat = false;
 };
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-double thread_cpu_seconds() {
-  struct timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
 
 // One child: its file (a region of the device), its buffers, what each record last received.
 struct child {
@@ -126,7 +95,7 @@ class runner {
   // Runs one test on every child at once; sets children-see KB/s (the sum of each child's rate)
   // and parent-see KB/s (all bytes / wall time from the common start to the last child's end, what
   // fio's group report gives); returns an error message or "".
-  std::string run(test_id t, double* kbs, double* parent_kbs, double* cpu_seconds) {
+  std::string run(iozone_test t, double* kbs, double* parent_kbs, double* cpu_seconds) {
     std::atomic<unsigned> ready{0};
     std::atomic<bool> go{false};
     std::vector<std::thread> threads;
@@ -188,49 +157,50 @@ class runner {
     return true;
   }
 
-  uint64_t run_child(test_id t, child& ch) {
+  uint64_t run_child(iozone_test t, child& ch) {
+    using enum iozone_test;
     const uint64_t n = ch.nrec;
     uint64_t done = 0;
     auto wr = [&](uint64_t j, unsigned id) { return write_rec(ch, j, id % nr_buffers) && ++done; };
     auto rd = [&](uint64_t j) { return read_rec(ch, j) && ++done; };
     switch (t) {
-      case t_initial_write:
+      case initial_write:
         for (uint64_t j = 0; j < n; ++j)
           if (!wr(j, static_cast<unsigned>(j))) break;
         break;
-      case t_rewrite:
+      case rewrite:
         for (uint64_t j = 0; j < n; ++j)
           if (!wr(j, static_cast<unsigned>(j + 1))) break;
         break;
-      case t_pwrite:
+      case pwrite:
         for (uint64_t j = 0; j < n; ++j)
           if (!wr(j, static_cast<unsigned>(j + 2))) break;
         break;
-      case t_read:
-      case t_reread:
-      case t_pread:
+      case read:
+      case reread:
+      case pread:
         for (uint64_t j = 0; j < n; ++j)
           if (!rd(j)) break;
         break;
-      case t_reverse_read:
+      case reverse_read:
         for (uint64_t j = n; j-- > 0;)
           if (!rd(j)) break;
         break;
-      case t_stride_read:
+      case stride_read:
         for (uint64_t i = 0; i < n; ++i)
           if (!rd((i * stride_records) % n)) break;
         break;
-      case t_random_read:
+      case random_read:
         for (uint64_t i = 0; i < n; ++i)
           if (!rd((ch.rng = mix64(ch.rng)) % n)) break;
         break;
-      case t_random_write:
+      case random_write:
         for (uint64_t i = 0; i < n; ++i) {
           ch.rng = mix64(ch.rng);
           if (!wr(ch.rng % n, static_cast<unsigned>(ch.rng >> 40))) break;
         }
         break;
-      case t_mixed:
+      case mixed:
         // iozone's random mix: children alternate between readers and writers.
         for (uint64_t i = 0; i < n; ++i) {
           ch.rng = mix64(ch.rng);
@@ -239,8 +209,6 @@ class runner {
           if (!ok) break;
         }
         break;
-      case nr_tests:
-        break;
     }
     return done * c_.record;
   }
@@ -248,49 +216,6 @@ class runner {
   const iozone_config& c_;
   zram_device& dev_;
   std::vector<child>& children_;
-};
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown CPU";
-}
-
-// /proc/loadavg's three figures: how busy the (shared) machine was.
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c;
-  in >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
-
-class progress_line {
- public:
-  progress_line() : tty_(isatty(STDERR_FILENO)) {}
-  void show(const std::string& s) {
-    if (tty_) {
-      std::cerr << "\r" << std::left << std::setw(78) << s.substr(0, 78) << std::right
-                << std::flush;
-    }
-    last_ = s;
-  }
-  // Without a terminal, one line per finished step instead of a line rewritten in place.
-  void step_done(const std::string& s) {
-    if (!tty_) std::cerr << s << "\n";
-  }
-  void done() {
-    if (tty_) std::cerr << "\r" << std::string(78, ' ') << "\r" << std::flush;
-  }
-
- private:
-  bool tty_;
-  std::string last_;
 };
 
 // The measurement (see iozone.h).
@@ -330,9 +255,9 @@ result<iozone_result> measure(const iozone_config& c, const iozone_progress_fn& 
   auto& parent = out.parent_kbs;
   auto& cpu = out.cpu_seconds;
   for (auto m : modes) {
-    results[m].assign(nr_tests, {});
-    parent[m].assign(nr_tests, {});
-    cpu[m].assign(nr_tests, {});
+    results[m].assign(iozone_nr_tests, {});
+    parent[m].assign(iozone_nr_tests, {});
+    cpu[m].assign(iozone_nr_tests, {});
   }
   std::unique_ptr<zram_device>& last = out.last;
 
@@ -364,233 +289,244 @@ result<iozone_result> measure(const iozone_config& c, const iozone_progress_fn& 
     std::vector<zram_lock_mode> order;
     for (size_t k = 0; k < modes.size(); ++k)
       order.push_back(modes[mode_at(round_order::rotate, round, k, modes.size())]);
-    for (test_id t : run_order) {
+    for (iozone_test t : run_order) {
       // Reads need data: the initial write always runs, reported only when selected.
-      if (!selected[t] && t != t_initial_write) continue;
+      if (!selected[test_index(t)] && t != iozone_test::initial_write) continue;
       for (zram_lock_mode mode : order) {
-        std::ostringstream msg;
-        msg << "iozone: round " << round + 1 << "/" << c.rounds << ": " << tests[t].name << " ("
-            << to_string(mode) << ")";
-        say(msg.str(), false);
+        say("iozone: round " + std::to_string(round + 1) + "/" + std::to_string(c.rounds) + ": " +
+                name(t) + " (" + std::string(to_string(mode)) + ")",
+            false);
         runner r(c, *devs[mode], kids[mode]);
         double kbs = 0, parent_kbs = 0, cpu_seconds = 0;
         const std::string err = r.run(t, &kbs, &parent_kbs, &cpu_seconds);
         if (!err.empty())
-          return error(EIO, std::string(tests[t].name) + " (" + std::string(to_string(mode)) +
+          return error(EIO, std::string(name(t)) + " (" + std::string(to_string(mode)) +
                                 "): " + err);
-        if (selected[t]) {
-          results[mode][t].push_back(kbs);
-          parent[mode][t].push_back(parent_kbs);
-          cpu[mode][t].push_back(cpu_seconds);
+        if (selected[test_index(t)]) {
+          results[mode][test_index(t)].push_back(kbs);
+          parent[mode][test_index(t)].push_back(parent_kbs);
+          cpu[mode][test_index(t)].push_back(cpu_seconds);
         }
       }
     }
-    std::ostringstream msg;
-    msg << "iozone: round " << round + 1 << "/" << c.rounds << " done";
-    say(msg.str(), true);
+    say("iozone: round " + std::to_string(round + 1) + "/" + std::to_string(c.rounds) + " done",
+        true);
     if (c.keep_last_device) last = std::move(devs[modes.back()]);
   }
   return out;
 }
 
-int run_iozone_cli(config& c) {
-  // --- Validate what only the command line names.
-  c.modes.clear();
-  if (c.lock == "all") {
-    c.modes.assign(all_zram_lock_modes.begin(), all_zram_lock_modes.end());
-  } else {
-    auto m = parse_zram_lock_mode(c.lock);
-    if (!m.ok()) {
-      std::cerr << "uswap iozone: --lock: " << m.error().message() << " or all\n";
-      return 2;
-    }
-    c.modes.push_back(*m);
+// --- The report -------------------------------------------------------------------------------
+
+constexpr zram_lock_mode base_mode = zram_lock_mode::global_rwlock;
+
+// Per round, the mode's figure over the baseline's.
+std::vector<double> per_round_ratios(const iozone_series& v, zram_lock_mode m, unsigned t) {
+  std::vector<double> r;
+  const auto& a = v.at(m)[t];
+  const auto& b = v.at(base_mode)[t];
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k)
+    if (b[k] > 0) r.push_back(a[k] / b[k]);
+  return r;
+}
+
+double ratio_of_medians(const iozone_series& v, zram_lock_mode m, unsigned t) {
+  return median(v.at(m)[t]) / std::max(median(v.at(base_mode)[t]), 1e-9);
+}
+
+// "1.234 [0.91-1.40]": ratio of medians, min-max of the per-round ratios.
+std::string ratio_cell(const iozone_series& v, zram_lock_mode m, unsigned t) {
+  const auto rr = per_round_ratios(v, m, t);
+  return strprintf("%.3f [%.2f-%.2f]", ratio_of_medians(v, m, t), min_of(rr), max_of(rr));
+}
+
+nlohmann::json ratio_json(const iozone_series& v, zram_lock_mode m, unsigned t) {
+  const auto rr = per_round_ratios(v, m, t);
+  return {{"ratio", ratio_of_medians(v, m, t)}, {"min", min_of(rr)}, {"max", max_of(rr)}};
+}
+
+// The modes compared with the baseline, each a column of ratios.
+std::vector<zram_lock_mode> compared_modes(const iozone_config& c) {
+  std::vector<zram_lock_mode> out;
+  for (zram_lock_mode m : c.modes)
+    if (m != base_mode) out.push_back(m);
+  return out;
+}
+
+std::string ratio_heading(zram_lock_mode m) { return std::string(to_string(m)) + "/global"; }
+
+// The ratios of "parent sees" throughput. With more threads than CPUs, children-see throughput
+// credits a thread for finishing early while others wait (a lock that starves writers lets
+// readers finish at full speed); all bytes over wall time does not.
+void print_parent_ratios(std::ostream& out, const iozone_report& r) {
+  const auto others = compared_modes(r.config);
+  out << "\nratio = median KB/s of the mode / median KB/s of global_rwlock "
+         "[min-max of the per-round ratios]\n";
+  out << "\nparent sees (all bytes / wall time), ratio to global_rwlock:\n"
+      << std::left << std::setw(16) << "Test" << std::right;
+  for (auto m : others) out << std::setw(22) << ratio_heading(m);
+  out << "\n";
+  for (unsigned t = 0; t < iozone_nr_tests; ++t) {
+    if (!r.config.selected[t]) continue;
+    out << std::left << std::setw(16) << name(static_cast<iozone_test>(t)) << std::right;
+    for (auto m : others) out << std::setw(22) << ratio_cell(r.parent_kbs, m, t);
+    out << "\n";
   }
-  c.selected.fill(c.tests == "all");
-  if (c.tests != "all") {
-    std::stringstream ss(c.tests);
-    std::string key;
-    while (std::getline(ss, key, ',')) {
-      bool found = false;
-      for (unsigned t = 0; t < nr_tests; ++t)
-        if (key == tests[t].key) c.selected[t] = found = true;
-      if (!found) {
-        std::cerr << "uswap iozone: --tests: unknown test '" << key << "'; known:";
-        for (const auto& d : tests) std::cerr << " " << d.key;
-        std::cerr << "\n";
-        return 2;
+}
+
+}  // namespace
+
+nlohmann::json iozone_report::to_json() const {
+  const iozone_config& c = config;
+  nlohmann::json j;
+  j["config"] = {{"threads", c.threads},       {"record", c.record},
+                 {"size_per_thread", size_per_thread}, {"comp", c.comp},
+                 {"compressibility", c.compress_pct}, {"rounds", c.rounds},
+                 {"checksum", c.checksum},     {"verify", c.verify}};
+  j["machine"] = machine;
+  j["seed_reference"] = seed.source;
+  j["unit"] = "KB/s (children see throughput, KB = 1024 bytes)";
+  for (unsigned t = 0; t < iozone_nr_tests; ++t) {
+    if (!c.selected[t]) continue;
+    const char* test = name(static_cast<iozone_test>(t));
+    nlohmann::json row;
+    row["test"] = test;
+    for (auto m : c.modes) {
+      const std::string mn(to_string(m));
+      row["modes"][mn] = {{"median_kbs", median(children_kbs.at(m)[t])},
+                          {"rounds", children_kbs.at(m)[t]},
+                          {"parent_median_kbs", median(parent_kbs.at(m)[t])},
+                          {"parent_rounds", parent_kbs.at(m)[t]},
+                          {"cpu_seconds_median", median(cpu_seconds.at(m)[t])},
+                          {"cpu_seconds_rounds", cpu_seconds.at(m)[t]}};
+      if (compare()) {
+        row["parent_ratio_to_global_rwlock"][mn] = ratio_json(parent_kbs, m, t);
+        row["ratio_to_global_rwlock"][mn] = ratio_json(children_kbs, m, t);
       }
     }
+    if (const seed_row* s = find_seed_row(seed, test)) row["seed_ratio"] = s->ratio();
+    j["tests"].push_back(row);
   }
+  if (device) j["zram"] = device->to_json();
+  j["load_average"] = load_average;
+  return j;
+}
+
+void iozone_report::print(std::ostream& out) const {
+  const iozone_config& c = config;
+  out << "uswap iozone: " << c.threads << " threads, " << format_size(c.record) << " records, "
+      << format_size(size_per_thread) << " per thread, " << c.comp << ", " << c.compress_pct
+      << "% compressible" << (c.checksum ? "" : ", no checksums") << ", " << c.rounds
+      << (c.rounds == 1 ? " round" : " rounds");
+  if (compare())
+    out << " (each test run once per mode back to back, A B C / B C A / C A B ..., fresh devices "
+           "per round)";
+  out << "\n"
+      << "machine: " << machine << ", load average at the end " << load_average << "\n"
+      << "KB/s = children see throughput (iozone -t), median of rounds\n";
+  if (compare())
+    out << "seed: Weijie Yang, seed 002 (4 threads, 4-core Core2 Q8400, kernel 3.15-rc3); "
+        << "figures from " << seed.source << "\n";
+  out << "\n";
+  const auto others = compared_modes(c);
+  out << std::left << std::setw(16) << "Test" << std::right;
+  for (auto m : c.modes) out << std::setw(15) << to_string(m);
+  if (compare()) {
+    for (auto m : others) out << std::setw(22) << ratio_heading(m);
+    out << std::setw(16) << "seed CAS/base";
+  }
+  out << "\n";
+  for (unsigned t = 0; t < iozone_nr_tests; ++t) {
+    if (!c.selected[t]) continue;
+    const char* test = name(static_cast<iozone_test>(t));
+    out << std::left << std::setw(16) << test << std::right << std::fixed << std::setprecision(2);
+    for (auto m : c.modes) out << std::setw(15) << median(children_kbs.at(m)[t]);
+    if (compare()) {
+      for (auto m : others) out << std::setw(22) << ratio_cell(children_kbs, m, t);
+      if (const seed_row* s = find_seed_row(seed, test))
+        out << std::setw(16) << strprintf("%.3f", s->ratio());
+    }
+    out << std::defaultfloat << "\n";
+  }
+  if (compare()) print_parent_ratios(out, *this);
+  if (device) {
+    out << "\nzram device after the last round (" << device->lock_mode << "):\n";
+    device->print(out);
+  }
+  if (locks) {
+    // Every lock class still registered: the last device's slot locks or tb_lock, and its
+    // zsmalloc pool's class and zspage locks, over the last round.
+    out << "\nlock statistics of the last round's " << locks->device_lock_mode
+        << " device (all classes):\n"
+        << lockstat::format_table(locks->rows);
+  }
+}
+
+namespace {
+
+// The configuration the command line gave, checked where only the command line can be wrong.
+status validate(config& c) {
+  c.selected.fill(false);
+  for (iozone_test t : c.tests) c.selected[test_index(t)] = true;
+  if (c.modes.size() > 1 &&
+      std::find(c.modes.begin(), c.modes.end(), base_mode) == c.modes.end())
+    return error(EINVAL, "--lock: comparing modes needs global_rwlock, the baseline of the ratios");
   c.keep_last_device = c.stat || c.lockstat;
+  return {};
+}
+
+result<iozone_report> measure_report(const config& c) {
+  iozone_report rep;
+  rep.seed = load_seed_rows(c.reference, "002");
   if (c.lockstat) lockstat::enable(true);
-  const seed_table seed = load_seed_rows(c.reference, "002");
-  progress_line progress;
+  progress_line::style look;
+  look.plain_interval_s = -1;  // without a terminal, only the end of each round
+  look.width = 78;
+  progress_line progress(look);
   auto measured = measure(c, [&](const std::string& text, bool step) {
     if (step)
-      progress.step_done(text);
+      progress.step(text);
     else
       progress.show(text);
   });
-  progress.done();
-  if (!measured.ok()) {
-    const bool bad_input = measured.error().code() == EINVAL;
+  progress.clear();
+  if (!measured.ok()) return measured.error();
+  rep.config = c;
+  rep.size_per_thread = measured->size_per_thread;
+  rep.machine = cpu_model() + ", " + std::to_string(cpu_count()) + " CPUs";
+  rep.load_average = load_average();
+  rep.children_kbs = std::move(measured->children_kbs);
+  rep.parent_kbs = std::move(measured->parent_kbs);
+  rep.cpu_seconds = std::move(measured->cpu_seconds);
+  if (const auto& last = measured->last) {
+    if (c.stat) rep.device = zram_report::of(*last);
+    if (c.lockstat)
+      rep.locks = iozone_report::lock_table{std::string(to_string(last->lock_mode())),
+                                            lockstat::snapshot_all()};
+  }
+  return rep;
+}
+
+int run_iozone_cli(config& c) {
+  if (status st = validate(c); !st.ok()) {
+    std::cerr << "uswap iozone: " << st.message() << "\n";
+    return 2;
+  }
+  auto rep = measure_report(c);
+  if (!rep.ok()) {
+    const bool bad_input = rep.error().code() == EINVAL;
     std::cerr << "uswap iozone: "
-              << (bad_input ? std::string(measured.error().message()) : measured.error().to_string())
+              << (bad_input ? std::string(rep.error().message()) : rep.error().to_string())
               << "\n";
     return bad_input ? 2 : 1;
   }
-  const auto& modes = c.modes;
-  const auto& selected = c.selected;
-  const uint64_t size = measured->size_per_thread;
-  auto& results = measured->children_kbs;
-  auto& parent = measured->parent_kbs;
-  auto& cpu = measured->cpu_seconds;
-  const std::unique_ptr<zram_device>& last = measured->last;
-
-  // --- Report.
-  const bool compare = modes.size() > 1;
-  const zram_lock_mode base = zram_lock_mode::global_rwlock;
-  using series = std::map<zram_lock_mode, std::vector<std::vector<double>>>;
-  auto per_round_ratios = [&](const series& v, zram_lock_mode m, unsigned t) {
-    std::vector<double> r;
-    const auto& a = v.at(m)[t];
-    const auto& b = v.at(base)[t];
-    for (size_t k = 0; k < a.size() && k < b.size(); ++k)
-      if (b[k] > 0) r.push_back(a[k] / b[k]);
-    return r;
-  };
-  // "1.234 [0.91-1.40]": ratio of medians, min-max of the per-round ratios.
-  auto ratio_cell = [&](const series& v, zram_lock_mode m, unsigned t) {
-    const auto rr = per_round_ratios(v, m, t);
-    std::ostringstream cell;
-    cell << std::fixed << std::setprecision(3)
-         << median(v.at(m)[t]) / std::max(median(v.at(base)[t]), 1e-9) << " ["
-         << std::setprecision(2) << (rr.empty() ? 0 : *std::min_element(rr.begin(), rr.end()))
-         << "-" << (rr.empty() ? 0 : *std::max_element(rr.begin(), rr.end())) << "]";
-    return cell.str();
-  };
-  std::ostringstream cfg;
-  cfg << c.threads << " threads, " << format_size(c.record) << " records, "
-      << format_size(size) << " per thread, " << c.comp << ", " << c.compress_pct
-      << "% compressible" << (c.checksum ? "" : ", no checksums") << ", " << c.rounds
-      << (c.rounds == 1 ? " round" : " rounds");
-  if (compare) cfg << " (each test run once per mode back to back, A B C / B C A / C A B ..., fresh devices "
-           "per round)";
-  const std::string machine =
-      cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs";
-
-  if (c.json || !c.json_file.empty()) {
-    nlohmann::json j;
-    j["config"] = {{"threads", c.threads},     {"record", c.record},
-                   {"size_per_thread", size},  {"comp", c.comp},
-                   {"compressibility", c.compress_pct}, {"rounds", c.rounds},
-                   {"checksum", c.checksum},   {"verify", c.verify}};
-    j["machine"] = machine;
-    j["seed_reference"] = seed.source;
-    j["unit"] = "KB/s (children see throughput, KB = 1024 bytes)";
-    for (unsigned t = 0; t < nr_tests; ++t) {
-      if (!selected[t]) continue;
-      nlohmann::json row;
-      row["test"] = tests[t].name;
-      for (auto m : modes) {
-        const std::string mn(to_string(m));
-        row["modes"][mn] = {{"median_kbs", median(results[m][t])},
-                            {"rounds", results[m][t]},
-                            {"parent_median_kbs", median(parent[m][t])},
-                            {"parent_rounds", parent[m][t]},
-                            {"cpu_seconds_median", median(cpu[m][t])},
-                            {"cpu_seconds_rounds", cpu[m][t]}};
-        if (compare) {
-          const auto rr = per_round_ratios(results, m, t);
-          const auto pr = per_round_ratios(parent, m, t);
-          row["parent_ratio_to_global_rwlock"][mn] = {
-              {"ratio", median(parent[m][t]) / std::max(median(parent[base][t]), 1e-9)},
-              {"min", pr.empty() ? 0 : *std::min_element(pr.begin(), pr.end())},
-              {"max", pr.empty() ? 0 : *std::max_element(pr.begin(), pr.end())}};
-          row["ratio_to_global_rwlock"][mn] = {
-              {"ratio", median(results[m][t]) / std::max(median(results[base][t]), 1e-9)},
-              {"min", rr.empty() ? 0 : *std::min_element(rr.begin(), rr.end())},
-              {"max", rr.empty() ? 0 : *std::max_element(rr.begin(), rr.end())}};
-        }
-      }
-      if (const seed_row* s = find_seed_row(seed, tests[t].name)) row["seed_ratio"] = s->ratio();
-      j["tests"].push_back(row);
-    }
-    if (c.stat && last) j["zram"] = zram_report_json(*last);
-    j["load_average"] = load_average();
-    if (!c.json_file.empty()) {
-      std::ofstream f(c.json_file);
-      f << j.dump(2) << "\n";
-      if (!f) {
-        std::cerr << "uswap iozone: cannot write " << c.json_file << "\n";
-        return 1;
-      }
-    }
-    if (c.json) {
-      std::cout << j.dump(2) << "\n";
-      return 0;
+  if (!c.json_file.empty()) {
+    if (status st = write_json_file(c.json_file, rep->to_json()); !st.ok()) {
+      std::cerr << "uswap iozone: " << st.message() << "\n";
+      return 1;
     }
   }
-
-  std::cout << "uswap iozone: " << cfg.str() << "\n"
-            << "machine: " << machine << ", load average at the end " << load_average() << "\n"
-            << "KB/s = children see throughput (iozone -t), median of rounds\n";
-  if (compare)
-    std::cout << "seed: Weijie Yang, seed 002 (4 threads, 4-core Core2 Q8400, kernel 3.15-rc3); "
-              << "figures from " << seed.source << "\n";
-  std::cout << "\n";
-  std::cout << std::left << std::setw(16) << "Test" << std::right;
-  for (auto m : modes) std::cout << std::setw(15) << to_string(m);
-  if (compare)
-    std::cout << std::setw(22) << "slot_cas/global" << std::setw(22) << "slot_bitlock/global"
-              << std::setw(16) << "seed CAS/base";
-  std::cout << "\n";
-  for (unsigned t = 0; t < nr_tests; ++t) {
-    if (!selected[t]) continue;
-    std::cout << std::left << std::setw(16) << tests[t].name << std::right << std::fixed
-              << std::setprecision(2);
-    for (auto m : modes) std::cout << std::setw(15) << median(results[m][t]);
-    if (compare) {
-      for (auto m : {zram_lock_mode::slot_cas, zram_lock_mode::slot_bitlock})
-        std::cout << std::setw(22) << ratio_cell(results, m, t);
-      if (const seed_row* s = find_seed_row(seed, tests[t].name)) {
-        std::ostringstream cell;
-        cell << std::fixed << std::setprecision(3) << s->ratio();
-        std::cout << std::setw(16) << cell.str();
-      }
-    }
-    std::cout << std::defaultfloat << "\n";
-  }
-  if (compare) {
-    std::cout << "\nratio = median KB/s of the mode / median KB/s of global_rwlock "
-                 "[min-max of the per-round ratios]\n";
-    // With more threads than CPUs, children-see throughput credits a thread for finishing early
-    // while others wait (a lock that starves writers lets readers finish at full speed); all
-    // bytes over wall time does not.
-    std::cout << "\nparent sees (all bytes / wall time), ratio to global_rwlock:\n"
-              << std::left << std::setw(16) << "Test" << std::right << std::setw(22)
-              << "slot_cas/global" << std::setw(22) << "slot_bitlock/global" << "\n";
-    for (unsigned t = 0; t < nr_tests; ++t) {
-      if (!selected[t]) continue;
-      std::cout << std::left << std::setw(16) << tests[t].name << std::right;
-      for (auto m : {zram_lock_mode::slot_cas, zram_lock_mode::slot_bitlock})
-        std::cout << std::setw(22) << ratio_cell(parent, m, t);
-      std::cout << "\n";
-    }
-  }
-  if (c.stat && last) {
-    std::cout << "\nzram device after the last round (" << to_string(last->lock_mode())
-              << "):\n";
-    print_zram_report(std::cout, *last);
-  }
-  if (c.lockstat && last) {
-    // Every lock class still registered: the last device's slot locks or tb_lock, and its
-    // zsmalloc pool's class and zspage locks, over the last round.
-    std::cout << "\nlock statistics of the last round's " << to_string(last->lock_mode())
-              << " device (all classes):\n"
-              << lockstat::format_table(lockstat::snapshot_all());
-  }
+  print_report(std::cout, *rep, c.json);
   return 0;
 }
 
@@ -611,15 +547,12 @@ void add_iozone_command(CLI::App& app, command_table& table) {
       ->check(CLI::Range(0, 100));
   sub->add_option("--comp", c.comp, "Compression algorithm: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
-  sub->add_option("--lock", c.lock, "Lock mode: global_rwlock, slot_cas, slot_bitlock or all")
-      ->capture_default_str();
-  sub->add_option("--rounds", c.rounds, "Rounds (each mode once per round, on a fresh device)")
-      ->capture_default_str()
+  add_enum_list_option(*sub, "--lock", c.modes, zram_lock_mode_names, "zram lock mode",
+                       "Lock mode");
+  add_rounds_option(*sub, c.rounds, "Rounds (each mode once per round, on a fresh device)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--tests", c.tests,
-                  "Comma-separated tests: write,rewrite,read,reread,reverse,stride,randread,"
-                  "mixed,randwrite,pwrite,pread (the initial write always runs)")
-      ->capture_default_str();
+  add_enum_list_option(*sub, "--tests", c.tests, iozone_test_keys, "test",
+                       "Tests (the initial write always runs)");
   sub->add_option("--reference", c.reference,
                   "Seed figures (seed_results.csv); compiled-in copy if unreadable")
       ->capture_default_str();
@@ -627,7 +560,7 @@ void add_iozone_command(CLI::App& app, command_table& table) {
   sub->add_flag("--stat", c.stat, "Print the last device's zramctl summary and stat files");
   sub->add_flag("--lockstat", c.lockstat, "Collect lock statistics (shown with --stat)");
   sub->add_flag("!--no-checksum", c.checksum, "Store objects without checksums (as the kernel)");
-  sub->add_flag("--json", c.json, "Print the results as JSON");
+  add_json_flag(*sub, c.json);
   sub->add_option("--json-file", c.json_file, "Also write the results as JSON to this file");
   table.add(sub, [] { return run_iozone_cli(c); });
 }
@@ -635,13 +568,6 @@ void add_iozone_command(CLI::App& app, command_table& table) {
 const command_registrar reg{50, add_iozone_command};
 
 }  // namespace
-
-const std::array<iozone_test_desc, iozone_nr_tests> iozone_tests = {{
-    {"Initial write", "write"},   {"Rewrite", "rewrite"},       {"Read", "read"},
-    {"Re-read", "reread"},        {"Reverse Read", "reverse"},  {"Stride read", "stride"},
-    {"Random read", "randread"},  {"Mixed workload", "mixed"},  {"Random write", "randwrite"},
-    {"Pwrite", "pwrite"},         {"Pread", "pread"},
-}};
 
 result<iozone_result> run_iozone(const iozone_config& cfg, const iozone_progress_fn& progress) {
   return measure(cfg, progress);

@@ -2,16 +2,18 @@
 // modes in alternating rounds and the seed's table beside.
 #include "pft.h"
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
-#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli.h"
+#include "machine_facts.h"
+#include "report.h"
 #include "rmap_tool_util.h"
 #include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
@@ -50,14 +52,14 @@ result<pft_result> run_pft(const pft_config& cfg) {
     if (!a) return a.error();
     std::barrier start(static_cast<std::ptrdiff_t>(cfg.threads));
     std::vector<clk::time_point> t0(cfg.threads), t1(cfg.threads);
-    std::vector<rmap_util::cpu_times> cpu(cfg.threads);
+    std::vector<cpu_times> cpu(cfg.threads);
     std::atomic<uint64_t> errors{0};
     std::vector<std::thread> ts;
     for (unsigned t = 0; t < cfg.threads; ++t) {
       ts.emplace_back([&, t] {
         const uint64_t base = *a + pages_to_bytes(uint64_t{t} * cfg.pages_per_thread);
         start.arrive_and_wait();
-        const rmap_util::cpu_times c0 = rmap_util::thread_times();
+        const cpu_times c0 = thread_times();
         t0[t] = clk::now();
         // One fault per page, each a separate access (the mmap_lock taken per fault, as a
         // hardware fault takes mmap_sem), writing one word as pft does.
@@ -69,8 +71,7 @@ result<pft_result> run_pft(const pft_config& cfg) {
           if (!st.ok()) errors.fetch_add(1, std::memory_order_relaxed);
         }
         t1[t] = clk::now();
-        const rmap_util::cpu_times c1 = rmap_util::thread_times();
-        cpu[t] = {c1.user - c0.user, c1.sys - c0.sys, c1.total - c0.total};
+        cpu[t] = thread_times() - c0;
       });
     }
     for (auto& th : ts) th.join();
@@ -92,112 +93,156 @@ result<pft_result> run_pft(const pft_config& cfg) {
   return res;
 }
 
+// --- The report -------------------------------------------------------------------------------
+
 namespace {
 
-struct cli_options {
-  pft_config cfg;
-  std::string threads = "1,2,4,8";
-  std::string modes = "all";
-  unsigned rounds = 3;
-  bool json = false;
+using rmap_util::for_each_run;
+using rmap_util::rwsem_over_spin;
+
+// The seed's row "<n> thread(s) <figure>", or nullptr.
+const seed_row* seed_for(const std::vector<seed_row>& seed, unsigned threads, const char* figure) {
+  const std::string row = std::to_string(threads) + (threads == 1 ? " thread " : " threads ") + figure;
+  for (const auto& r : seed)
+    if (r.row == row) return &r;
+  return nullptr;
+}
+
+nlohmann::json thread_count_json(const pft_report::thread_count& tc,
+                                 const std::vector<seed_row>& seed) {
+  nlohmann::json jt;
+  jt["threads"] = tc.threads;
+  for_each_run(tc.modes, [&](unsigned round, rmap_lock_mode md, const pft_result& r) {
+    jt["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                          {"faults", r.faults}, {"wall_s", r.wall_s}, {"user_s", r.user_s},
+                          {"sys_s", r.sys_s}, {"fault_per_wsec", r.faults_per_wall_s},
+                          {"flt_per_cpu_s", r.faults_per_cpu_s}, {"errors", r.errors}});
+  });
+  for (const auto& m : tc.modes) {
+    const auto wsec = m.values(&pft_result::faults_per_wall_s);
+    const auto cpus = m.values(&pft_result::faults_per_cpu_s);
+    jt["median"][to_string(m.mode)] = {{"fault_per_wsec", median(wsec)},
+                                       {"flt_per_cpu_s", median(cpus)},
+                                       {"fault_per_wsec_rounds", wsec},
+                                       {"flt_per_cpu_s_rounds", cpus}};
+  }
+  jt["locks_summed_over_rounds"] = rmap_util::locks_by_mode(tc.modes);
+  const auto rw = rwsem_over_spin(tc.modes, &pft_result::faults_per_wall_s);
+  const auto rc = rwsem_over_spin(tc.modes, &pft_result::faults_per_cpu_s);
+  if (rw && rc) {
+    jt["rwsem_over_spin"] = {{"fault_per_wsec", *rw}, {"flt_per_cpu_s", *rc}};
+    const seed_row* sw = seed_for(seed, tc.threads, "fault/wsec");
+    const seed_row* sc = seed_for(seed, tc.threads, "flt/cpu/s");
+    if (sw && sc)
+      jt["seed_001"] = {{"fault_per_wsec", {sw->baseline, sw->patched, sw->ratio()}},
+                        {"flt_per_cpu_s", {sc->baseline, sc->patched, sc->ratio()}}};
+  }
+  return jt;
+}
+
+void print_thread_count(std::ostream& out, const pft_report& rep,
+                        const pft_report::thread_count& tc) {
+  out << strprintf("\n  %-6s %4s %4s %8s %8s %8s %14s %14s\n", "rmap", "Rep", "Thr", "User",
+                   "System", "Wall", "flt/cpu/s", "fault/wsec");
+  for (const auto& m : tc.modes)
+    out << strprintf("  %-6s %4u %4u %7.2fs %7.2fs %7.2fs %14.3f %14.3f\n", to_string(m.mode),
+                     rep.config.reps, tc.threads, median(m.values(&pft_result::user_s)),
+                     median(m.values(&pft_result::sys_s)), median(m.values(&pft_result::wall_s)),
+                     median(m.values(&pft_result::faults_per_cpu_s)),
+                     median(m.values(&pft_result::faults_per_wall_s)));
+  const auto rw = rwsem_over_spin(tc.modes, &pft_result::faults_per_wall_s);
+  const auto rc = rwsem_over_spin(tc.modes, &pft_result::faults_per_cpu_s);
+  if (rw && rc) {
+    out << strprintf("  rwsem/spin: fault/wsec %+.1f%%, flt/cpu/s %+.1f%%", (*rw - 1) * 100,
+                     (*rc - 1) * 100);
+    const seed_row* sw = seed_for(rep.seed, tc.threads, "fault/wsec");
+    const seed_row* sc = seed_for(rep.seed, tc.threads, "flt/cpu/s");
+    if (sw && sc)
+      out << strprintf("   (seed 001, %u threads: %+.1f%%, %+.1f%%)", tc.threads,
+                       (sw->ratio() - 1) * 100, (sc->ratio() - 1) * 100);
+    out << "\n";
+  }
+  rmap_util::print_lock_tables(out, tc.modes, "  lock contention, ");
+}
+
+}  // namespace
+
+bool pft_report::clean() const {
+  for (const auto& tc : results)
+    for (const auto& m : tc.modes)
+      for (const pft_result& r : m.samples)
+        if (r.errors) return false;
+  return true;
+}
+
+nlohmann::json pft_report::to_json() const {
+  std::vector<unsigned> threads;
+  for (const auto& tc : results) threads.push_back(tc.threads);
+  nlohmann::json out;
+  out["config"] = {{"threads", threads}, {"pages_per_thread", config.pages_per_thread},
+                   {"reps", config.reps}, {"mapping", config.anon ? "anonymous" : "shared file"},
+                   {"rounds", rounds}};
+  for (const auto& tc : results) out["results"].push_back(thread_count_json(tc, seed));
+  return out;
+}
+
+void pft_report::print(std::ostream& out) const {
+  out << strprintf("pft: %s mapping, %llu pages per thread, %u reps, %u rounds alternating the "
+                   "rmap lock modes (median per mode)\n",
+                   config.anon ? "anonymous" : "shared file",
+                   static_cast<unsigned long long>(config.pages_per_thread), config.reps, rounds);
+  for (const auto& tc : results) print_thread_count(out, *this, tc);
+}
+
+// --- The command ------------------------------------------------------------------------------
+
+namespace {
+
+struct cli_options : rmap_util::options<pft_config> {
+  cli_options() { rounds = 3; }
+  std::vector<unsigned> threads{1, 2, 4, 8};
 };
 
-int run_cli(cli_options& o) {
-  auto modes = rmap_util::parse_modes(o.modes);
-  if (!modes) {
-    std::cerr << "pft: " << modes.error().to_string() << "\n";
-    return 2;
+// "1,2,4": thread counts of 1..1024.
+result<std::vector<unsigned>> parse_thread_counts(std::string_view text) {
+  std::vector<unsigned> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    const std::string item(text.substr(at, comma == text.npos ? text.npos : comma - at));
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(item.c_str(), &end, 10);
+    if (item.empty() || *end || v == 0 || v > 1024)
+      return error(EINVAL, "bad thread count '" + item + "' (1..1024, comma separated)");
+    out.push_back(static_cast<unsigned>(v));
+    if (comma == text.npos) return out;
+    at = comma + 1;
   }
-  std::vector<unsigned> threads;
-  {
-    std::stringstream ss(o.threads);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      char* end = nullptr;
-      const unsigned long v = std::strtoul(item.c_str(), &end, 10);
-      if (item.empty() || *end || v == 0 || v > 1024) {
-        std::cerr << "pft: bad thread count '" << item << "' (1..1024, comma separated)\n";
-        return 2;
-      }
-      threads.push_back(static_cast<unsigned>(v));
-    }
-  }
-  if (o.rounds == 0) o.rounds = 1;
-  nlohmann::json out;
-  out["config"] = {{"threads", threads}, {"pages_per_thread", o.cfg.pages_per_thread},
-                   {"reps", o.cfg.reps}, {"mapping", o.cfg.anon ? "anonymous" : "shared file"},
-                   {"rounds", o.rounds}};
-  const auto seed = rmap_util::seed001_rows("page fault test");
-  int rc = 0;
-  if (!o.json)
-    std::printf("pft: %s mapping, %llu pages per thread, %u reps, %u rounds alternating the rmap "
-                "lock modes (median per mode)\n",
-                o.cfg.anon ? "anonymous" : "shared file",
-                (unsigned long long)o.cfg.pages_per_thread, o.cfg.reps, o.rounds);
-  for (unsigned thr : threads) {
-    nlohmann::json jt;
-    jt["threads"] = thr;
+}
+
+result<pft_report> measure(const cli_options& o) {
+  pft_report rep;
+  rep.config = o.cfg;
+  rep.rounds = std::max(o.rounds, 1u);
+  rep.seed = rmap_util::seed001_rows("page fault test");
+  for (unsigned thr : o.threads) {
     pft_config cfg = o.cfg;
     cfg.threads = thr;
-    auto all = rmap_util::run_rounds(
-        *modes, o.rounds, cfg, run_pft,
-        [&](unsigned round, rmap_lock_mode md, const pft_result& r) {
-          if (r.errors) rc = 1;
-          jt["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
-                                {"faults", r.faults}, {"wall_s", r.wall_s}, {"user_s", r.user_s},
-                                {"sys_s", r.sys_s}, {"fault_per_wsec", r.faults_per_wall_s},
-                                {"flt_per_cpu_s", r.faults_per_cpu_s}, {"errors", r.errors}});
-        });
-    if (!all) {
-      std::cerr << "pft: " << all.error().to_string() << "\n";
-      return 1;
-    }
-    if (!o.json) {
-      std::printf("\n  %-6s %4s %4s %8s %8s %8s %14s %14s\n", "rmap", "Rep", "Thr", "User", "System",
-                  "Wall", "flt/cpu/s", "fault/wsec");
-    }
-    for (const auto& m : *all) {
-      const auto wsec = m.values(&pft_result::faults_per_wall_s);
-      const auto cpus = m.values(&pft_result::faults_per_cpu_s);
-      const double mw = median(wsec), mc = median(cpus);
-      if (!o.json)
-        std::printf("  %-6s %4u %4u %7.2fs %7.2fs %7.2fs %14.3f %14.3f\n", to_string(m.mode), o.cfg.reps,
-                    thr, median(m.values(&pft_result::user_s)), median(m.values(&pft_result::sys_s)),
-                    median(m.values(&pft_result::wall_s)), mc, mw);
-      jt["median"][to_string(m.mode)] = {{"fault_per_wsec", mw}, {"flt_per_cpu_s", mc},
-                                         {"fault_per_wsec_rounds", wsec},
-                                         {"flt_per_cpu_s_rounds", cpus}};
-    }
-    rmap_util::add_locks_json(jt, *all);
-    const auto rw = rmap_util::rwsem_over_spin(*all, &pft_result::faults_per_wall_s);
-    const auto rc2 = rmap_util::rwsem_over_spin(*all, &pft_result::faults_per_cpu_s);
-    if (rw && rc2) {
-      jt["rwsem_over_spin"] = {{"fault_per_wsec", *rw}, {"flt_per_cpu_s", *rc2}};
-      std::string key = std::to_string(thr) + (thr == 1 ? " thread " : " threads ");
-      const seed_row* sw = nullptr;
-      const seed_row* sc = nullptr;
-      for (const auto& r : seed)
-        if (r.row == key + "fault/wsec") sw = &r;
-        else if (r.row == key + "flt/cpu/s") sc = &r;
-      if (!o.json) {
-        std::printf("  rwsem/spin: fault/wsec %+.1f%%, flt/cpu/s %+.1f%%", (*rw - 1) * 100, (*rc2 - 1) * 100);
-        if (sw && sc)
-          std::printf("   (seed 001, %u threads: %+.1f%%, %+.1f%%)", thr, (sw->ratio() - 1) * 100,
-                      (sc->ratio() - 1) * 100);
-        std::printf("\n");
-      }
-      if (sw && sc)
-        jt["seed_001"] = {{"fault_per_wsec", {sw->baseline, sw->patched, sw->ratio()}},
-                          {"flt_per_cpu_s", {sc->baseline, sc->patched, sc->ratio()}}};
-    }
-    if (!o.json)
-      for (const auto& m : *all)
-        std::printf("  lock contention, %s (summed over rounds):\n%s", to_string(m.mode),
-                    lockstat::format_table(m.locks).c_str());
-    out["results"].push_back(jt);
+    auto all = rmap_util::run_rounds(o.modes, rep.rounds, cfg, run_pft);
+    if (!all) return all.error();
+    rep.results.push_back({thr, std::move(*all)});
   }
-  if (o.json) std::cout << out.dump(2) << "\n";
-  return rc;
+  return rep;
+}
+
+int run_cli(const cli_options& o) {
+  auto rep = measure(o);
+  if (!rep) {
+    std::cerr << "pft: " << rep.error().to_string() << "\n";
+    return 1;
+  }
+  print_report(std::cout, *rep, o.json);
+  return rep->clean() ? 0 : 1;
 }
 
 void add_pft_command(CLI::App& app, command_table& table) {
@@ -209,15 +254,13 @@ void add_pft_command(CLI::App& app, command_table& table) {
       "--anon), one write fault per page, --reps times (mmap, fault, munmap). Prints the seed's\n"
       "columns (User System Wall flt/cpu/s fault/wsec) per rmap lock mode, median over\n"
       "alternating rounds, the rwsem/spin change and seed 001's change beside it.");
-  sub->add_option("-t,--threads", o->threads, "Thread counts, comma separated")->default_str("1,2,4,8");
+  add_parsed_option(*sub, "-t,--threads", o->threads, parse_thread_counts, "1,2,4,8",
+                    "Thread counts, comma separated");
   sub->add_option("--pages", o->cfg.pages_per_thread, "Pages each thread faults per rep")
-      ->default_str("16384");
-  sub->add_option("--reps", o->cfg.reps, "mmap / fault / munmap repetitions")->default_str("3");
+      ->capture_default_str();
+  sub->add_option("--reps", o->cfg.reps, "mmap / fault / munmap repetitions")->capture_default_str();
   sub->add_flag("--anon", o->cfg.anon, "Fault anonymous memory instead of a shared file mapping");
-  sub->add_option("--rmap-lock", o->modes, "rmap lock mode: spin, rwsem, a comma list, or all")
-      ->default_str("all");
-  sub->add_option("--rounds", o->rounds, "Rounds, alternating the lock modes in each")->default_str("3");
-  sub->add_flag("--json", o->json, "Print the results as JSON");
+  rmap_util::add_round_options(*sub, *o);
   table.add(sub, [o] { return run_cli(*o); });
 }
 

@@ -11,12 +11,17 @@
 // run_pft directly.
 //
 // Thread-safety: run_pft may be called from one thread at a time (it resets the process-wide
-// lock statistics).
+// lock statistics). A pft_report is a plain value.
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "alternate_rounds.h"
+#include "seed_reference.h"
 #include "uswap/base/status.h"
 #include "uswap/mm/rmap_lock.h"
 #include "uswap/mm/vmstat.h"
@@ -47,5 +52,22 @@ struct pft_result {
 
 // One run on a fresh machine. EINVAL for 0 threads, pages or reps.
 result<pft_result> run_pft(const pft_config& cfg);
+
+// `uswap pft`'s report: per thread count, every mode's rounds, with seed 001's page fault test
+// rows beside the rwsem/spin change.
+struct pft_report {
+  pft_config config;               // pages per thread, reps, mapping (threads: see results)
+  unsigned rounds = 0;
+  struct thread_count {
+    unsigned threads = 0;
+    std::vector<mode_rounds<rmap_lock_mode, pft_result>> modes;
+  };
+  std::vector<thread_count> results;
+  std::vector<seed_row> seed;      // seed 001's "page fault test" rows
+
+  bool clean() const;              // no failed access in any run
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
+};
 
 }  // namespace uswap::tools

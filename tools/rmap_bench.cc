@@ -5,14 +5,13 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
-#include <cstdio>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "cli.h"
+#include "report.h"
 #include "rmap_tool_util.h"
 #include "uswap/mm/filemap.h"
 #include "uswap/mm/machine.h"
@@ -99,12 +98,7 @@ result<rmap_bench_result> run_rmap_bench(const rmap_bench_config& cfg) {
         accesses.fetch_add(mine);
       });
     }
-    start.arrive_and_wait();
-    const auto t0 = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::duration<double>(cfg.seconds));
-    stop.store(true);
-    for (auto& th : ts) th.join();
-    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.seconds = rmap_util::run_timed(start, stop, ts, cfg.seconds);
     const vm_event_counts after = m->events();
     res.accesses = accesses.load();
     res.faults = after[PGFAULT] - before[PGFAULT];
@@ -122,72 +116,73 @@ result<rmap_bench_result> run_rmap_bench(const rmap_bench_config& cfg) {
   return res;
 }
 
+// --- The report -------------------------------------------------------------------------------
+
+bool rmap_bench_report::clean() const {
+  for (const auto& m : modes)
+    for (const rmap_bench_result& r : m.samples)
+      if (r.errors || r.mismatches) return false;
+  return true;
+}
+
+nlohmann::json rmap_bench_report::to_json() const {
+  const rmap_bench_config& c = config;
+  nlohmann::json out;
+  out["config"] = {{"threads", c.threads}, {"forks", c.forks}, {"anon_pages", c.anon_pages},
+                   {"file_pages", c.file_pages}, {"ram_pages", c.ram_pages},
+                   {"seconds", c.seconds}, {"swap_dev", to_string(c.swap_dev)}, {"rounds", rounds}};
+  rmap_util::for_each_run(modes, [&](unsigned round, rmap_lock_mode md, const rmap_bench_result& r) {
+    out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
+                           {"accesses_per_s", r.accesses_per_s}, {"faults_per_s", r.faults_per_s},
+                           {"reclaimed", r.walks_reclaimed}, {"mismatches", r.mismatches},
+                           {"errors", r.errors}});
+  });
+  for (const auto& m : modes) {
+    const auto v = m.values(&rmap_bench_result::accesses_per_s);
+    out["median"][to_string(m.mode)] = {
+        {"accesses_per_s", median(v)}, {"rounds", v},
+        {"faults_per_s", median(m.values(&rmap_bench_result::faults_per_s))}};
+  }
+  out["locks_summed_over_rounds"] = rmap_util::locks_by_mode(modes);
+  if (const auto ratio = rmap_util::rwsem_over_spin(modes, &rmap_bench_result::accesses_per_s))
+    out["rwsem_over_spin"] = *ratio;
+  return out;
+}
+
+void rmap_bench_report::print(std::ostream& out) const {
+  const rmap_bench_config& c = config;
+  rmap_util::for_each_run(modes, [&](unsigned round, rmap_lock_mode md, const rmap_bench_result& r) {
+    out << strprintf("round %u, rmap %s: %.0f accesses/s, %.0f faults/s, %llu pages reclaimed%s\n",
+                     round + 1, to_string(md), r.accesses_per_s, r.faults_per_s,
+                     static_cast<unsigned long long>(r.walks_reclaimed),
+                     (r.errors || r.mismatches) ? ", ERRORS OR MISMATCHES" : "");
+  });
+  out << strprintf("\nrmap-bench: %u threads faulting through %u forks of %llu anon + %llu shared "
+                   "file pages on %llu pages of RAM, %u rounds alternating (median, min-max):\n",
+                   c.threads, c.forks, static_cast<unsigned long long>(c.anon_pages),
+                   static_cast<unsigned long long>(c.file_pages),
+                   static_cast<unsigned long long>(c.ram_pages), rounds);
+  for (const auto& m : modes) {
+    const auto v = m.values(&rmap_bench_result::accesses_per_s);
+    out << strprintf("  %-6s %12.0f accesses/s (%.0f - %.0f), %.0f faults/s\n", to_string(m.mode),
+                     median(v), min_of(v), max_of(v),
+                     median(m.values(&rmap_bench_result::faults_per_s)));
+  }
+  if (const auto ratio = rmap_util::rwsem_over_spin(modes, &rmap_bench_result::accesses_per_s))
+    out << strprintf("  rwsem/spin: %.3fx\n", *ratio);
+  rmap_util::print_lock_tables(out, modes, "\nlock contention, rmap ");
+}
+
+// --- The command ------------------------------------------------------------------------------
+
 namespace {
 
-struct cli_options {
-  rmap_bench_config cfg;
-  std::string modes = "all";
-  std::string swap_dev = "ram";
-  unsigned rounds = 5;
-  bool json = false;
-};
+using cli_options = rmap_util::options<rmap_bench_config>;
 
-int run_cli(cli_options& o) {
-  auto modes = rmap_util::parse_modes(o.modes);
-  auto dev = parse_swap_dev_kind(o.swap_dev);
-  if (!modes || !dev) {
-    std::cerr << "rmap-bench: " << (modes ? dev.error() : modes.error()).to_string() << "\n";
-    return 2;
-  }
-  o.cfg.swap_dev = *dev;
-  if (o.rounds == 0) o.rounds = 1;
-  nlohmann::json out;
-  out["config"] = {{"threads", o.cfg.threads}, {"forks", o.cfg.forks}, {"anon_pages", o.cfg.anon_pages},
-                   {"file_pages", o.cfg.file_pages}, {"ram_pages", o.cfg.ram_pages},
-                   {"seconds", o.cfg.seconds}, {"swap_dev", to_string(o.cfg.swap_dev)}, {"rounds", o.rounds}};
-  int rc = 0;
-  auto all = rmap_util::run_rounds(
-      *modes, o.rounds, o.cfg, run_rmap_bench,
-      [&](unsigned round, rmap_lock_mode md, const rmap_bench_result& r) {
-        if (r.errors || r.mismatches) rc = 1;
-        if (!o.json)
-          std::printf("round %u, rmap %s: %.0f accesses/s, %.0f faults/s, %llu pages reclaimed%s\n",
-                      round + 1, to_string(md), r.accesses_per_s, r.faults_per_s,
-                      (unsigned long long)r.walks_reclaimed,
-                      (r.errors || r.mismatches) ? ", ERRORS OR MISMATCHES" : "");
-        out["runs"].push_back({{"rmap_lock", to_string(md)}, {"round", round + 1},
-                               {"accesses_per_s", r.accesses_per_s}, {"faults_per_s", r.faults_per_s},
-                               {"reclaimed", r.walks_reclaimed}, {"mismatches", r.mismatches},
-                               {"errors", r.errors}});
-      });
-  if (!all) {
-    std::cerr << "rmap-bench: " << all.error().to_string() << "\n";
-    return 1;
-  }
-  if (!o.json)
-    std::printf("\nrmap-bench: %u threads faulting through %u forks of %llu anon + %llu shared file "
-                "pages on %llu pages of RAM, %u rounds alternating (median, min-max):\n",
-                o.cfg.threads, o.cfg.forks, (unsigned long long)o.cfg.anon_pages,
-                (unsigned long long)o.cfg.file_pages, (unsigned long long)o.cfg.ram_pages, o.rounds);
-  for (const auto& m : *all) {
-    const auto v = m.values(&rmap_bench_result::accesses_per_s);
-    const double faults = median(m.values(&rmap_bench_result::faults_per_s));
-    if (!o.json)
-      std::printf("  %-6s %12.0f accesses/s (%.0f - %.0f), %.0f faults/s\n", to_string(m.mode),
-                  median(v), min_of(v), max_of(v), faults);
-    out["median"][to_string(m.mode)] = {{"accesses_per_s", median(v)}, {"rounds", v},
-                                        {"faults_per_s", faults}};
-  }
-  rmap_util::add_locks_json(out, *all);
-  if (const auto ratio = rmap_util::rwsem_over_spin(*all, &rmap_bench_result::accesses_per_s)) {
-    out["rwsem_over_spin"] = *ratio;
-    if (!o.json) std::printf("  rwsem/spin: %.3fx\n", *ratio);
-  }
-  if (o.json)
-    std::cout << out.dump(2) << "\n";
-  else
-    rmap_util::print_lock_tables(*all);
-  return rc;
+int run_cli(const cli_options& o) {
+  rmap_bench_report rep;
+  rep.config = o.cfg;
+  return rmap_util::run_and_print("rmap-bench", rep, o, run_rmap_bench);
 }
 
 void add_rmap_bench_command(CLI::App& app, command_table& table) {
@@ -199,17 +194,15 @@ void add_rmap_bench_command(CLI::App& app, command_table& table) {
       "every page; --threads threads read random pages through the children while RAM holds only\n"
       "part of them, so kswapd and direct reclaim walk the same pages' reverse maps (anon_vma root\n"
       "lock, i_mmap lock) all the time. Prints accesses/s per rmap lock mode and lock statistics.");
-  sub->add_option("-t,--threads", o->cfg.threads, "Faulting threads")->default_str("4");
-  sub->add_option("--forks", o->cfg.forks, "Children sharing every page")->default_str("16");
-  sub->add_option("--anon-pages", o->cfg.anon_pages, "Anonymous pages")->default_str("4096");
-  sub->add_option("--file-pages", o->cfg.file_pages, "Shared file pages")->default_str("4096");
-  sub->add_option("--ram-pages", o->cfg.ram_pages, "RAM in pages")->default_str("4096");
+  sub->add_option("-t,--threads", o->cfg.threads, "Faulting threads")->capture_default_str();
+  sub->add_option("--forks", o->cfg.forks, "Children sharing every page")->capture_default_str();
+  sub->add_option("--anon-pages", o->cfg.anon_pages, "Anonymous pages")->capture_default_str();
+  sub->add_option("--file-pages", o->cfg.file_pages, "Shared file pages")->capture_default_str();
+  sub->add_option("--ram-pages", o->cfg.ram_pages, "RAM in pages")->capture_default_str();
   sub->add_option("--seconds", o->cfg.seconds, "Measured time per run")->default_str("2");
-  sub->add_option("--swap-dev", o->swap_dev, "Swap device: ram or zram")->default_str("ram");
-  sub->add_option("--rmap-lock", o->modes, "rmap lock mode: spin, rwsem, a comma list, or all")
-      ->default_str("all");
-  sub->add_option("--rounds", o->rounds, "Rounds, alternating the lock modes in each")->default_str("5");
-  sub->add_flag("--json", o->json, "Print the results as JSON");
+  add_enum_option(*sub, "--swap-dev", o->cfg.swap_dev, swap_dev_kind_names, "swap device",
+                  "Swap device: " + valid_names(swap_dev_kind_names));
+  rmap_util::add_round_options(*sub, *o);
   table.add(sub, [o] { return run_cli(*o); });
 }
 

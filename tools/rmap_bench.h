@@ -13,12 +13,17 @@
 // `uswap rmap-bench` runs it in alternating rounds per lock mode; `uswap bench seeds` (issue 9)
 // may call run_rmap_bench directly.
 //
-// Thread-safety: run_rmap_bench may be called from one thread at a time.
+// Thread-safety: run_rmap_bench may be called from one thread at a time. An rmap_bench_report is
+// a plain value.
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "alternate_rounds.h"
 #include "uswap/base/status.h"
 #include "uswap/mm/rmap_lock.h"
 #include "uswap/backend/swap_device.h"
@@ -53,5 +58,16 @@ struct rmap_bench_result {
 
 // EINVAL for 0 threads, pages or RAM below 64 pages.
 result<rmap_bench_result> run_rmap_bench(const rmap_bench_config& cfg);
+
+// `uswap rmap-bench`'s report: every mode's rounds.
+struct rmap_bench_report {
+  rmap_bench_config config;
+  unsigned rounds = 0;
+  std::vector<mode_rounds<rmap_lock_mode, rmap_bench_result>> modes;
+
+  bool clean() const;              // no errors or mismatches in any run
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
+};
 
 }  // namespace uswap::tools

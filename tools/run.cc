@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "report.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/uffd/pager.h"
 #include "uswap/uffd/routable.h"
@@ -85,6 +86,8 @@ struct run_result {
             {"processes", processes},
             {"unrouted_execs", unrouted_execs}};
   }
+  // Every process that paged (the largest first), a count of the others, the unrouted execs.
+  void print(std::ostream& os) const;
 };
 
 void print_process(std::ostream& os, const nlohmann::json& p) {
@@ -116,7 +119,8 @@ void print_process(std::ostream& os, const nlohmann::json& p) {
        << " (faults mapped above the limit: everything else was pinned)\n";
 }
 
-void print_summary(std::ostream& os, const run_result& r) {
+void run_result::print(std::ostream& os) const {
+  const run_result& r = *this;
   if (r.processes.empty()) {
     os << "uswap run: no statistics (the program paged nothing, or ended without running its "
           "exit handlers)\n";
@@ -153,84 +157,65 @@ void print_summary(std::ostream& os, const run_result& r) {
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
 }
 
-int run_program(const run_config& c) {
-  if (c.command.empty()) {
-    std::cerr << "uswap run: no program given (uswap run --limit SIZE -- PROGRAM ARGS)\n";
-    return 2;
-  }
-  if (auto m = parse_fault_mode(c.fault_mode); !m) {
-    std::cerr << "uswap run: " << m.error().to_string() << "\n";
-    return 2;
-  }
-  if (auto a = parse_uffd_access(c.access); !a) {
-    std::cerr << "uswap run: " << a.error().to_string() << "\n";
-    return 2;
-  }
-  if (!zcomp::available_algorithm(c.comp)) {
-    std::cerr << "uswap run: unknown compression algorithm '" << c.comp << "'\n";
-    return 2;
-  }
-  if (c.limit < 64 * 4096) {
-    std::cerr << "uswap run: --limit must be at least 256K\n";
-    return 2;
-  }
-  const std::string shim = self_dir() + "/libuswap-preload.so";
-  if (::access(shim.c_str(), R_OK) != 0) {
-    std::cerr << "uswap run: " << shim << " not found: the preload shim is built next to uswap "
-              << "(not in sanitizer builds)\n";
-    return 1;
-  }
-  // A program the shim cannot reach is named before it runs, never silently left unlimited.
-  char found[PATH_MAX];
-  if (const char* path = search_path(c.command[0].c_str(), found, sizeof found)) {
-    if (const char* why = unroutable_reason(path)) {
-      if (!c.allow_unrouted) {
-        std::cerr << "uswap run: " << path << " is " << why
-                  << ": its memory cannot be limited; --allow-unrouted runs it anyway, unlimited\n";
-        return 126;
-      }
-      std::cerr << "uswap run: " << path << " is " << why
-                << ": running it unrouted (--allow-unrouted), its memory is not limited\n";
-    }
-  }
-  char stats_path[] = "/tmp/uswap-run-XXXXXX";
-  const int sfd = ::mkstemp(stats_path);
-  if (sfd < 0) {
-    std::cerr << "uswap run: cannot create a statistics file: " << std::strerror(errno) << "\n";
-    return 1;
-  }
-  ::close(sfd);
-  // Processes of the job may run as another user (su, setpriv): they must be able to append.
-  ::chmod(stats_path, 0622);
+// The options only this command checks; an exit status (2) and the message, or 0.
+int check_options(const run_config& c) {
+  std::string problem;
+  if (c.command.empty())
+    problem = "no program given (uswap run --limit SIZE -- PROGRAM ARGS)";
+  else if (auto m = parse_fault_mode(c.fault_mode); !m)
+    problem = m.error().to_string();
+  else if (auto a = parse_uffd_access(c.access); !a)
+    problem = a.error().to_string();
+  else if (!zcomp::available_algorithm(c.comp))
+    problem = "unknown compression algorithm '" + c.comp + "'";
+  else if (c.limit < 64 * 4096)
+    problem = "--limit must be at least 256K";
+  if (problem.empty()) return 0;
+  std::cerr << "uswap run: " << problem << "\n";
+  return 2;
+}
 
-  std::string preload = shim;
-  if (const char* old = ::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    std::cerr << "uswap run: fork: " << std::strerror(errno) << "\n";
-    ::unlink(stats_path);
-    return 1;
+// A program the shim cannot reach is named before it runs, never silently left unlimited:
+// 126 unless --allow-unrouted, else 0.
+int check_routable(const run_config& c) {
+  char found[PATH_MAX];
+  const char* path = search_path(c.command[0].c_str(), found, sizeof found);
+  const char* why = path ? unroutable_reason(path) : nullptr;
+  if (!why) return 0;
+  if (!c.allow_unrouted) {
+    std::cerr << "uswap run: " << path << " is " << why
+              << ": its memory cannot be limited; --allow-unrouted runs it anyway, unlimited\n";
+    return 126;
   }
-  if (pid == 0) {
-    ::setenv("LD_PRELOAD", preload.c_str(), 1);
-    ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
-    ::setenv("USWAP_COMP", c.comp.c_str(), 1);
-    if (c.max_size) ::setenv("USWAP_MAX_SIZE", std::to_string(c.max_size).c_str(), 1);
-    if (c.swap) ::setenv("USWAP_SWAP_SIZE", std::to_string(c.swap).c_str(), 1);
-    ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
-    ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
-    if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
-    ::setenv("USWAP_STATS_FILE", stats_path, 1);
-    ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
-    std::vector<char*> argv;
-    for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "uswap run: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  // The program gets the terminal's signals (its process group does); uswap run waits for it and
-  // reports. Signals sent to uswap run itself go on to the program.
+  std::cerr << "uswap run: " << path << " is " << why
+            << ": running it unrouted (--allow-unrouted), its memory is not limited\n";
+  return 0;
+}
+
+// The child: the program with the shim preloaded and its settings in USWAP_* variables.
+[[noreturn]] void exec_program(const run_config& c, const std::string& preload,
+                               const char* stats_path) {
+  ::setenv("LD_PRELOAD", preload.c_str(), 1);
+  ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
+  ::setenv("USWAP_COMP", c.comp.c_str(), 1);
+  if (c.max_size) ::setenv("USWAP_MAX_SIZE", std::to_string(c.max_size).c_str(), 1);
+  if (c.swap) ::setenv("USWAP_SWAP_SIZE", std::to_string(c.swap).c_str(), 1);
+  ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
+  ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
+  if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
+  ::setenv("USWAP_STATS_FILE", stats_path, 1);
+  ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
+  std::vector<char*> argv;
+  for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "uswap run: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+// Waits for the program, passing on the signals sent to uswap run; its exit status (128 +
+// signal if it was killed). The terminal's signals reach the program through its process group.
+int wait_for(pid_t pid) {
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGQUIT, SIG_IGN);
   child_pid = pid;
@@ -244,10 +229,12 @@ int run_program(const run_config& c) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  run_result r;
-  r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
-  std::ifstream in(stats_path);
+// The statistics lines the process images appended to `path`.
+void read_statistics(const char* path, run_result& r) {
+  std::ifstream in(path);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
     try {
@@ -258,12 +245,41 @@ int run_program(const run_config& c) {
       std::cerr << "uswap run: unreadable statistics line: " << line << "\n";
     }
   }
-  ::unlink(stats_path);
+}
 
-  if (c.json)
-    std::cerr << r.to_json().dump() << "\n";
-  else
-    print_summary(std::cerr, r);
+int run_program(const run_config& c) {
+  if (int rc = check_options(c)) return rc;
+  const std::string shim = self_dir() + "/libuswap-preload.so";
+  if (::access(shim.c_str(), R_OK) != 0) {
+    std::cerr << "uswap run: " << shim << " not found: the preload shim is built next to uswap "
+              << "(not in sanitizer builds)\n";
+    return 1;
+  }
+  if (int rc = check_routable(c)) return rc;
+  char stats_path[] = "/tmp/uswap-run-XXXXXX";
+  const int sfd = ::mkstemp(stats_path);
+  if (sfd < 0) {
+    std::cerr << "uswap run: cannot create a statistics file: " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  ::close(sfd);
+  // Processes of the job may run as another user (su, setpriv): they must be able to append.
+  ::chmod(stats_path, 0622);
+  std::string preload = shim;
+  if (const char* old = ::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    std::cerr << "uswap run: fork: " << std::strerror(errno) << "\n";
+    ::unlink(stats_path);
+    return 1;
+  }
+  if (pid == 0) exec_program(c, preload, stats_path);
+  run_result r;
+  r.exit_status = wait_for(pid);
+  read_statistics(stats_path, r);
+  ::unlink(stats_path);
+  // The report goes to stderr: stdout is the program's. --json: one line, the last on stderr.
+  print_report(std::cerr, r, c.json, -1);
   return r.exit_status;
 }
 

@@ -85,11 +85,10 @@ int fail(std::string msg) {
   return 1;
 }
 
-int run_serve(const config& c) {
-  if (!c.unix_socket.empty() && c.port)
-    return fail("--unix and --port are alternatives: give one");
-  // Check every parameter here, with the plugin's own parser, so a mistake is reported before
-  // nbdkit starts (nbdkit would report it too, less directly).
+// The plugin's key=value parameters, checked here with the plugin's own parser so that a
+// mistake is reported before nbdkit starts (nbdkit would report it too, less directly).
+result<std::vector<std::pair<std::string, std::string>>> plugin_params(const config& c,
+                                                                       nbd_config& check) {
   std::vector<std::pair<std::string, std::string>> params = {
       {"size", std::to_string(c.size)},
       {"comp", c.comp},
@@ -99,16 +98,104 @@ int run_serve(const config& c) {
   if (!c.backing.empty()) params.emplace_back("backing", fs::absolute(c.backing).string());
   if (c.backing_size) params.emplace_back("backing_size", std::to_string(c.backing_size));
   if (c.writeback_idle) params.emplace_back("writeback_idle", std::to_string(c.writeback_idle));
-  nbd_config check;
   for (const auto& [k, v] : params)
-    if (status st = check.set(k, v); !st.ok()) return fail(std::string(st.message()));
-  if (status st = check.complete(); !st.ok()) return fail(std::string(st.message()));
+    if (status st = check.set(k, v); !st.ok()) return st;
+  if (status st = check.complete(); !st.ok()) return st;
+  return params;
+}
 
+// Where nbdkit listens, as an NBD URI; `socket` is set for a unix socket.
+std::string listen_uri(const config& c, const std::string& run_dir, std::string& socket) {
+  if (c.port)
+    return "nbd://" + (c.ip.find(':') != std::string::npos ? "[" + c.ip + "]" : c.ip) + ":" +
+           std::to_string(c.port) + "/";
+  socket = c.unix_socket.empty() ? run_dir + "/nbd.sock" : fs::absolute(c.unix_socket).string();
+  return "nbd+unix:///?socket=" + socket;
+}
+
+std::vector<std::string> nbdkit_args(const config& c, const std::string& pidfile,
+                                     const std::string& socket, const std::string& plugin,
+                                     const std::vector<std::pair<std::string, std::string>>& params) {
+  std::vector<std::string> args = {c.nbdkit, "--exit-with-parent", "-f", "-P", pidfile};
+  if (c.port)
+    args.insert(args.end(), {"-p", std::to_string(c.port), "-i", c.ip});
+  else
+    args.insert(args.end(), {"-U", socket});
+  if (c.threads) args.insert(args.end(), {"-t", std::to_string(c.threads)});
+  if (c.verbose) args.push_back("-v");
+  if (!c.run.empty()) args.insert(args.end(), {"--run", c.run});
+  args.push_back(plugin);
+  for (const auto& [k, v] : params) args.push_back(k + "=" + v);
+  return args;
+}
+
+// Starts nbdkit with `args`, forwarding SIGINT, SIGTERM and SIGHUP to it.
+pid_t start_nbdkit(std::vector<std::string> args) {
+  struct sigaction sa{};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  std::cout.flush();
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    child_pid = pid;
+    return pid;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::fprintf(stderr, "uswap serve: cannot run %s: %s\n", argv[0], std::strerror(errno));
+  ::_exit(127);
+}
+
+// nbdkit writes its pidfile once it listens: only then is the URI worth printing. False when
+// nbdkit exited first (its status in `wstatus`).
+bool wait_until_listening(pid_t pid, const std::string& pidfile, int& wstatus) {
+  struct stat sb{};
+  while (::stat(pidfile.c_str(), &sb) != 0 || sb.st_size == 0) {
+    if (::waitpid(pid, &wstatus, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void announce(const config& c, const nbd_config& check, pid_t pid, const std::string& uri,
+              const std::string& stats_dir) {
+  std::cout << uri << std::endl;
+  std::cerr << "uswap serve: " << format_size(check.size) << " zram device (" << c.comp << ", "
+            << c.lock << ", mem_limit "
+            << (c.mem_limit ? format_size(c.mem_limit) : std::string("none"))
+            << (c.backing.empty() ? std::string() : ", writeback to " + c.backing)
+            << ") served by nbdkit (pid " << pid << ") at " << uri << "\n"
+            << "uswap serve: statistics in " << stats_dir
+            << "/{mm_stat,io_stat,bd_stat,debug_stat,nbd_stat}, rewritten every "
+            << c.stats_interval_ms << " ms\n"
+            << "uswap serve: Ctrl-C or SIGTERM stops it" << std::endl;
+}
+
+// nbdkit's end as serve's exit status.
+int exit_status(const config& c, int wstatus) {
+  if (WIFSIGNALED(wstatus)) {
+    // nbdkit handles SIGINT/SIGTERM itself and exits 0; dying of one means it was not ready yet.
+    if (got_signal && WTERMSIG(wstatus) == got_signal) return 0;
+    return fail("nbdkit died of signal " + std::to_string(WTERMSIG(wstatus)));
+  }
+  const int rc = WEXITSTATUS(wstatus);
+  if (rc != 0 && c.run.empty()) return fail("nbdkit exited with status " + std::to_string(rc));
+  return rc;
+}
+
+int run_serve(const config& c) {
+  if (!c.unix_socket.empty() && c.port)
+    return fail("--unix and --port are alternatives: give one");
+  nbd_config check;
+  auto params = plugin_params(c, check);
+  if (!params) return fail(std::string(params.error().message()));
   const std::string plugin = find_plugin(c);
   if (plugin.empty())
     return fail("cannot find nbdkit-uswap-plugin.so beside this executable (../lib/); build it "
                 "or pass --plugin PATH");
-
   char tmpl[] = "/tmp/uswap-serve.XXXXXX";
   if (!::mkdtemp(tmpl)) return fail(std::string("cannot create a run directory: ") + std::strerror(errno));
   const std::string run_dir = tmpl;
@@ -119,75 +206,19 @@ int run_serve(const config& c) {
       fs::remove_all(dir, ec);
     }
   } cleanup_run_dir{run_dir};
-
   const std::string stats_dir =
       c.stats_dir.empty() ? run_dir + "/stats" : fs::absolute(c.stats_dir).string();
-  params.emplace_back("statsdir", stats_dir);
+  params->emplace_back("statsdir", stats_dir);
   const std::string pidfile = run_dir + "/nbdkit.pid";
-  std::string socket, uri;
-  if (c.port) {
-    uri = "nbd://" + (c.ip.find(':') != std::string::npos ? "[" + c.ip + "]" : c.ip) + ":" +
-          std::to_string(c.port) + "/";
-  } else {
-    socket = c.unix_socket.empty() ? run_dir + "/nbd.sock" : fs::absolute(c.unix_socket).string();
-    uri = "nbd+unix:///?socket=" + socket;
-  }
-
-  std::vector<std::string> args = {c.nbdkit, "--exit-with-parent", "-f", "-P", pidfile};
-  if (c.port) {
-    args.insert(args.end(), {"-p", std::to_string(c.port), "-i", c.ip});
-  } else {
-    args.insert(args.end(), {"-U", socket});
-  }
-  if (c.threads) args.insert(args.end(), {"-t", std::to_string(c.threads)});
-  if (c.verbose) args.push_back("-v");
-  if (!c.run.empty()) args.insert(args.end(), {"--run", c.run});
-  args.push_back(plugin);
-  for (const auto& [k, v] : params) args.push_back(k + "=" + v);
-
-  struct sigaction sa{};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-
-  std::cout.flush();
-  const pid_t pid = ::fork();
+  std::string socket;
+  const std::string uri = listen_uri(c, run_dir, socket);
+  const pid_t pid = start_nbdkit(nbdkit_args(c, pidfile, socket, plugin, *params));
   if (pid < 0) return fail(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "uswap serve: cannot run %s: %s\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  child_pid = pid;
-
   int wstatus = 0;
   bool exited = false;
   if (c.run.empty()) {
-    // nbdkit writes its pidfile once it listens: only then is the URI worth printing.
-    struct stat sb{};
-    while (::stat(pidfile.c_str(), &sb) != 0 || sb.st_size == 0) {
-      const pid_t w = ::waitpid(pid, &wstatus, WNOHANG);
-      if (w == pid) {
-        exited = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!exited) {
-      std::cout << uri << std::endl;
-      std::cerr << "uswap serve: " << format_size(check.size) << " zram device (" << c.comp
-                << ", " << c.lock << ", mem_limit "
-                << (c.mem_limit ? format_size(c.mem_limit) : std::string("none"))
-                << (c.backing.empty() ? std::string() : ", writeback to " + c.backing)
-                << ") served by nbdkit (pid " << pid << ") at " << uri << "\n"
-                << "uswap serve: statistics in " << stats_dir
-                << "/{mm_stat,io_stat,bd_stat,debug_stat,nbd_stat}, rewritten every "
-                << c.stats_interval_ms << " ms\n"
-                << "uswap serve: Ctrl-C or SIGTERM stops it" << std::endl;
-    }
+    exited = !wait_until_listening(pid, pidfile, wstatus);
+    if (!exited) announce(c, check, pid, uri, stats_dir);
   }
   while (!exited) {
     const pid_t w = ::waitpid(pid, &wstatus, 0);
@@ -195,14 +226,7 @@ int run_serve(const config& c) {
     else if (w < 0 && errno != EINTR) return fail(std::string("waitpid: ") + std::strerror(errno));
   }
   child_pid = 0;
-  if (WIFSIGNALED(wstatus)) {
-    // nbdkit handles SIGINT/SIGTERM itself and exits 0; dying of one means it was not ready yet.
-    if (got_signal && WTERMSIG(wstatus) == got_signal) return 0;
-    return fail("nbdkit died of signal " + std::to_string(WTERMSIG(wstatus)));
-  }
-  const int rc = WEXITSTATUS(wstatus);
-  if (rc != 0 && c.run.empty()) return fail("nbdkit exited with status " + std::to_string(rc));
-  return rc;
+  return exit_status(c, wstatus);
 }
 
 void add_serve_command(CLI::App& app, command_table& table) {

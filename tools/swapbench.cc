@@ -19,24 +19,22 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <time.h>
-#include <unistd.h>
 
 #include "alternate_rounds.h"
 #include "cli.h"
+#include "machine_facts.h"
+#include "progress.h"
+#include "report.h"
 #include "swapbench.h"
 #include "uswap/base/units.h"
 #include "uswap/swap/swap_system.h"
@@ -56,24 +54,9 @@ constexpr const char* seed000_source = "/work/shared/reference/seed_results.csv 
 
 using mode_spec = swapbench_mode;
 
-result<mode_spec> parse_mode_spec(const std::string& text) {
-  constexpr std::string_view notag = "-notag";
-  std::string base = text;
-  const bool tag = !(base.size() > notag.size() && base.ends_with(notag));
-  if (!tag) base.resize(base.size() - notag.size());
-  if (base == "percpu-atomic") return mode_spec{text, swap_lock_mode::percpu, false, tag};
-  auto m = parse_swap_lock_mode(base);
-  if (!m.ok())
-    return error(EINVAL, "unknown swap lock mode '" + text +
-                             "' (valid: global, cluster, percpu, percpu-atomic, each optionally "
-                             "with -notag)");
-  return mode_spec{text, *m, true, tag};
-}
-
 // The command line's options: the measurement's configuration and how to print it.
 struct config : swapbench_config {
-  std::vector<std::string> mode_names{"global", "cluster", "percpu"};
-  std::string slot_cache_text = "by-mode";
+  config() { modes = *parse_swapbench_modes("global,cluster,percpu"); }
   bool json = false;
 };
 
@@ -101,28 +84,6 @@ struct mode_classes {
         cache(label + ": slots_cache") {}
   lock_class device, cluster, cache;
 };
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string m = line.substr(colon + 1);
-        m.erase(0, m.find_first_not_of(" \t"));
-        return m;
-      }
-    }
-  }
-  return "unknown CPU";
-}
-
-double thread_cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
-}
 
 // Simulated page work: write `bytes` of the thread's private page, then make sure the compiler
 // keeps the stores.
@@ -256,27 +217,10 @@ result<round_result> run_round(const swapbench_config& cfg, const mode_spec& spe
 
 using mode_result = swapbench_mode_result;
 
-std::string fixed(double v, int prec) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
-  return buf;
-}
-
 std::string ns_text(double ns) {
-  if (ns < 10'000) return fixed(ns, 0) + " ns";
-  if (ns < 10'000'000) return fixed(ns / 1e3, 1) + " us";
-  return fixed(ns / 1e6, 1) + " ms";
-}
-
-void progress(const std::string& text) {
-  static const bool tty = isatty(STDERR_FILENO);
-  if (tty)
-    std::cerr << "\r\033[K" << text << std::flush;
-  else
-    std::cerr << text << "\n";
-}
-void progress_done() {
-  if (isatty(STDERR_FILENO)) std::cerr << "\r\033[K" << std::flush;
+  if (ns < 10'000) return strprintf("%.0f ns", ns);
+  if (ns < 10'000'000) return strprintf("%.1f us", ns / 1e3);
+  return strprintf("%.1f ms", ns / 1e6);
 }
 
 status validate_impl(swapbench_config& cfg) {
@@ -287,7 +231,7 @@ status validate_impl(swapbench_config& cfg) {
   if (cfg.rounds == 0 || cfg.rounds > 1000)
     return error(EINVAL, "--rounds: " + std::to_string(cfg.rounds) + " is outside 1..1000");
   if (!(cfg.duration_s > 0) || cfg.duration_s > 3600)
-    return error(EINVAL, "--duration: " + fixed(cfg.duration_s, 3) +
+    return error(EINVAL, "--duration: " + strprintf("%.3f", cfg.duration_s) +
                              " s is outside (0, 3600] seconds");
   if (cfg.batch == 0 || cfg.batch > 4096)
     return error(EINVAL, "--batch: " + std::to_string(cfg.batch) + " is outside 1..4096");
@@ -298,9 +242,7 @@ status validate_impl(swapbench_config& cfg) {
                              std::to_string(MAX_SWAPFILES));
   if (cfg.work > (uint64_t{1} << 20))
     return error(EINVAL, "--work: " + format_size(cfg.work) + " is more than 1 MiB per page");
-  if (cfg.modes.empty())
-    for (const char* name : {"global", "cluster", "percpu"})
-      cfg.modes.push_back(*parse_swapbench_mode(name));
+  if (cfg.modes.empty()) cfg.modes = *parse_swapbench_modes("global,cluster,percpu");
   // Each thread holds resident + batch slots, and its slot cache up to 64 more; the caches
   // switch off below 2 x 64 free slots per thread. Ask for that with a margin per area.
   const unsigned most = *std::max_element(cfg.threads.begin(), cfg.threads.end());
@@ -313,22 +255,6 @@ status validate_impl(swapbench_config& cfg) {
                              " resident + " + std::to_string(cfg.batch) +
                              " batch) pages: use at least " + format_size(pages_to_bytes(need)));
   return {};
-}
-
-// The command line's names first (their errors name the option), then the measurement's checks.
-status validate(config& cfg) {
-  if (cfg.threads.empty()) return error(EINVAL, "--threads: give at least one thread count");
-  cfg.modes.clear();
-  for (const auto& name : cfg.mode_names) {
-    auto m = parse_mode_spec(name);
-    if (!m.ok()) return error(EINVAL, "--modes: " + std::string(m.error().message()));
-    cfg.modes.push_back(*m);
-  }
-  if (cfg.modes.empty()) return error(EINVAL, "--modes: give at least one mode");
-  auto sc = parse_slot_cache_policy(cfg.slot_cache_text);
-  if (!sc.ok()) return error(EINVAL, "--slot-cache: " + std::string(sc.error().message()));
-  cfg.slot_cache = *sc;
-  return validate_impl(cfg);
 }
 
 result<swapbench_result> measure(const swapbench_config& cfg, const swapbench_progress_fn& progress) {
@@ -353,7 +279,7 @@ result<swapbench_result> measure(const swapbench_config& cfg, const swapbench_pr
         [&](unsigned r, const form& f, const round_result& rr) {
           say("swapbench: " + std::to_string(nthreads) + " threads, round " +
               std::to_string(r + 1) + "/" + std::to_string(cfg.rounds) + ", " + f.spec->label +
-              ": " + fixed(rr.ops_per_sec() / 1e6, 2) + " Mops/s");
+              ": " + strprintf("%.2f", rr.ops_per_sec() / 1e6) + " Mops/s");
         });
     if (!rounds) return rounds.error();
     std::vector<mode_result> res;
@@ -382,160 +308,100 @@ result<swapbench_result> measure(const swapbench_config& cfg, const swapbench_pr
   return out;
 }
 
+// Slot operations per acquisition of a lock class in the lockstat round.
+double per_op(const mode_result& mr, const lock_stats& s) {
+  return mr.lockstat_ops ? static_cast<double>(s.acquisitions) / static_cast<double>(mr.lockstat_ops)
+                         : 0.0;
+}
+
+nlohmann::json mode_json(const swapbench_config& cfg, const mode_result& mr, double base_med) {
+  nlohmann::json locks = nlohmann::json::array();
+  for (const lock_stats& s : mr.locks) {
+    nlohmann::json row = s;
+    row["contended_pct"] = s.contended_pct();
+    row["wait_avg_ns"] = s.wait_avg_ns();
+    row["per_op"] = per_op(mr, s);
+    locks.push_back(std::move(row));
+  }
+  return {{"mode", mr.spec.label},
+          {"lock_mode", to_string(mr.spec.mode)},
+          {"percpu_inuse_counter",
+           mr.spec.mode == swap_lock_mode::percpu && mr.spec.percpu_inuse_counter},
+          {"freer_tag", mr.spec.freer_tag},
+          {"slot_cache", to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode))},
+          {"ops_per_sec", mr.ops_per_sec},
+          {"pages_per_sec", mr.pages_per_sec},
+          {"median_ops_per_sec", mr.med()},
+          {"min_ops_per_sec", mr.lo()},
+          {"max_ops_per_sec", mr.hi()},
+          {"median_pages_per_sec", median(mr.pages_per_sec)},
+          {"cores", mr.cores},
+          {"median_cores", median(mr.cores)},
+          {"ops_per_cpu_sec", mr.ops_per_cpu_sec},
+          {"median_ops_per_cpu_sec", median(mr.ops_per_cpu_sec)},
+          {"ratio_to_baseline", base_med > 0 ? mr.med() / base_med : 0.0},
+          {"lockstat_round_ops", mr.lockstat_ops},
+          {"locks", locks}};
+}
+
+// One thread count's table: a row per form, the notes under it, the lock classes.
+void print_thread_count(std::ostream& out, const swapbench_report& rep, size_t k) {
+  const swapbench_config& cfg = rep.config;
+  const auto& forms = rep.result.per[k];
+  const double base_med = forms[rep.base_index()].med();
+  out << "\n" << cfg.threads[k] << " threads\n";
+  out << strprintf("  %-13s %-10s %9s %17s %10s %12s %7s %11s\n", "mode", "slot cache", "Mops/s",
+                   "min-max", "ratio", "pages/s", "cores", "Mops/CPU-s");
+  for (const mode_result& mr : forms)
+    out << strprintf("  %-13s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f %11.2f\n",
+                     mr.spec.label.c_str(),
+                     to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode)), mr.med() / 1e6,
+                     mr.lo() / 1e6, mr.hi() / 1e6, base_med > 0 ? mr.med() / base_med : 0.0,
+                     median(mr.pages_per_sec) / 1e6, median(mr.cores),
+                     median(mr.ops_per_cpu_sec) / 1e6);
+  out << "  cores = CPU time the workers got / wall time (median; less than min(threads, CPUs) "
+         "when other work shares the machine); Mops/CPU-s = operations per CPU-second of the "
+         "workers (median), the cost of an operation including lock spinning\n";
+  out << "  ratio = median / median of " << cfg.modes[rep.base_index()].label
+      << strprintf(". seed 000: cluster/global = %.2f/%.2f GB/s = %.2fx (+%.1f%%)",
+                   seed000_patched_gbs, seed000_baseline_gbs,
+                   seed000_patched_gbs / seed000_baseline_gbs, seed000_change_pct)
+      << ", vm-scalability swap-w-seq, 16 processes, Xeon E5 v3, RAM-simulated PMEM\n";
+  if (!cfg.lockstat_round) return;
+  out << "  lock contention (one more round per mode, lockstat on):\n";
+  out << strprintf("  %-28s %13s %8s %11s %10s %10s %10s\n", "lock class", "acquisitions",
+                   "per op", "contended", "contended%", "wait avg", "wait max");
+  for (const mode_result& mr : forms)
+    for (const lock_stats& s : mr.locks) {
+      if (s.acquisitions == 0) continue;
+      out << strprintf("  %-28s %13llu %8.3f %11llu %9.2f%% %10s %10s\n", s.name.c_str(),
+                       static_cast<unsigned long long>(s.acquisitions), per_op(mr, s),
+                       static_cast<unsigned long long>(s.contended), s.contended_pct(),
+                       ns_text(s.wait_avg_ns()).c_str(),
+                       ns_text(static_cast<double>(s.wait_max_ns)).c_str());
+    }
+}
+
 int run_swapbench_cli(config& cfg) {
-  if (status st = validate(cfg); !st.ok()) {
+  if (status st = validate_impl(cfg); !st.ok()) {
     std::cerr << "uswap swapbench: " << st.message() << "\n";
     return 2;
   }
-  const std::string model = cpu_model();
-  const unsigned cpus = std::thread::hardware_concurrency();
-  auto measured = measure(cfg, progress);
-  progress_done();
-  if (!measured.ok()) {
-    std::cerr << "uswap swapbench: " << measured.error().to_string() << "\n";
-    return 1;
-  }
-  const std::vector<std::vector<mode_result>>& all = measured->per;  // per thread count, per mode
-
-  // The baseline of the ratios: global if measured, else the first mode.
-  auto base_index = [&]() -> size_t {
-    for (size_t i = 0; i < cfg.modes.size(); ++i)
-      if (cfg.modes[i].mode == swap_lock_mode::global) return i;
-    return 0;
-  };
-  const size_t base = base_index();
-  const std::string base_name = cfg.modes[base].label;
-  const double seed_ratio = seed000_patched_gbs / seed000_baseline_gbs;
-
-  if (cfg.json) {
-    nlohmann::json j;
-    j["command"] = "swapbench";
-    j["machine"] = {{"cpus", cpus}, {"cpu_model", model}};
-    j["config"] = {{"threads", cfg.threads},
-                   {"modes", cfg.mode_names},
-                   {"slot_cache", to_string(cfg.slot_cache)},
-                   {"rounds", cfg.rounds},
-                   {"duration_s", cfg.duration_s},
-                   {"size_bytes", cfg.size},
-                   {"areas", cfg.areas},
-                   {"work_bytes", cfg.work},
-                   {"batch", cfg.batch},
-                   {"resident", cfg.resident},
-                   {"mappings", cfg.mappings}};
-    j["seed"] = {{"id", "000"},
-                 {"experiment", "vm-scalability swap-w-seq, 16 processes"},
-                 {"baseline", seed000_baseline_gbs},
-                 {"patched", seed000_patched_gbs},
-                 {"unit", "GB/s"},
-                 {"ratio", seed_ratio},
-                 {"change_pct", seed000_change_pct},
-                 {"source", seed000_source}};
-    j["ratio_baseline"] = base_name;
-    nlohmann::json results = nlohmann::json::array();
-    for (size_t k = 0; k < cfg.threads.size(); ++k) {
-      nlohmann::json modes = nlohmann::json::array();
-      const double base_med = all[k][base].med();
-      for (const mode_result& mr : all[k]) {
-        nlohmann::json locks = nlohmann::json::array();
-        for (const lock_stats& s : mr.locks)
-          locks.push_back({{"name", s.name},
-                           {"acquisitions", s.acquisitions},
-                           {"contended", s.contended},
-                           {"contended_pct", s.contended_pct()},
-                           {"wait_total_ns", s.wait_total_ns},
-                           {"wait_avg_ns", s.wait_avg_ns()},
-                           {"wait_max_ns", s.wait_max_ns},
-                           {"per_op", mr.lockstat_ops ? static_cast<double>(s.acquisitions) /
-                                                            static_cast<double>(mr.lockstat_ops)
-                                                      : 0.0}});
-        modes.push_back({{"mode", mr.spec.label},
-                         {"lock_mode", to_string(mr.spec.mode)},
-                         {"percpu_inuse_counter", mr.spec.mode == swap_lock_mode::percpu &&
-                                                      mr.spec.percpu_inuse_counter},
-                         {"freer_tag", mr.spec.freer_tag},
-                         {"slot_cache",
-                          to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode))},
-                         {"ops_per_sec", mr.ops_per_sec},
-                         {"pages_per_sec", mr.pages_per_sec},
-                         {"median_ops_per_sec", mr.med()},
-                         {"min_ops_per_sec", mr.lo()},
-                         {"max_ops_per_sec", mr.hi()},
-                         {"median_pages_per_sec", median(mr.pages_per_sec)},
-                         {"cores", mr.cores},
-                         {"median_cores", median(mr.cores)},
-                         {"ops_per_cpu_sec", mr.ops_per_cpu_sec},
-                         {"median_ops_per_cpu_sec", median(mr.ops_per_cpu_sec)},
-                         {"ratio_to_baseline", base_med > 0 ? mr.med() / base_med : 0.0},
-                         {"lockstat_round_ops", mr.lockstat_ops},
-                         {"locks", locks}});
-      }
-      results.push_back({{"threads", cfg.threads[k]}, {"modes", modes}});
+  swapbench_report rep;
+  rep.cpu_model = cpu_model();
+  rep.cpus = cpu_count();
+  {
+    progress_line progress;
+    auto measured = measure(cfg, [&](const std::string& text) { progress.show(text); });
+    if (!measured.ok()) {
+      progress.clear();
+      std::cerr << "uswap swapbench: " << measured.error().to_string() << "\n";
+      return 1;
     }
-    j["results"] = results;
-    std::cout << j.dump(2) << "\n";
-    return 0;
+    rep.result = std::move(*measured);
   }
-
-  std::ostringstream out;
-  out << "uswap swapbench: swap slot allocation, " << [&] {
-    std::string s;
-    for (size_t i = 0; i < cfg.modes.size(); ++i) s += (i ? " vs " : "") + cfg.mode_names[i];
-    return s;
-  }() << "\n";
-  out << "machine: " << cpus << " CPUs, " << model << "\n";
-  out << "area: " << cfg.areas << " x " << format_size(cfg.size / cfg.areas) << ", slot cache "
-      << to_string(cfg.slot_cache) << "; per thread: batch " << cfg.batch << ", resident "
-      << cfg.resident << " pages, " << cfg.mappings << " mapping(s) per page, work "
-      << format_size(cfg.work) << " per page step\n";
-  out << "rounds: " << cfg.rounds << " per mode, alternating, " << fixed(cfg.duration_s, 2)
-      << " s each; Mops/s = slot operations (get_swap_page, swap_duplicate, put_swap_page, "
-         "swapcache_prepare, swap_free, swapcache_clear) per second, median and min-max\n";
-  for (size_t k = 0; k < cfg.threads.size(); ++k) {
-    const double base_med = all[k][base].med();
-    out << "\n" << cfg.threads[k] << " threads\n";
-    char line[256];
-    std::snprintf(line, sizeof line, "  %-13s %-10s %9s %17s %10s %12s %7s %11s\n", "mode",
-                  "slot cache", "Mops/s", "min-max", "ratio", "pages/s", "cores", "Mops/CPU-s");
-    out << line;
-    for (const mode_result& mr : all[k]) {
-      std::snprintf(line, sizeof line,
-                    "  %-13s %-10s %9.2f %8.2f-%-8.2f %9.2fx %11.2fM %7.2f %11.2f\n",
-                    mr.spec.label.c_str(),
-                    to_string(effective_slot_cache(cfg.slot_cache, mr.spec.mode)),
-                    mr.med() / 1e6, mr.lo() / 1e6, mr.hi() / 1e6,
-                    base_med > 0 ? mr.med() / base_med : 0.0, median(mr.pages_per_sec) / 1e6,
-                    median(mr.cores), median(mr.ops_per_cpu_sec) / 1e6);
-      out << line;
-    }
-    out << "  cores = CPU time the workers got / wall time (median; less than min(threads, CPUs) "
-           "when other work shares the machine); Mops/CPU-s = operations per CPU-second of the "
-           "workers (median), the cost of an operation including lock spinning\n";
-    out << "  ratio = median / median of " << base_name << ". seed 000: cluster/global = "
-        << fixed(seed000_patched_gbs, 2) << "/" << fixed(seed000_baseline_gbs, 2)
-        << " GB/s = " << fixed(seed_ratio, 2) << "x (+" << fixed(seed000_change_pct, 1)
-        << "%), vm-scalability swap-w-seq, 16 processes, Xeon E5 v3, RAM-simulated PMEM\n";
-    if (cfg.lockstat_round) {
-      out << "  lock contention (one more round per mode, lockstat on):\n";
-      std::snprintf(line, sizeof line, "  %-28s %13s %8s %11s %10s %10s %10s\n", "lock class",
-                    "acquisitions", "per op", "contended", "contended%", "wait avg", "wait max");
-      out << line;
-      for (const mode_result& mr : all[k]) {
-        for (const lock_stats& s : mr.locks) {
-          if (s.acquisitions == 0) continue;
-          std::snprintf(line, sizeof line, "  %-28s %13llu %8.3f %11llu %9.2f%% %10s %10s\n",
-                        s.name.c_str(), static_cast<unsigned long long>(s.acquisitions),
-                        mr.lockstat_ops ? static_cast<double>(s.acquisitions) /
-                                              static_cast<double>(mr.lockstat_ops)
-                                        : 0.0,
-                        static_cast<unsigned long long>(s.contended), s.contended_pct(),
-                        ns_text(s.wait_avg_ns()).c_str(),
-                        ns_text(static_cast<double>(s.wait_max_ns)).c_str());
-          out << line;
-        }
-      }
-    }
-  }
-  std::cout << out.str();
+  rep.config = cfg;
+  print_report(std::cout, rep, cfg.json);
   return 0;
 }
 
@@ -548,18 +414,17 @@ void add_swapbench_command(CLI::App& app, command_table& table) {
   sub->add_option("-t,--threads", cfg->threads, "Thread counts to measure, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--modes", cfg->mode_names,
-                  "Lock modes, comma-separated: global, cluster, percpu, percpu-atomic (percpu "
-                  "with the kernel's single shared inuse_pages counter); a -notag suffix (e.g. "
-                  "percpu-notag) picks new clusters in the kernel's order, without the freer tag")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--slot-cache", cfg->slot_cache_text,
+  add_parsed_option(*sub, "--modes", cfg->modes, parse_swapbench_modes, "global,cluster,percpu",
+                    "Lock modes, comma-separated: global, cluster, percpu, percpu-atomic (percpu "
+                    "with the kernel's single shared inuse_pages counter); a -notag suffix (e.g. "
+                    "percpu-notag) picks new clusters in the kernel's order, without the freer "
+                    "tag");
+  add_enum_option(*sub, "--slot-cache", cfg->slot_cache, slot_cache_policy_names,
+                  "slot cache policy",
                   "Per-CPU slot caches: by-mode (as each mode's kernel: global off, cluster on, "
                   "percpu alloc), on (allocation and freeing side, 4.11), alloc (allocation side "
-                  "only, 6.14), off (6.15 on)")
-      ->capture_default_str();
-  sub->add_option("--rounds", cfg->rounds, "Rounds per mode")->capture_default_str();
+                  "only, 6.14), off (6.15 on)");
+  add_rounds_option(*sub, cfg->rounds, "Rounds per mode");
   sub->add_option("--duration", cfg->duration_s, "Seconds per round")->capture_default_str();
   add_size_option(*sub, "--size", cfg->size, "Swap space (split over --areas areas)");
   add_size_option(*sub, "--work", cfg->work,
@@ -573,7 +438,7 @@ void add_swapbench_command(CLI::App& app, command_table& table) {
   sub->add_option("--areas", cfg->areas, "Swap areas of equal priority")->capture_default_str();
   sub->add_flag("!--no-lockstat", cfg->lockstat_round,
                 "Skip the extra round per mode that collects lock statistics");
-  sub->add_flag("--json", cfg->json, "Print the results as JSON");
+  add_json_flag(*sub, cfg->json);
   table.add(sub, [cfg] { return run_swapbench_cli(*cfg); });
 }
 
@@ -581,7 +446,34 @@ const command_registrar reg{60, add_swapbench_command};
 
 }  // namespace
 
-result<swapbench_mode> parse_swapbench_mode(const std::string& text) { return parse_mode_spec(text); }
+result<swapbench_mode> parse_swapbench_mode(std::string_view text) {
+  constexpr std::string_view notag = "-notag";
+  std::string_view base = text;
+  const bool tag = !(base.size() > notag.size() && base.ends_with(notag));
+  if (!tag) base.remove_suffix(notag.size());
+  if (base == "percpu-atomic")
+    return mode_spec{std::string(text), swap_lock_mode::percpu, false, tag};
+  auto m = parse_swap_lock_mode(base);
+  if (!m.ok())
+    return error(EINVAL, "unknown swap lock mode '" + std::string(text) +
+                             "' (valid: global, cluster, percpu, percpu-atomic, each optionally "
+                             "with -notag)");
+  return mode_spec{std::string(text), *m, true, tag};
+}
+
+result<std::vector<swapbench_mode>> parse_swapbench_modes(std::string_view text) {
+  std::vector<swapbench_mode> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    auto m = parse_swapbench_mode(text.substr(at, comma == text.npos ? text.npos : comma - at));
+    if (!m.ok()) return m.error();
+    out.push_back(std::move(*m));
+    if (comma == text.npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
 
 status validate_swapbench(swapbench_config& cfg) { return validate_impl(cfg); }
 
@@ -590,6 +482,66 @@ double swapbench_mode_result::med() const { return tools::median(ops_per_sec); }
 result<swapbench_result> run_swapbench(const swapbench_config& cfg,
                                        const swapbench_progress_fn& progress) {
   return measure(cfg, progress);
+}
+
+size_t swapbench_report::base_index() const {
+  for (size_t i = 0; i < config.modes.size(); ++i)
+    if (config.modes[i].mode == swap_lock_mode::global) return i;
+  return 0;
+}
+
+nlohmann::json swapbench_report::to_json() const {
+  const swapbench_config& cfg = config;
+  std::vector<std::string> labels;
+  for (const auto& m : cfg.modes) labels.push_back(m.label);
+  nlohmann::json j;
+  j["command"] = "swapbench";
+  j["machine"] = {{"cpus", cpus}, {"cpu_model", cpu_model}};
+  j["config"] = {{"threads", cfg.threads},
+                 {"modes", labels},
+                 {"slot_cache", to_string(cfg.slot_cache)},
+                 {"rounds", cfg.rounds},
+                 {"duration_s", cfg.duration_s},
+                 {"size_bytes", cfg.size},
+                 {"areas", cfg.areas},
+                 {"work_bytes", cfg.work},
+                 {"batch", cfg.batch},
+                 {"resident", cfg.resident},
+                 {"mappings", cfg.mappings}};
+  j["seed"] = {{"id", "000"},
+               {"experiment", "vm-scalability swap-w-seq, 16 processes"},
+               {"baseline", seed000_baseline_gbs},
+               {"patched", seed000_patched_gbs},
+               {"unit", "GB/s"},
+               {"ratio", seed000_patched_gbs / seed000_baseline_gbs},
+               {"change_pct", seed000_change_pct},
+               {"source", seed000_source}};
+  j["ratio_baseline"] = cfg.modes[base_index()].label;
+  nlohmann::json results = nlohmann::json::array();
+  for (size_t k = 0; k < cfg.threads.size(); ++k) {
+    nlohmann::json modes = nlohmann::json::array();
+    const double base_med = result.per[k][base_index()].med();
+    for (const mode_result& mr : result.per[k]) modes.push_back(mode_json(cfg, mr, base_med));
+    results.push_back({{"threads", cfg.threads[k]}, {"modes", modes}});
+  }
+  j["results"] = results;
+  return j;
+}
+
+void swapbench_report::print(std::ostream& out) const {
+  out << "uswap swapbench: swap slot allocation, ";
+  for (size_t i = 0; i < config.modes.size(); ++i) out << (i ? " vs " : "") << config.modes[i].label;
+  out << "\n";
+  out << "machine: " << cpus << " CPUs, " << cpu_model << "\n";
+  out << "area: " << config.areas << " x " << format_size(config.size / config.areas)
+      << ", slot cache " << to_string(config.slot_cache) << "; per thread: batch " << config.batch
+      << ", resident " << config.resident << " pages, " << config.mappings
+      << " mapping(s) per page, work " << format_size(config.work) << " per page step\n";
+  out << "rounds: " << config.rounds << " per mode, alternating, "
+      << strprintf("%.2f", config.duration_s)
+      << " s each; Mops/s = slot operations (get_swap_page, swap_duplicate, put_swap_page, "
+         "swapcache_prepare, swap_free, swapcache_clear) per second, median and min-max\n";
+  for (size_t k = 0; k < config.threads.size(); ++k) print_thread_count(out, *this, k);
 }
 
 }  // namespace uswap::tools

@@ -8,14 +8,18 @@
 // runs with lockstat on and gives the lock statistics that explain the ratios.
 //
 // Thread-safety: run_swapbench may be called from one thread at a time (it switches the
-// process-wide lock statistics on and off).
+// process-wide lock statistics on and off). A swapbench_report is a plain value.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "alternate_rounds.h"
 #include "uswap/base/status.h"
@@ -37,7 +41,9 @@ struct swapbench_mode {
 
 // "global", "cluster", "percpu" or "percpu-atomic", each optionally with "-notag"; EINVAL
 // naming the valid ones otherwise.
-result<swapbench_mode> parse_swapbench_mode(const std::string& text);
+result<swapbench_mode> parse_swapbench_mode(std::string_view text);
+// A comma-separated list of them, in the order given; EINVAL for an empty list or item.
+result<std::vector<swapbench_mode>> parse_swapbench_modes(std::string_view text);
 
 struct swapbench_config {
   std::vector<unsigned> threads{2, 16};     // thread counts to measure; default 2 and 16
@@ -82,5 +88,18 @@ using swapbench_progress_fn = std::function<void(const std::string&)>;
 // when a round failed or left the areas inconsistent.
 result<swapbench_result> run_swapbench(const swapbench_config& cfg,
                                        const swapbench_progress_fn& progress = {});
+
+// `uswap swapbench`'s report: the measurement, the machine, and seed 000's published figure.
+struct swapbench_report {
+  swapbench_config config;
+  unsigned cpus = 0;
+  std::string cpu_model;
+  swapbench_result result;
+
+  // The baseline of the ratios: the global form if measured, else the first.
+  size_t base_index() const;
+  nlohmann::json to_json() const;
+  void print(std::ostream& out) const;
+};
 
 }  // namespace uswap::tools

@@ -28,7 +28,6 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <initializer_list>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -36,7 +35,12 @@
 #include <string>
 #include <vector>
 
+#include "alternate_rounds.h"
 #include "cli.h"
+#include "machine_facts.h"
+#include "progress.h"
+#include "report.h"
+#include "uffdbench.h"
 #include "uswap/base/page.h"
 #include "uswap/uffd/region.h"
 
@@ -46,10 +50,10 @@ namespace {
 struct bench_config {
   uint64_t size = 1ull << 30;
   uint64_t limit = 0;  // 0: size / 4
-  std::string pattern = "both";
+  uffdbench_pattern pattern = uffdbench_pattern::both;
   unsigned rounds = 5;
   std::string comp = "lz4";
-  std::string fault_mode = "sigbus";
+  fault_mode fault = fault_mode::sigbus;
   unsigned reclaim_batch = pager_options{}.reclaim_batch;
   bool no_kernel = false;
   bool verify = false;
@@ -109,7 +113,7 @@ side_result uswap_round(const bench_config& c, const std::vector<uint32_t>* orde
   pager_options o;
   o.limit = c.limit;
   o.comp_algorithm = c.comp;
-  o.mode = *parse_fault_mode(c.fault_mode);
+  o.mode = c.fault;
   o.reclaim_batch = c.reclaim_batch;
   auto r = region::create(c.size, o);
   if (!r) {
@@ -328,28 +332,56 @@ class kernel_swap {
 
 // ---------------------------------------------------------------------------------------------
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-std::string machine_name() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line, model = "unknown CPU";
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  return std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + "-core " + model;
-}
-
 std::string today() {
   char b[32];
   const std::time_t t = std::time(nullptr);
   std::strftime(b, sizeof b, "%Y-%m-%d", std::gmtime(&t));
   return b;
+}
+
+uffdbench_side side_of(const side_result& r, uint64_t bytes) {
+  return {r.mbps(bytes), r.cpu, r.swapped_out};
+}
+
+// A failed or wrong round is said at once on stderr; it makes the exit status 1.
+bool check_round(const side_result& r, const char* side, unsigned round) {
+  if (r.error.empty() && !r.bad_pages) return true;
+  std::cerr << "uswap uffdbench: " << side << " round " << round + 1 << ": " << r.error
+            << (r.bad_pages ? " " + std::to_string(r.bad_pages) + " pages wrong" : "") << "\n";
+  return false;
+}
+
+// Every round of every pattern: uswap, then the kernel (unless --no-kernel). Returns whether
+// every round ran cleanly.
+bool measure(const bench_config& c, kernel_swap& ks, uffdbench_report& rep) {
+  const uint64_t pages = c.size / page_size;
+  std::vector<uint32_t> perm(pages);
+  for (uint64_t i = 0; i < pages; ++i) perm[i] = static_cast<uint32_t>(i);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(20240611));
+  std::vector<std::string> patterns;
+  if (c.pattern != uffdbench_pattern::rand) patterns.push_back("seq");
+  if (c.pattern != uffdbench_pattern::seq) patterns.push_back("rand");
+  progress_line progress;
+  bool clean = true;
+  for (const std::string& pat : patterns) {
+    const std::vector<uint32_t>* order = pat == "rand" ? &perm : nullptr;
+    uffdbench_report::pattern p{pat, {}};
+    for (unsigned i = 0; i < c.rounds; ++i) {
+      progress.show("uffdbench: " + pat + " round " + std::to_string(i + 1) + "/" +
+                    std::to_string(c.rounds));
+      const side_result a = uswap_round(c, order);
+      clean &= check_round(a, "uswap", i);
+      uffdbench_report::round r{side_of(a, c.size), std::nullopt};
+      if (!c.no_kernel) {
+        const side_result b = ks.round(c, order);
+        clean &= check_round(b, "kernel", i);
+        r.kernel = side_of(b, c.size);
+      }
+      p.rounds.push_back(r);
+    }
+    rep.patterns.push_back(std::move(p));
+  }
+  return clean;
 }
 
 int run_uffdbench(bench_config c) {
@@ -359,23 +391,10 @@ int run_uffdbench(bench_config c) {
     std::cerr << "uswap uffdbench: need --size >= 4M and 256K <= --limit <= --size\n";
     return 2;
   }
-  if (!parse_fault_mode(c.fault_mode)) {
-    std::cerr << "uswap uffdbench: --fault-mode must be sigbus or handler-thread\n";
-    return 2;
-  }
-  if (c.pattern != "seq" && c.pattern != "rand" && c.pattern != "both") {
-    std::cerr << "uswap uffdbench: --pattern must be seq, rand or both\n";
-    return 2;
-  }
   if (c.rounds == 0) {
     std::cerr << "uswap uffdbench: --rounds must be positive\n";
     return 2;
   }
-  const uint64_t pages = c.size / page_size;
-  std::vector<uint32_t> perm(pages);
-  for (uint64_t i = 0; i < pages; ++i) perm[i] = static_cast<uint32_t>(i);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(20240611));
-
   kernel_swap ks;
   if (!c.no_kernel) {
     std::string err;
@@ -384,85 +403,22 @@ int run_uffdbench(bench_config c) {
       return 1;
     }
   }
-  std::vector<std::string> patterns;
-  if (c.pattern != "rand") patterns.push_back("seq");
-  if (c.pattern != "seq") patterns.push_back("rand");
-
-  nlohmann::json out{{"machine", machine_name()},
-                     {"date", today()},
-                     {"size_bytes", c.size},
-                     {"limit_bytes", c.limit},
-                     {"comp", c.comp},
-                     {"fault_mode", c.fault_mode},
-                     {"reclaim_batch", c.reclaim_batch},
-                     {"kernel_device", c.no_kernel ? "" : ks.device()},
-                     {"kernel_cgroup", c.no_kernel ? "" : ks.cgroup_version()},
-                     {"patterns", nlohmann::json::object()}};
-  if (!c.json)
-    std::cout << "uswap uffdbench: usemem writes of " << (c.size >> 20) << " MiB, limit "
-              << (c.limit >> 20) << " MiB, " << c.comp << ", fault mode " << c.fault_mode
-              << "; kernel: swap on /dev/" << (c.no_kernel ? "-" : ks.device()) << ", cgroup "
-              << (c.no_kernel ? "-" : ks.cgroup_version()) << "\n"
-              << machine_name() << ", " << today() << "; rounds alternate uswap, kernel\n\n"
-              << "pattern round  uswap MB/s (cpu s, swap-outs)   kernel MB/s (cpu s, pswpout)\n";
-  int rc = 0;
-  for (const std::string& pat : patterns) {
-    const std::vector<uint32_t>* order = pat == "rand" ? &perm : nullptr;
-    std::vector<double> u, k, ratio;
-    nlohmann::json rounds = nlohmann::json::array();
-    for (unsigned i = 0; i < c.rounds; ++i) {
-      const side_result a = uswap_round(c, order);
-      side_result b;
-      if (!c.no_kernel) b = ks.round(c, order);
-      for (const side_result* s : std::initializer_list<const side_result*>{&a, &b})
-        if (!s->error.empty() || s->bad_pages) {
-          std::cerr << "uswap uffdbench: " << (s == &a ? "uswap" : "kernel") << " round "
-                    << i + 1 << ": " << (s->error.empty() ? "" : s->error)
-                    << (s->bad_pages ? " " + std::to_string(s->bad_pages) + " pages wrong" : "")
-                    << "\n";
-          rc = 1;
-        }
-      u.push_back(a.mbps(c.size));
-      if (!c.no_kernel) {
-        k.push_back(b.mbps(c.size));
-        if (k.back() > 0) ratio.push_back(u.back() / k.back());
-      }
-      rounds.push_back({{"uswap_mbps", a.mbps(c.size)},
-                        {"uswap_cpu_s", a.cpu},
-                        {"uswap_swap_outs", a.swapped_out},
-                        {"kernel_mbps", b.mbps(c.size)},
-                        {"kernel_cpu_s", b.cpu},
-                        {"kernel_pswpout", b.swapped_out}});
-      if (!c.json) {
-        char line[200];
-        std::snprintf(line, sizeof line, "%-7s %5u  %8.1f (%5.2f, %7lu)        %8.1f (%5.2f, %7lu)\n",
-                      pat.c_str(), i + 1, a.mbps(c.size), a.cpu,
-                      static_cast<unsigned long>(a.swapped_out), b.mbps(c.size), b.cpu,
-                      static_cast<unsigned long>(b.swapped_out));
-        std::cout << line << std::flush;
-      }
-    }
-    const auto [rmin, rmax] = ratio.empty() ? std::pair<double, double>{0, 0}
-                                            : std::pair<double, double>{
-                                                  *std::min_element(ratio.begin(), ratio.end()),
-                                                  *std::max_element(ratio.begin(), ratio.end())};
-    out["patterns"][pat] = {{"rounds", rounds},
-                            {"uswap_median_mbps", median(u)},
-                            {"kernel_median_mbps", median(k)},
-                            {"ratio_median", median(ratio)},
-                            {"ratio_min", rmin},
-                            {"ratio_max", rmax}};
-    if (!c.json) {
-      char line[200];
-      std::snprintf(line, sizeof line,
-                    "%-7s median uswap %.1f MB/s, kernel %.1f MB/s: uswap/kernel %.2f "
-                    "(rounds %.2f-%.2f)\n\n",
-                    pat.c_str(), median(u), median(k), median(ratio), rmin, rmax);
-      std::cout << line;
-    }
+  uffdbench_report rep;
+  rep.machine = std::to_string(cpu_count()) + "-core " + cpu_model();
+  rep.date = today();
+  rep.size = c.size;
+  rep.limit = c.limit;
+  rep.comp = c.comp;
+  rep.fault_mode = std::string(to_string(c.fault));
+  rep.reclaim_batch = c.reclaim_batch;
+  rep.kernel = !c.no_kernel;
+  if (rep.kernel) {
+    rep.kernel_device = ks.device();
+    rep.kernel_cgroup = ks.cgroup_version();
   }
-  if (c.json) std::cout << out.dump(2) << "\n";
-  return rc;
+  const bool clean = measure(c, ks, rep);
+  print_report(std::cout, rep, c.json);
+  return clean ? 0 : 1;
 }
 
 void add_uffdbench_command(CLI::App& app, command_table& table) {
@@ -473,22 +429,99 @@ void add_uffdbench_command(CLI::App& app, command_table& table) {
       "the same limit, alternating rounds (kernel side needs root)");
   add_size_option(*sub, "--size", c.size, "Bytes written per round");
   add_size_option(*sub, "--limit", c.limit, "Resident limit of both sides (0: size/4)");
-  sub->add_option("--pattern", c.pattern, "seq, rand or both")->capture_default_str();
-  sub->add_option("--rounds", c.rounds, "Rounds per pattern (each: uswap, then kernel)")
-      ->capture_default_str();
+  add_enum_option(*sub, "--pattern", c.pattern, uffdbench_pattern_names, "pattern",
+                  valid_names(uffdbench_pattern_names));
+  add_rounds_option(*sub, c.rounds, "Rounds per pattern (each: uswap, then kernel)");
   sub->add_option("--comp", c.comp, "Compression on both sides: lz4, lzo, zstd")
       ->capture_default_str();
-  sub->add_option("--fault-mode", c.fault_mode, "uswap side: sigbus or handler-thread")
-      ->capture_default_str();
+  add_parsed_option(*sub, "--fault-mode", c.fault, parse_fault_mode,
+                    std::string(to_string(c.fault)), "uswap side: sigbus or handler-thread");
   sub->add_option("--reclaim-batch", c.reclaim_batch, "uswap side: pages evicted per reclaim pass")
       ->capture_default_str();
   sub->add_flag("--no-kernel", c.no_kernel, "Run the uswap side only (no root needed)");
   sub->add_flag("--verify", c.verify, "Read every page back after each round (not timed)");
-  sub->add_flag("--json", c.json, "Print the results as JSON");
+  add_json_flag(*sub, c.json);
   table.add(sub, [] { return run_uffdbench(c); });
 }
 
 const command_registrar reg{71, add_uffdbench_command};
 
 }  // namespace
+
+std::vector<double> uffdbench_report::pattern::uswap_mbps() const {
+  std::vector<double> out;
+  for (const round& r : rounds) out.push_back(r.uswap.mbps);
+  return out;
+}
+
+std::vector<double> uffdbench_report::pattern::kernel_mbps() const {
+  std::vector<double> out;
+  for (const round& r : rounds)
+    if (r.kernel) out.push_back(r.kernel->mbps);
+  return out;
+}
+
+std::vector<double> uffdbench_report::pattern::ratios() const {
+  std::vector<double> out;
+  for (const round& r : rounds)
+    if (r.kernel && r.kernel->mbps > 0) out.push_back(r.uswap.mbps / r.kernel->mbps);
+  return out;
+}
+
+nlohmann::json uffdbench_report::to_json() const {
+  nlohmann::json out{{"machine", machine},
+                     {"date", date},
+                     {"size_bytes", size},
+                     {"limit_bytes", limit},
+                     {"comp", comp},
+                     {"fault_mode", fault_mode},
+                     {"reclaim_batch", reclaim_batch},
+                     {"kernel_device", kernel_device},
+                     {"kernel_cgroup", kernel_cgroup},
+                     {"patterns", nlohmann::json::object()}};
+  for (const pattern& p : patterns) {
+    nlohmann::json rounds_json = nlohmann::json::array();
+    for (const round& r : p.rounds) {
+      const uffdbench_side k = r.kernel.value_or(uffdbench_side{});
+      rounds_json.push_back({{"uswap_mbps", r.uswap.mbps},
+                             {"uswap_cpu_s", r.uswap.cpu_s},
+                             {"uswap_swap_outs", r.uswap.swapped_out},
+                             {"kernel_mbps", k.mbps},
+                             {"kernel_cpu_s", k.cpu_s},
+                             {"kernel_pswpout", k.swapped_out}});
+    }
+    const auto ratio = p.ratios();
+    out["patterns"][p.name] = {{"rounds", rounds_json},
+                               {"uswap_median_mbps", median(p.uswap_mbps())},
+                               {"kernel_median_mbps", median(p.kernel_mbps())},
+                               {"ratio_median", median(ratio)},
+                               {"ratio_min", min_of(ratio)},
+                               {"ratio_max", max_of(ratio)}};
+  }
+  return out;
+}
+
+void uffdbench_report::print(std::ostream& out) const {
+  out << "uswap uffdbench: usemem writes of " << (size >> 20) << " MiB, limit " << (limit >> 20)
+      << " MiB, " << comp << ", fault mode " << fault_mode << "; kernel: swap on /dev/"
+      << (kernel ? kernel_device : "-") << ", cgroup " << (kernel ? kernel_cgroup : "-") << "\n"
+      << machine << ", " << date << "; rounds alternate uswap, kernel\n\n"
+      << "pattern round  uswap MB/s (cpu s, swap-outs)   kernel MB/s (cpu s, pswpout)\n";
+  for (const pattern& p : patterns) {
+    for (size_t i = 0; i < p.rounds.size(); ++i) {
+      const round& r = p.rounds[i];
+      const uffdbench_side k = r.kernel.value_or(uffdbench_side{});
+      out << strprintf("%-7s %5zu  %8.1f (%5.2f, %7lu)        %8.1f (%5.2f, %7lu)\n",
+                       p.name.c_str(), i + 1, r.uswap.mbps, r.uswap.cpu_s,
+                       static_cast<unsigned long>(r.uswap.swapped_out), k.mbps, k.cpu_s,
+                       static_cast<unsigned long>(k.swapped_out));
+    }
+    const auto ratio = p.ratios();
+    out << strprintf("%-7s median uswap %.1f MB/s, kernel %.1f MB/s: uswap/kernel %.2f (rounds "
+                     "%.2f-%.2f)\n\n",
+                     p.name.c_str(), median(p.uswap_mbps()), median(p.kernel_mbps()),
+                     median(ratio), min_of(ratio), max_of(ratio));
+  }
+}
+
 }  // namespace uswap::tools

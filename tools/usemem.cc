@@ -2,27 +2,24 @@
 // alternating-rounds mode comparing swap / zram lock modes side by side (seed 000's swap-w-seq).
 #include "usemem.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
-#include <cmath>
-#include <cstdio>
-#include <iomanip>
+#include <condition_variable>
 #include <iostream>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "alternate_rounds.h"
 #include "cli.h"
+#include "progress.h"
+#include "report.h"
 #include "seed_reference.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/base/units.h"
 #include "uswap/mm/mm_types.h"
 #include "uswap/swap/swap_system.h"
@@ -128,10 +125,7 @@ result<usemem_result> run_usemem(const usemem_config& cfg, const usemem_progress
       tr.usecs = std::max<uint64_t>(usecs_since(t0), 1);
       tr.bytes = pages_to_bytes(done_pages);
       tr.kbps = static_cast<double>(tr.bytes) / 1024.0 / (static_cast<double>(tr.usecs) / 1e6);
-      const uint64_t end_us = usecs_since(start);
-      uint64_t prev = last_end_us.load();
-      while (prev < end_us && !last_end_us.compare_exchange_weak(prev, end_us)) {
-      }
+      fetch_max(last_end_us, usecs_since(start));
       phase.arrive_and_wait();  // every task has written everything before any reads back
       if (cfg.verify && a) {
         const clock_type::time_point v0 = clock_type::now();
@@ -200,88 +194,13 @@ result<usemem_result> run_usemem(const usemem_config& cfg, const usemem_progress
 }
 
 // ---------------------------------------------------------------------------------------------
-// The command.
+// The report.
 
-namespace {
-
-struct cli_options {
-  usemem_config cfg;
-  unsigned threads = 0, procs = 0;
-  uint64_t size_pos = 0;
-  std::string swap_locks = "cluster";
-  std::string zram_locks = "slot_bitlock";
-  std::string swap_dev = "zram";
-  std::string slot_cache = "by-mode";
-  unsigned rounds = 1;
-  bool json = false;
-  bool quiet = false;
-  bool no_kswapd = false;
-};
-
-// "all" or a comma-separated list, each parsed by `parse`.
-template <class T, class Parse>
-result<std::vector<T>> parse_list(const std::string& text, const std::vector<T>& all, Parse parse) {
-  if (text == "all") return all;
-  std::vector<T> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto r = parse(item);
-    if (!r) return r.error();
-    out.push_back(*r);
-  }
-  if (out.empty()) return error(EINVAL, "empty list");
-  return out;
+std::string usemem_combo::name(swap_dev_kind dev) const {
+  std::string n = std::string("swap ") + to_string(swap_lock);
+  if (dev == swap_dev_kind::zram) n += " / zram " + std::string(to_string(zram_lock));
+  return n;
 }
-
-
-struct combo {
-  swap_lock_mode swap_lock;
-  zram_lock_mode zram_lock;
-  std::string name(swap_dev_kind dev) const {
-    std::string n = std::string("swap ") + to_string(swap_lock);
-    if (dev == swap_dev_kind::zram) n += " / zram " + std::string(to_string(zram_lock));
-    return n;
-  }
-};
-
-// A progress line on stderr once a run has taken more than a second: rewritten in place on a
-// terminal, one line a second otherwise.
-class progress_printer {
- public:
-  explicit progress_printer(uint64_t total, bool verify) : total_(total), verify_(verify),
-      tty_(isatty(STDERR_FILENO)), start_(clock_type::now()) {}
-  void operator()(uint64_t written, uint64_t verified, const vm_event_counts& ev) {
-    const uint64_t ms = usecs_since(start_) / 1000;
-    if (ms < 1000) return;
-    if (!tty_ && ms < last_ms_ + 1000) return;
-    last_ms_ = ms;
-    std::ostringstream os;
-    os << "usemem: " << std::fixed << std::setprecision(1) << ms / 1000.0 << " s, written "
-       << format_size(written) << " / " << format_size(total_);
-    if (verify_) os << ", verified " << format_size(verified);
-    os << ", swap-out " << ev[PSWPOUT] << ", swap-in " << ev[PSWPIN];
-    std::lock_guard lk(lock_);
-    if (tty_) {
-      std::cerr << "\r" << os.str() << "\033[K" << std::flush;
-      shown_ = true;
-    } else {
-      std::cerr << os.str() << "\n";
-    }
-  }
-  ~progress_printer() {
-    if (tty_ && shown_) std::cerr << "\r\033[K" << std::flush;
-  }
-
- private:
-  uint64_t total_;
-  bool verify_;
-  bool tty_;
-  clock_type::time_point start_;
-  uint64_t last_ms_ = 0;
-  bool shown_ = false;
-  std::mutex lock_;
-};
 
 nlohmann::json to_json(const usemem_result& r) {
   nlohmann::json j;
@@ -306,172 +225,226 @@ nlohmann::json to_json(const usemem_result& r) {
                     {"pages_compacted", s.pages_compacted}, {"huge_pages", s.huge_pages},
                     {"huge_pages_since", s.huge_pages_since}};
   }
-  j["locks"] = nlohmann::json::parse(lockstat::to_json(r.locks));
+  j["locks"] = r.locks;
   return j;
 }
 
-void print_run(const usemem_config& cfg, const usemem_result& r) {
+namespace {
+
+using ull = unsigned long long;
+
+bool run_clean(const usemem_result& r) { return !r.mismatches && !r.errors && r.teardown_clean; }
+
+// usemem's own lines for one run, then the machine's counters.
+void print_run(std::ostream& out, const usemem_config& cfg, const usemem_result& r) {
   for (const auto& t : r.tasks) {
-    std::printf("%llu bytes / %llu usecs = %.0f KB/s\n", static_cast<unsigned long long>(t.bytes),
-                static_cast<unsigned long long>(t.usecs), t.kbps);
-    if (!t.error.empty()) std::printf("  task failed: %s\n", t.error.c_str());
+    out << strprintf("%llu bytes / %llu usecs = %.0f KB/s\n", ull(t.bytes), ull(t.usecs), t.kbps);
+    if (!t.error.empty()) out << "  task failed: " << t.error << "\n";
   }
   const uint64_t bytes = std::accumulate(r.tasks.begin(), r.tasks.end(), uint64_t{0},
                                          [](uint64_t s, const auto& t) { return s + t.bytes; });
-  std::printf("total: %llu bytes, %u tasks, %.0f KB/s (sum of tasks), wall %llu usecs\n",
-              static_cast<unsigned long long>(bytes), cfg.tasks, r.total_kbps,
-              static_cast<unsigned long long>(r.wall_usecs));
+  out << strprintf("total: %llu bytes, %u tasks, %.0f KB/s (sum of tasks), wall %llu usecs\n",
+                   ull(bytes), cfg.tasks, r.total_kbps, ull(r.wall_usecs));
   if (cfg.verify) {
     uint64_t pv = 0, us = 0;
     for (const auto& t : r.tasks) pv += t.pages_verified, us = std::max(us, t.verify_usecs);
-    std::printf("verify: %llu mismatches in %llu pages read back (%llu usecs)\n",
-                static_cast<unsigned long long>(r.mismatches), static_cast<unsigned long long>(pv),
-                static_cast<unsigned long long>(us));
+    out << strprintf("verify: %llu mismatches in %llu pages read back (%llu usecs)\n",
+                     ull(r.mismatches), ull(pv), ull(us));
   }
   const auto& ev = r.events;
-  std::printf("swap-outs (pswpout) %llu, swap-ins (pswpin) %llu, pgmajfault %llu, swap cache hits %llu\n",
-              (unsigned long long)ev[PSWPOUT], (unsigned long long)ev[PSWPIN],
-              (unsigned long long)ev[PGMAJFAULT], (unsigned long long)ev[SWAP_RA_HIT]);
-  std::printf("reclaim: pgsteal_kswapd %llu, pgsteal_direct %llu, pgscan %llu, allocstall %llu, "
-              "oom %llu\n",
-              (unsigned long long)ev[PGSTEAL_KSWAPD], (unsigned long long)ev[PGSTEAL_DIRECT],
-              (unsigned long long)(ev[PGSCAN_KSWAPD] + ev[PGSCAN_DIRECT]),
-              (unsigned long long)ev[ALLOCSTALL], (unsigned long long)ev[OOM_KILL]);
-  std::printf("swap: %llu of %llu slots in use, %llu pages in the swap cache, %llu write errors\n",
-              (unsigned long long)r.swap.inuse, (unsigned long long)r.swap.total,
-              (unsigned long long)r.swap.cached, (unsigned long long)r.swap.write_errors);
-  if (r.mm_stat) {
-    std::printf("mm_stat: %s", r.mm_stat_text.c_str());
-    std::printf("  (orig_data_size compr_data_size mem_used_total mem_limit mem_used_max "
-                "same_pages pages_compacted huge_pages huge_pages_since)\n");
-  }
-  std::printf("exit: %s\n", r.teardown_clean ? "every frame, swap slot and zram object freed"
-                                             : "NOT CLEAN: something was left allocated");
-  std::printf("lock contention:\n%s", lockstat::format_table(r.locks).c_str());
+  out << strprintf("swap-outs (pswpout) %llu, swap-ins (pswpin) %llu, pgmajfault %llu, swap "
+                   "cache hits %llu\n",
+                   ull(ev[PSWPOUT]), ull(ev[PSWPIN]), ull(ev[PGMAJFAULT]), ull(ev[SWAP_RA_HIT]));
+  out << strprintf("reclaim: pgsteal_kswapd %llu, pgsteal_direct %llu, pgscan %llu, allocstall "
+                   "%llu, oom %llu\n",
+                   ull(ev[PGSTEAL_KSWAPD]), ull(ev[PGSTEAL_DIRECT]),
+                   ull(ev[PGSCAN_KSWAPD] + ev[PGSCAN_DIRECT]), ull(ev[ALLOCSTALL]),
+                   ull(ev[OOM_KILL]));
+  out << strprintf("swap: %llu of %llu slots in use, %llu pages in the swap cache, %llu write "
+                   "errors\n",
+                   ull(r.swap.inuse), ull(r.swap.total), ull(r.swap.cached),
+                   ull(r.swap.write_errors));
+  if (r.mm_stat)
+    out << "mm_stat: " << r.mm_stat_text
+        << "  (orig_data_size compr_data_size mem_used_total mem_limit mem_used_max "
+           "same_pages pages_compacted huge_pages huge_pages_since)\n";
+  out << "exit: "
+      << (r.teardown_clean ? "every frame, swap slot and zram object freed"
+                           : "NOT CLEAN: something was left allocated")
+      << "\n";
+  out << "lock contention:\n" << lockstat::format_table(r.locks);
 }
 
-int run_cli(cli_options& o) {
-  usemem_config& cfg = o.cfg;
-  if (o.threads && o.procs) {
-    std::cerr << "usemem: give -t (threads of one mm) or -n (separate mms), not both\n";
-    return 2;
+// Alternating rounds: each round's line, the summary table, the seed, the lock tables.
+void print_rounds(std::ostream& out, const usemem_report& rep) {
+  const usemem_config& cfg = rep.config;
+  if (rep.round_lines)
+    for (unsigned round = 0; round < rep.rounds; ++round)
+      for (const auto& m : rep.combos) {
+        const usemem_result& r = m.samples[round];
+        out << strprintf("round %u, %s: %.0f KB/s, %llu swap-outs, %llu swap-ins, %llu "
+                         "mismatches%s\n",
+                         round + 1, m.mode.name(cfg.swap_dev).c_str(), r.total_kbps,
+                         ull(r.events[PSWPOUT]), ull(r.events[PSWPIN]), ull(r.mismatches),
+                         r.errors ? ", TASK ERRORS" : "");
+      }
+  out << strprintf("\nusemem %s %u x %s on %s RAM, swap on %s, %u rounds alternating (median, "
+                   "min-max):\n",
+                   cfg.separate_mms ? "-n" : "-t", cfg.tasks,
+                   format_size(round_up_to_page(cfg.size)).c_str(), format_size(cfg.ram).c_str(),
+                   to_string(cfg.swap_dev), rep.rounds);
+  out << strprintf("  %-40s %12s %12s %12s %8s\n", "lock modes", "KB/s", "min", "max", "ratio");
+  const double base = median(rep.combos.front().values(&usemem_result::total_kbps));
+  for (const auto& m : rep.combos) {
+    const auto v = m.values(&usemem_result::total_kbps);
+    out << strprintf("  %-40s %12.0f %12.0f %12.0f %8.3f\n", m.mode.name(cfg.swap_dev).c_str(),
+                     median(v), min_of(v), max_of(v), base > 0 ? median(v) / base : 0);
   }
-  cfg.tasks = o.procs ? o.procs : (o.threads ? o.threads : 1);
-  cfg.separate_mms = o.procs != 0;
-  if (o.size_pos) cfg.size = o.size_pos;
-  cfg.kswapd = !o.no_kswapd;
-  auto dev = parse_swap_dev_kind(o.swap_dev);
-  auto sc = parse_slot_cache_policy(o.slot_cache);
-  auto swap_modes = parse_list<swap_lock_mode>(
-      o.swap_locks, {swap_lock_mode::global, swap_lock_mode::cluster, swap_lock_mode::percpu},
-      parse_swap_lock_mode);
-  auto zram_modes = parse_list<zram_lock_mode>(
-      o.zram_locks, {all_zram_lock_modes.begin(), all_zram_lock_modes.end()}, parse_zram_lock_mode);
-  for (const status* st : {dev ? nullptr : &dev.error(), sc ? nullptr : &sc.error(),
-                           swap_modes ? nullptr : &swap_modes.error(),
-                           zram_modes ? nullptr : &zram_modes.error()})
-    if (st) {
-      std::cerr << "usemem: " << st->to_string() << "\n";
-      return 2;
-    }
-  cfg.swap_dev = *dev;
-  cfg.slot_cache = *sc;
-  std::vector<combo> combos;
-  for (swap_lock_mode s : *swap_modes)
-    for (zram_lock_mode z : (cfg.swap_dev == swap_dev_kind::zram ? *zram_modes
-                                                                  : std::vector<zram_lock_mode>{zram_modes->front()}))
-      combos.push_back({s, z});
-  if (o.rounds == 0) o.rounds = 1;
+  if (const auto& s = rep.seed)
+    out << strprintf("  seed 000 (%s, 16 processes, RAM-simulated PMEM): global %.2f -> cluster "
+                     "%.2f GB/s, ratio %.3f (+%.1f%%)\n",
+                     s->experiment.c_str(), s->baseline, s->patched, s->ratio(),
+                     (s->ratio() - 1) * 100);
+  for (const auto& m : rep.combos)
+    out << "\nlock contention, " << m.mode.name(cfg.swap_dev) << " (summed over " << rep.rounds
+        << " rounds):\n"
+        << lockstat::format_table(m.locks);
+}
 
+}  // namespace
+
+bool usemem_report::clean() const {
+  for (const auto& m : combos)
+    for (const usemem_result& r : m.samples)
+      if (!run_clean(r)) return false;
+  return true;
+}
+
+void usemem_report::print(std::ostream& out) const {
+  if (single())
+    print_run(out, config, combos.front().samples.front());
+  else
+    print_rounds(out, *this);
+}
+
+nlohmann::json usemem_report::to_json() const {
+  const usemem_config& cfg = config;
   nlohmann::json out;
   out["config"] = {{"tasks", cfg.tasks}, {"mode", cfg.separate_mms ? "processes (-n)" : "threads (-t)"},
                    {"size_per_task", cfg.size}, {"ram", cfg.ram}, {"swap", cfg.swap},
                    {"swap_dev", to_string(cfg.swap_dev)}, {"comp", cfg.comp},
-                   {"random", cfg.random}, {"verify", cfg.verify}, {"rounds", o.rounds},
+                   {"random", cfg.random}, {"verify", cfg.verify}, {"rounds", rounds},
                    {"slot_cache", to_string(cfg.slot_cache)}};
-  int rc = 0;
-  const bool single = combos.size() == 1 && o.rounds == 1;
-  // The progress line lives from the start of a run until its result line is printed.
-  std::optional<progress_printer> pp;
-  auto all = run_alternating_rounds(
-      combos, o.rounds,
-      [&](unsigned round, const combo& cb) {
-        usemem_config rc_cfg = cfg;
-        rc_cfg.swap_lock = cb.swap_lock;
-        rc_cfg.zram_lock = cb.zram_lock;
-        if (!o.quiet && !o.json && !single)
-          std::printf("round %u, %s: ", round + 1, cb.name(cfg.swap_dev).c_str()), std::fflush(stdout);
-        pp.emplace(cfg.tasks * round_up_to_page(cfg.size), cfg.verify);
-        return run_usemem(rc_cfg, o.quiet ? usemem_progress_fn{} : usemem_progress_fn(std::ref(*pp)));
-      },
-      [&](unsigned, const combo&, const usemem_result& r) {
-        if (r.mismatches || r.errors || !r.teardown_clean) rc = 1;
-        if (!o.json && single) print_run(cfg, r);
-        if (!o.quiet && !o.json && !single)
-          std::printf("%.0f KB/s, %llu swap-outs, %llu swap-ins, %llu mismatches%s\n", r.total_kbps,
-                      (unsigned long long)r.events[PSWPOUT], (unsigned long long)r.events[PSWPIN],
-                      (unsigned long long)r.mismatches, r.errors ? ", TASK ERRORS" : "");
-        pp.reset();
-      });
-  if (!all) {
-    std::cerr << "usemem: " << all.error().to_string() << "\n";
-    return 1;
+  if (single()) {
+    out["run"] = tools::to_json(combos.front().samples.front());
+    return out;
   }
-
-  if (single) {
-    if (o.json) {
-      out["run"] = to_json(all->front().samples.front());
-      std::cout << out.dump(2) << "\n";
-    }
-    return rc;
-  }
-  // Alternating rounds: the summary table.
-  const seed_table seed = load_seed_rows(default_seed_results_path(), "000");
-  const seed_row* srow = find_seed_row(seed, "swap-out throughput");
-  const double base = median(all->front().values(&usemem_result::total_kbps));
-  if (!o.json) {
-    std::printf("\nusemem %s %u x %s on %s RAM, swap on %s, %u rounds alternating (median, "
-                "min-max):\n",
-                cfg.separate_mms ? "-n" : "-t", cfg.tasks, format_size(round_up_to_page(cfg.size)).c_str(),
-                format_size(cfg.ram).c_str(), to_string(cfg.swap_dev), o.rounds);
-    std::printf("  %-40s %12s %12s %12s %8s\n", "lock modes", "KB/s", "min", "max", "ratio");
-  }
-  for (const auto& m : *all) {
+  const double base = median(combos.front().values(&usemem_result::total_kbps));
+  for (const auto& m : combos) {
     const auto v = m.values(&usemem_result::total_kbps);
-    const double med = median(v);
-    if (!o.json)
-      std::printf("  %-40s %12.0f %12.0f %12.0f %8.3f\n", m.mode.name(cfg.swap_dev).c_str(), med,
-                  min_of(v), max_of(v), base > 0 ? med / base : 0);
     nlohmann::json jc;
     jc["swap_lock"] = to_string(m.mode.swap_lock);
     if (cfg.swap_dev == swap_dev_kind::zram) jc["zram_lock"] = to_string(m.mode.zram_lock);
     jc["kbps_rounds"] = v;
-    jc["kbps_median"] = med;
-    jc["ratio_to_first"] = base > 0 ? med / base : 0;
-    jc["locks_summed_over_rounds"] = nlohmann::json::parse(lockstat::to_json(m.locks));
-    for (const auto& r : m.samples) jc["runs"].push_back(to_json(r));
+    jc["kbps_median"] = median(v);
+    jc["ratio_to_first"] = base > 0 ? median(v) / base : 0;
+    jc["locks_summed_over_rounds"] = m.locks;
+    for (const auto& r : m.samples) jc["runs"].push_back(tools::to_json(r));
     out["combos"].push_back(jc);
   }
-  if (srow) {
-    out["seed_000"] = {{"row", srow->row},   {"baseline", srow->baseline},
-                       {"patched", srow->patched}, {"ratio", srow->ratio()},
-                       {"source", seed.source}};
-    if (!o.json)
-      std::printf("  seed 000 (%s, 16 processes, RAM-simulated PMEM): global %.2f -> cluster %.2f "
-                  "GB/s, ratio %.3f (+%.1f%%)\n",
-                  srow->experiment.c_str(), srow->baseline, srow->patched, srow->ratio(),
-                  (srow->ratio() - 1) * 100);
-  }
-  if (o.json) {
-    std::cout << out.dump(2) << "\n";
-  } else {
-    for (const auto& m : *all) {
-      std::printf("\nlock contention, %s (summed over %u rounds):\n%s",
-                  m.mode.name(cfg.swap_dev).c_str(), o.rounds,
-                  lockstat::format_table(m.locks).c_str());
+  if (seed)
+    out["seed_000"] = {{"row", seed->row},         {"baseline", seed->baseline},
+                       {"patched", seed->patched}, {"ratio", seed->ratio()},
+                       {"source", seed_source}};
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The command.
+
+namespace {
+
+struct cli_options {
+  usemem_config cfg;
+  unsigned threads = 0, procs = 0;
+  uint64_t size_pos = 0;
+  std::vector<swap_lock_mode> swap_locks{swap_lock_mode::cluster};
+  std::vector<zram_lock_mode> zram_locks{zram_lock_mode::slot_bitlock};
+  unsigned rounds = 1;
+  bool json = false;
+  bool quiet = false;
+  bool no_kswapd = false;
+};
+
+// Every swap lock mode with every zram lock mode (only the first when swapping to RAM).
+std::vector<usemem_combo> combos_of(const cli_options& o) {
+  std::vector<usemem_combo> out;
+  for (swap_lock_mode s : o.swap_locks)
+    for (zram_lock_mode z : o.zram_locks) {
+      out.push_back({s, z});
+      if (o.cfg.swap_dev != swap_dev_kind::zram) break;
     }
+  return out;
+}
+
+// The runs, in alternating rounds; a progress line on stderr while each runs (unless -q).
+result<usemem_report> measure(const cli_options& o, const usemem_config& cfg) {
+  usemem_report rep;
+  rep.config = cfg;
+  rep.rounds = std::max(o.rounds, 1u);
+  rep.round_lines = !o.quiet;
+  const std::vector<usemem_combo> combos = combos_of(o);
+  const bool single = combos.size() == 1 && rep.rounds == 1;
+  const uint64_t total = cfg.tasks * round_up_to_page(cfg.size);
+  auto all = run_alternating_rounds(combos, rep.rounds, [&](unsigned round, const usemem_combo& cb) {
+    usemem_config c = cfg;
+    c.swap_lock = cb.swap_lock;
+    c.zram_lock = cb.zram_lock;
+    if (o.quiet) return run_usemem(c);
+    const std::string what =
+        single ? "usemem: "
+               : "usemem: round " + std::to_string(round + 1) + ", " + cb.name(cfg.swap_dev) + ": ";
+    // Shown once a run has taken a second: rewritten in place on a terminal, a line a second
+    // otherwise.
+    progress_line::style look;
+    look.delay_s = 1;
+    look.plain_interval_s = 1;
+    progress_line pl(look);
+    return run_usemem(c, [&](uint64_t written, uint64_t verified, const vm_event_counts& ev) {
+      std::string text = what + strprintf("%.1f s, written ", pl.elapsed_s()) +
+                         format_size(written) + " / " + format_size(total);
+      if (cfg.verify) text += ", verified " + format_size(verified);
+      pl.show(text + ", swap-out " + std::to_string(ev[PSWPOUT]) + ", swap-in " +
+              std::to_string(ev[PSWPIN]));
+    });
+  });
+  if (!all) return all.error();
+  rep.combos = std::move(*all);
+  if (!rep.single()) {
+    const seed_table seed = load_seed_rows(default_seed_results_path(), "000");
+    if (const seed_row* r = find_seed_row(seed, "swap-out throughput")) rep.seed = *r;
+    rep.seed_source = seed.source;
   }
-  return rc;
+  return rep;
+}
+
+int run_cli(const cli_options& o) {
+  if (o.threads && o.procs) {
+    std::cerr << "usemem: give -t (threads of one mm) or -n (separate mms), not both\n";
+    return 2;
+  }
+  usemem_config cfg = o.cfg;
+  cfg.tasks = o.procs ? o.procs : (o.threads ? o.threads : 1);
+  cfg.separate_mms = o.procs != 0;
+  if (o.size_pos) cfg.size = o.size_pos;
+  cfg.kswapd = !o.no_kswapd;
+  auto rep = measure(o, cfg);
+  if (!rep) {
+    std::cerr << "usemem: " << rep.error().to_string() << "\n";
+    return 1;
+  }
+  print_report(std::cout, *rep, o.json);
+  return rep->clean() ? 0 : 1;
 }
 
 void add_usemem_command(CLI::App& app, command_table& table) {
@@ -495,23 +468,19 @@ void add_usemem_command(CLI::App& app, command_table& table) {
   sub->add_flag("--verify", o->cfg.verify, "Read every page back after all tasks wrote, compare every word");
   add_size_option(*sub, "--ram", o->cfg.ram, "The machine's RAM");
   add_size_option(*sub, "--swap", o->cfg.swap, "Swap space (0: tasks x size + RAM)");
-  sub->add_option("--swap-dev", o->swap_dev, "Swap device: zram, or ram (uncompressed, like the "
-                                             "seed's RAM-simulated PMEM)")
-      ->default_str("zram");
-  sub->add_option("--swap-lock", o->swap_locks,
-                  "Swap lock mode: global, cluster, percpu, a comma list, or all")
-      ->default_str("cluster");
-  sub->add_option("--zram-lock", o->zram_locks,
-                  "zram lock mode: global_rwlock, slot_cas, slot_bitlock, a comma list, or all")
-      ->default_str("slot_bitlock");
-  sub->add_option("--slot-cache", o->slot_cache,
-                  "Swap slot cache: by-mode, on, alloc (allocation side only), off")
-      ->default_str("by-mode");
-  sub->add_option("--comp", o->cfg.comp, "zram codec: lz4, lz4hc, zstd, lzo")->default_str("lzo");
-  sub->add_option("--rounds", o->rounds, "Rounds, alternating the lock modes in each")
-      ->default_str("1");
+  add_enum_option(*sub, "--swap-dev", o->cfg.swap_dev, swap_dev_kind_names, "swap device",
+                  "Swap device: zram, or ram (uncompressed, like the seed's RAM-simulated PMEM)");
+  add_enum_list_option(*sub, "--swap-lock", o->swap_locks, swap_lock_mode_names, "swap lock mode",
+                       "Swap lock mode");
+  add_enum_list_option(*sub, "--zram-lock", o->zram_locks, zram_lock_mode_names, "zram lock mode",
+                       "zram lock mode");
+  add_enum_option(*sub, "--slot-cache", o->cfg.slot_cache, slot_cache_policy_names,
+                  "slot cache policy",
+                  "Swap slot cache: by-mode, on, alloc (allocation side only), off");
+  sub->add_option("--comp", o->cfg.comp, "zram codec: lz4, lz4hc, zstd, lzo")->capture_default_str();
+  add_rounds_option(*sub, o->rounds, "Rounds, alternating the lock modes in each");
   sub->add_flag("--no-kswapd", o->no_kswapd, "Run without kswapd (direct reclaim only)");
-  sub->add_flag("--json", o->json, "Print the results as JSON");
+  add_json_flag(*sub, o->json);
   sub->add_flag("-q,--quiet", o->quiet, "No progress line");
   table.add(sub, [o] { return run_cli(*o); });
 }

@@ -10,15 +10,20 @@
 // mm_struct (-n, usemem --nproc). `uswap bench seeds` (issue 9) calls run_usemem directly.
 //
 // Thread-safety: run_usemem may be called from one thread at a time (it enables and resets the
-// process-wide lock statistics).
+// process-wide lock statistics). A usemem_report is a plain value.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "alternate_rounds.h"
+#include "seed_reference.h"
 #include "uswap/base/status.h"
 #include "uswap/mm/machine.h"
 #include "uswap/mm/vmstat.h"
@@ -76,5 +81,34 @@ using usemem_progress_fn = std::function<void(uint64_t written, uint64_t verifie
 // One run on a fresh machine. EINVAL for a bad configuration; the machine's creation errors.
 // Task failures (ENOMEM when RAM and swap run out) are reported in the result, not as an error.
 result<usemem_result> run_usemem(const usemem_config& cfg, const usemem_progress_fn& progress = {});
+
+// One run's figures as JSON: tasks, vmstat, swap, mm_stat, locks.
+nlohmann::json to_json(const usemem_result& r);
+
+// A pair of lock modes `uswap usemem` compares.
+struct usemem_combo {
+  swap_lock_mode swap_lock = swap_lock_mode::cluster;
+  zram_lock_mode zram_lock = zram_lock_mode::slot_bitlock;
+  // "swap cluster / zram slot_bitlock" (the zram part only when swapping to zram).
+  std::string name(swap_dev_kind dev) const;
+  bool operator==(const usemem_combo&) const = default;
+};
+
+// `uswap usemem`'s report. One run (one combination, one round): usemem's own lines and the
+// machine's counters. Alternating rounds: each round's line, every combination's median with
+// its ratio to the first, seed 000's figures, and the lock tables summed over the rounds.
+struct usemem_report {
+  usemem_config config;            // the runs' configuration but for the lock modes
+  unsigned rounds = 1;
+  bool round_lines = true;         // print each round's line (not with -q)
+  std::vector<mode_rounds<usemem_combo, usemem_result>> combos;
+  std::optional<seed_row> seed;    // seed 000's swap-out throughput (alternating rounds only)
+  std::string seed_source;
+
+  bool single() const { return combos.size() == 1 && rounds == 1; }
+  bool clean() const;              // every page verified, no task error, clean teardown
+  void print(std::ostream& out) const;
+  nlohmann::json to_json() const;
+};
 
 }  // namespace uswap::tools

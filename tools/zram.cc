@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "cli.h"
+#include "report.h"
+#include "uswap/base/hash.h"
 #include "uswap/base/units.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/sync/lockstat.h"
@@ -26,7 +28,7 @@ struct config {
   uint64_t fill = 0;  // 0: the whole device
   std::string comp = "lzo";
   std::vector<std::string> recomp;
-  std::string lock = "slot_bitlock";
+  zram_lock_mode lock = zram_lock_mode::slot_bitlock;
   unsigned threads = 2;
   unsigned compress_pct = 50;
   unsigned same_pct = 10;
@@ -36,19 +38,12 @@ struct config {
   std::string backing_dev;
   uint64_t backing_size = 0;
   bool idle = false;
-  std::string writeback;
-  std::string recompress;
+  std::optional<zram_writeback_type> writeback;
+  std::optional<zram_recompress_type> recompress;
   bool compact = false;
   bool lockstat = false;
   bool json = false;
 };
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Page `i` of the workload: same-filled, incompressible or compressible by a fixed draw.
 void workload_page(const config& c, uint64_t i, uint8_t* page) {
@@ -63,33 +58,27 @@ void workload_page(const config& c, uint64_t i, uint8_t* page) {
   }
 }
 
-int fail(const std::string& what, const status& st) {
-  std::cerr << "uswap zram: " << what << ": " << st.to_string() << "\n";
-  return 1;
+// What failed, for "uswap zram: <what>: <error>".
+status failed(const std::string& what, const status& st) {
+  return error(st.code(), what + ": " + st.to_string());
 }
 
-int run_zram(const config& c) {
-  auto mode = parse_zram_lock_mode(c.lock);
-  if (!mode.ok()) return fail("--lock", mode.error());
-  if (c.same_pct + c.huge_pct > 100) {
-    std::cerr << "uswap zram: --same-pct + --huge-pct exceed 100\n";
-    return 2;
-  }
+result<std::unique_ptr<zram_device>> make_device(const config& c) {
   zram_options o;
   o.disksize = c.size;
   o.comp_algorithm = c.comp;
   o.recomp_algorithms = c.recomp;
-  o.lock_mode = *mode;
+  o.lock_mode = c.lock;
   o.mem_limit = c.mem_limit;
   o.backing_dev = c.backing_dev;
   o.backing_dev_size = c.backing_size;
-  if (c.lockstat) lockstat::enable(true);
   auto made = zram_device::create(o);
-  if (!made.ok()) return fail("create", made.error());
-  zram_device& dev = **made;
+  if (!made.ok()) return failed("create", made.error());
+  return made;
+}
 
-  const uint64_t pages =
-      std::min(dev.nr_pages(), c.fill ? round_up_to_page(c.fill) >> page_shift : dev.nr_pages());
+// Writes the page mix from c.threads threads, then reads every page back and compares it.
+status fill_and_check(const config& c, zram_device& dev, zram_fill_report& r) {
   std::atomic<uint64_t> refused{0}, bad{0};
   std::string first_error;
   std::atomic<bool> have_error{false};
@@ -98,7 +87,7 @@ int run_zram(const config& c) {
     for (unsigned t = 0; t < c.threads; ++t)
       ts.emplace_back([&, t] {
         alignas(8) uint8_t page[page_size], got[page_size];
-        for (uint64_t i = t; i < pages; i += c.threads) fn(i, page, got);
+        for (uint64_t i = t; i < r.pages; i += c.threads) fn(i, page, got);
       });
     for (auto& th : ts) th.join();
   };
@@ -123,75 +112,75 @@ int run_zram(const config& c) {
     if (std::memcmp(page, got, page_size) != 0) ++bad;
   });
   const auto t2 = std::chrono::steady_clock::now();
-  if (have_error) {
-    std::cerr << "uswap zram: write: " << first_error << "\n";
-    return 1;
-  }
+  if (have_error) return error(EIO, "write: " + first_error);
+  r.refused = refused.load();
+  r.verify_failures = bad.load();
+  r.write_seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.read_seconds = std::chrono::duration<double>(t2 - t1).count();
+  return {};
+}
 
-  std::vector<std::string> steps;
+// The post-processing the options ask for, in the kernel's usual order; one step line each.
+status post_process(const config& c, zram_device& dev, zram_fill_report& r) {
   if (c.discard_pct) {
     uint64_t n = 0;
-    for (uint64_t i = 0; i < pages; ++i)
+    for (uint64_t i = 0; i < r.pages; ++i)
       if (mix64(i * 7 + 3) % 100 < c.discard_pct) {
         (void)dev.discard(i);
         ++n;
       }
-    steps.push_back("discarded " + std::to_string(n) + " pages");
+    r.steps.push_back("discarded " + std::to_string(n) + " pages");
   }
-  if (c.idle || !c.writeback.empty())
-    steps.push_back("marked " + std::to_string(dev.mark_idle()) + " slots idle");
-  if (!c.recompress.empty()) {
+  if (c.idle || c.writeback)
+    r.steps.push_back("marked " + std::to_string(dev.mark_idle()) + " slots idle");
+  if (c.recompress) {
     zram_recompress_params p;
-    if (c.recompress == "idle") p.type = zram_recompress_type::idle;
-    else if (c.recompress == "huge") p.type = zram_recompress_type::huge;
-    else if (c.recompress == "huge_idle") p.type = zram_recompress_type::huge_idle;
-    else if (c.recompress != "all") {
-      std::cerr << "uswap zram: --recompress: all, idle, huge or huge_idle\n";
-      return 2;
-    }
+    p.type = *c.recompress;
     auto n = dev.recompress(p);
-    if (!n.ok()) return fail("recompress", n.error());
-    steps.push_back("recompressed " + std::to_string(*n) + " slots");
+    if (!n.ok()) return failed("recompress", n.error());
+    r.steps.push_back("recompressed " + std::to_string(*n) + " slots");
   }
-  if (!c.writeback.empty()) {
+  if (c.writeback) {
     zram_writeback_params p;
-    if (c.writeback == "idle") p.type = zram_writeback_type::idle;
-    else if (c.writeback == "huge") p.type = zram_writeback_type::huge;
-    else if (c.writeback == "huge_idle") p.type = zram_writeback_type::huge_idle;
-    else if (c.writeback == "incompressible") p.type = zram_writeback_type::incompressible;
-    else {
-      std::cerr << "uswap zram: --writeback: idle, huge, huge_idle or incompressible\n";
-      return 2;
-    }
+    p.type = *c.writeback;
     auto n = dev.writeback(p);
-    if (!n.ok() && n.error().code() != ENOSPC) return fail("writeback", n.error());
-    steps.push_back(n.ok() ? "wrote back " + std::to_string(*n) + " slots"
-                           : "writeback stopped: " + n.error().to_string());
+    if (!n.ok() && n.error().code() != ENOSPC) return failed("writeback", n.error());
+    r.steps.push_back(n.ok() ? "wrote back " + std::to_string(*n) + " slots"
+                             : "writeback stopped: " + n.error().to_string());
   }
-  if (c.compact) steps.push_back("compaction freed " + std::to_string(dev.compact()) + " pages");
+  if (c.compact) r.steps.push_back("compaction freed " + std::to_string(dev.compact()) + " pages");
+  return {};
+}
 
-  const double wsec = std::chrono::duration<double>(t1 - t0).count();
-  const double rsec = std::chrono::duration<double>(t2 - t1).count();
-  if (c.json) {
-    nlohmann::json j = zram_report_json(dev);
-    j["workload"] = {{"pages", pages},          {"threads", c.threads},
-                     {"refused_enospc", refused.load()}, {"verify_failures", bad.load()},
-                     {"write_seconds", wsec},   {"read_seconds", rsec},
-                     {"steps", steps}};
-    std::cout << j.dump(2) << "\n";
-  } else {
-    std::cout << "uswap zram: wrote " << pages << " pages (" << c.same_pct << "% same-filled, "
-              << c.huge_pct << "% incompressible, the rest " << c.compress_pct
-              << "% compressible) from " << c.threads << " threads in " << wsec
-              << " s; read back and checked in " << rsec << " s: "
-              << (bad ? std::to_string(bad.load()) + " MISMATCHES" : std::string("all match"));
-    if (refused) std::cout << "; " << refused.load() << " writes refused at mem_limit (ENOSPC)";
-    std::cout << "\n";
-    for (const auto& s : steps) std::cout << "  then " << s << "\n";
-    std::cout << "\n";
-    print_zram_report(std::cout, dev);
+result<zram_fill_report> measure(const config& c) {
+  if (c.lockstat) lockstat::enable(true);
+  auto dev = make_device(c);
+  if (!dev.ok()) return dev.error();
+  zram_fill_report r;
+  r.pages = std::min((*dev)->nr_pages(),
+                     c.fill ? round_up_to_page(c.fill) >> page_shift : (*dev)->nr_pages());
+  r.threads = c.threads;
+  r.same_pct = c.same_pct;
+  r.huge_pct = c.huge_pct;
+  r.compress_pct = c.compress_pct;
+  if (status st = fill_and_check(c, **dev, r); !st.ok()) return st;
+  if (status st = post_process(c, **dev, r); !st.ok()) return st;
+  r.device = zram_report::of(**dev);
+  return r;
+}
+
+int run_zram(const config& c) {
+  if (c.same_pct + c.huge_pct > 100) {
+    std::cerr << "uswap zram: --same-pct + --huge-pct exceed 100\n";
+    return 2;
   }
-  return bad ? 1 : 0;
+  auto r = measure(c);
+  if (!r.ok()) {
+    std::cerr << "uswap zram: " << r.error().message() << "\n";
+    return 1;
+  }
+  print_report(std::cout, *r, c.json);
+  return r->verify_failures ? 1 : 0;
 }
 
 void add_zram_command(CLI::App& app, command_table& table) {
@@ -205,8 +194,8 @@ void add_zram_command(CLI::App& app, command_table& table) {
   sub->add_option("--comp", c.comp, "Compression algorithm: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
   sub->add_option("--recomp", c.recomp, "Recompression algorithm (repeat for priority 2, 3)");
-  sub->add_option("--lock", c.lock, "Lock mode: global_rwlock, slot_cas, slot_bitlock")
-      ->capture_default_str();
+  add_enum_option(*sub, "--lock", c.lock, zram_lock_mode_names, "zram lock mode",
+                  "Lock mode: " + valid_names(zram_lock_mode_names));
   sub->add_option("-t,--threads", c.threads, "Writer and reader threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -227,11 +216,13 @@ void add_zram_command(CLI::App& app, command_table& table) {
   sub->add_option("--backing-dev", c.backing_dev, "Backing file for writeback");
   add_size_option(*sub, "--backing-size", c.backing_size, "Backing file size (0: its size)");
   sub->add_flag("--idle", c.idle, "Then mark every slot idle");
-  sub->add_option("--writeback", c.writeback, "Then write back: idle, huge, huge_idle, incompressible");
-  sub->add_option("--recompress", c.recompress, "Then recompress: all, idle, huge, huge_idle");
+  add_enum_option(*sub, "--writeback", c.writeback, zram_writeback_type_names, "writeback type",
+                  "Then write back: " + valid_names(zram_writeback_type_names));
+  add_enum_option(*sub, "--recompress", c.recompress, zram_recompress_type_names,
+                  "recompress type", "Then recompress: " + valid_names(zram_recompress_type_names));
   sub->add_flag("--compact", c.compact, "Then compact the pool");
   sub->add_flag("--lockstat", c.lockstat, "Collect and print slot lock statistics");
-  sub->add_flag("--json", c.json, "Print the report as JSON");
+  add_json_flag(*sub, c.json, "Print the report as JSON");
   table.add(sub, [] { return run_zram(c); });
 }
 

@@ -3,9 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
-#include <sstream>
 
-#include "uswap/sync/lockstat.h"
+#include "report.h"
 
 namespace uswap::tools {
 
@@ -17,13 +16,9 @@ std::string zramctl_size(uint64_t bytes) {
     v /= 1024;
     ++u;
   }
-  char buf[32];
   const double rounded = std::round(v * 10) / 10;
-  if (u == 0 || rounded == std::floor(rounded))
-    std::snprintf(buf, sizeof buf, "%.0f%s", rounded, units[u]);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f%s", rounded, units[u]);
-  return buf;
+  if (u == 0 || rounded == std::floor(rounded)) return strprintf("%.0f%s", rounded, units[u]);
+  return strprintf("%.1f%s", rounded, units[u]);
 }
 
 namespace {
@@ -35,77 +30,112 @@ void stat_line(std::ostream& out, const char* file, const std::string& text, con
 
 }  // namespace
 
-void print_zram_report(std::ostream& out, zram_device& dev) {
-  const zram_mm_stat m = dev.mm_stat();
+zram_report zram_report::of(zram_device& dev) {
   const zram_options& o = dev.options();
+  zram_report r;
+  r.name = o.name;
+  r.algorithm = o.comp_algorithm;
+  r.recomp_algorithms = o.recomp_algorithms;
+  r.lock_mode = std::string(to_string(dev.lock_mode()));
+  r.disksize = dev.disksize();
+  r.mm = dev.mm_stat();
+  r.io = dev.io_stat();
+  r.bd = dev.bd_stat();
+  r.requests = dev.request_stat();
+  r.mm_stat_text = dev.mm_stat_text();
+  r.io_stat_text = dev.io_stat_text();
+  r.bd_stat_text = dev.bd_stat_text();
+  r.debug_stat_text = dev.debug_stat_text();
+  r.slot_locks = dev.lock_stats().snapshot();
+  return r;
+}
+
+void zram_report::print(std::ostream& out) const {
   out << std::left << std::setw(8) << "NAME" << std::setw(10) << "ALGORITHM" << std::right
       << std::setw(9) << "DISKSIZE" << std::setw(8) << "DATA" << std::setw(8) << "COMPR"
       << std::setw(8) << "TOTAL" << std::setw(8) << "ZERO" << "  " << std::left << "LOCK\n";
-  std::string alg = o.comp_algorithm;
-  for (const auto& r : o.recomp_algorithms) alg += "," + r;
-  out << std::left << std::setw(8) << o.name << std::setw(10) << alg << std::right
-      << std::setw(9) << zramctl_size(dev.disksize()) << std::setw(8)
-      << zramctl_size(m.orig_data_size) << std::setw(8) << zramctl_size(m.compr_data_size)
-      << std::setw(8) << zramctl_size(m.mem_used_total) << std::setw(8) << m.same_pages << "  "
-      << std::left << to_string(dev.lock_mode()) << std::right << "\n";
-  if (m.orig_data_size)
+  std::string alg = algorithm;
+  for (const auto& r : recomp_algorithms) alg += "," + r;
+  out << std::left << std::setw(8) << name << std::setw(10) << alg << std::right << std::setw(9)
+      << zramctl_size(disksize) << std::setw(8) << zramctl_size(mm.orig_data_size) << std::setw(8)
+      << zramctl_size(mm.compr_data_size) << std::setw(8) << zramctl_size(mm.mem_used_total)
+      << std::setw(8) << mm.same_pages << "  " << std::left << lock_mode << std::right << "\n";
+  if (mm.orig_data_size)
     out << "  compression ratio " << std::fixed << std::setprecision(2)
-        << static_cast<double>(m.orig_data_size) / static_cast<double>(std::max<uint64_t>(
-                                                       m.mem_used_total, 1))
+        << static_cast<double>(mm.orig_data_size) /
+               static_cast<double>(std::max<uint64_t>(mm.mem_used_total, 1))
         << " (DATA / TOTAL)" << std::defaultfloat << "\n";
   out << "\n";
-  stat_line(out, "mm_stat", dev.mm_stat_text(),
+  stat_line(out, "mm_stat", mm_stat_text,
             "orig_data_size compr_data_size mem_used_total mem_limit mem_used_max same_pages "
             "pages_compacted huge_pages huge_pages_since");
-  stat_line(out, "io_stat", dev.io_stat_text(),
-            "failed_reads failed_writes invalid_io notify_free");
-  stat_line(out, "bd_stat", dev.bd_stat_text(), "bd_count bd_reads bd_writes, in 4 KiB pages");
-  std::string debug = dev.debug_stat_text();
+  stat_line(out, "io_stat", io_stat_text, "failed_reads failed_writes invalid_io notify_free");
+  stat_line(out, "bd_stat", bd_stat_text, "bd_count bd_reads bd_writes, in 4 KiB pages");
+  std::string debug = debug_stat_text;
   for (auto& c : debug)
     if (c == '\n') c = ' ';
   out << "  " << std::left << std::setw(11) << "debug_stat" << debug << "(version, miss_free)\n"
       << std::right;
-  const zram_request_stat r = dev.request_stat();
-  out << "  requests   reads " << r.reads << ", writes " << r.writes << ", discards " << r.discards
-      << ", partial-write retries " << r.rmw_retries << "\n";
-  const lock_stats s = dev.lock_stats().snapshot();
-  if (s.acquisitions) {
-    out << "\n" << lockstat::format_table({s});
-  } else {
+  out << "  requests   reads " << requests.reads << ", writes " << requests.writes
+      << ", discards " << requests.discards << ", partial-write retries " << requests.rmw_retries
+      << "\n";
+  if (slot_locks.acquisitions)
+    out << "\n" << lockstat::format_table({slot_locks});
+  else
     out << "\n  lockstat: not collected (run with --lockstat)\n";
-  }
 }
 
-nlohmann::json zram_report_json(zram_device& dev) {
-  const zram_mm_stat m = dev.mm_stat();
-  const zram_io_stat io = dev.io_stat();
-  const zram_bd_stat bd = dev.bd_stat();
-  const zram_request_stat r = dev.request_stat();
-  const zram_options& o = dev.options();
+nlohmann::json zram_report::to_json() const {
   nlohmann::json j;
-  j["name"] = o.name;
-  j["algorithm"] = o.comp_algorithm;
-  j["recomp_algorithms"] = o.recomp_algorithms;
-  j["lock_mode"] = std::string(to_string(dev.lock_mode()));
-  j["disksize"] = dev.disksize();
-  j["mm_stat"] = {{"orig_data_size", m.orig_data_size},     {"compr_data_size", m.compr_data_size},
-                  {"mem_used_total", m.mem_used_total},     {"mem_limit", m.mem_limit},
-                  {"mem_used_max", m.mem_used_max},         {"same_pages", m.same_pages},
-                  {"pages_compacted", m.pages_compacted},   {"huge_pages", m.huge_pages},
-                  {"huge_pages_since", m.huge_pages_since}};
+  j["name"] = name;
+  j["algorithm"] = algorithm;
+  j["recomp_algorithms"] = recomp_algorithms;
+  j["lock_mode"] = lock_mode;
+  j["disksize"] = disksize;
+  j["mm_stat"] = {{"orig_data_size", mm.orig_data_size},   {"compr_data_size", mm.compr_data_size},
+                  {"mem_used_total", mm.mem_used_total},   {"mem_limit", mm.mem_limit},
+                  {"mem_used_max", mm.mem_used_max},       {"same_pages", mm.same_pages},
+                  {"pages_compacted", mm.pages_compacted}, {"huge_pages", mm.huge_pages},
+                  {"huge_pages_since", mm.huge_pages_since}};
   j["io_stat"] = {{"failed_reads", io.failed_reads},
                   {"failed_writes", io.failed_writes},
                   {"invalid_io", io.invalid_io},
                   {"notify_free", io.notify_free}};
   j["bd_stat"] = {{"bd_count", bd.bd_count}, {"bd_reads", bd.bd_reads}, {"bd_writes", bd.bd_writes}};
-  j["requests"] = {{"reads", r.reads},         {"writes", r.writes},
-                   {"discards", r.discards},   {"miss_free", r.miss_free},
-                   {"rmw_retries", r.rmw_retries}};
-  j["text"] = {{"mm_stat", dev.mm_stat_text()},
-               {"io_stat", dev.io_stat_text()},
-               {"bd_stat", dev.bd_stat_text()},
-               {"debug_stat", dev.debug_stat_text()}};
-  j["lockstat"] = nlohmann::json::parse(lockstat::to_json({dev.lock_stats().snapshot()}));
+  j["requests"] = {{"reads", requests.reads},         {"writes", requests.writes},
+                   {"discards", requests.discards},   {"miss_free", requests.miss_free},
+                   {"rmw_retries", requests.rmw_retries}};
+  j["text"] = {{"mm_stat", mm_stat_text},
+               {"io_stat", io_stat_text},
+               {"bd_stat", bd_stat_text},
+               {"debug_stat", debug_stat_text}};
+  j["lockstat"] = nlohmann::json::array({slot_locks});
+  return j;
+}
+
+void zram_fill_report::print(std::ostream& out) const {
+  out << "uswap zram: wrote " << pages << " pages (" << same_pct << "% same-filled, " << huge_pct
+      << "% incompressible, the rest " << compress_pct << "% compressible) from " << threads
+      << " threads in " << write_seconds << " s; read back and checked in " << read_seconds
+      << " s: "
+      << (verify_failures ? std::to_string(verify_failures) + " MISMATCHES"
+                          : std::string("all match"));
+  if (refused) out << "; " << refused << " writes refused at mem_limit (ENOSPC)";
+  out << "\n";
+  for (const auto& s : steps) out << "  then " << s << "\n";
+  out << "\n";
+  device.print(out);
+}
+
+nlohmann::json zram_fill_report::to_json() const {
+  nlohmann::json j = device.to_json();
+  j["workload"] = {{"pages", pages},
+                   {"threads", threads},
+                   {"refused_enospc", refused},
+                   {"verify_failures", verify_failures},
+                   {"write_seconds", write_seconds},
+                   {"read_seconds", read_seconds},
+                   {"steps", steps}};
   return j;
 }
 

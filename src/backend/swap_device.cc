@@ -9,6 +9,7 @@
 
 namespace uswap {
 
+// The table's names are string literals, so data() is a NUL-terminated C string.
 const char* to_string(swap_dev_kind k) noexcept { return name_of(swap_dev_kind_names, k).data(); }
 
 result<swap_dev_kind> parse_swap_dev_kind(std::string_view text) {

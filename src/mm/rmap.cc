@@ -308,14 +308,11 @@ bool try_to_unmap(page* p, ttu_flags) {
 
 namespace uswap {
 
-const char* to_string(rmap_lock_mode m) noexcept {
-  return m == rmap_lock_mode::spin ? "spin" : "rwsem";
-}
+// The table's names are string literals, so data() is a NUL-terminated C string.
+const char* to_string(rmap_lock_mode m) noexcept { return name_of(rmap_lock_mode_names, m).data(); }
 
 result<rmap_lock_mode> parse_rmap_lock_mode(std::string_view text) {
-  if (text == "spin") return rmap_lock_mode::spin;
-  if (text == "rwsem") return rmap_lock_mode::rwsem;
-  return error(EINVAL, "unknown rmap lock mode '" + std::string(text) + "' (valid: spin, rwsem)");
+  return parse_enum(rmap_lock_mode_names, text, "rmap lock mode");
 }
 
 }  // namespace uswap

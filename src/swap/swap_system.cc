@@ -26,40 +26,19 @@ std::string to_string(swap_entry e) {
   return buf;
 }
 
-const char* to_string(swap_lock_mode mode) noexcept {
-  switch (mode) {
-    case swap_lock_mode::global: return "global";
-    case swap_lock_mode::cluster: return "cluster";
-    case swap_lock_mode::percpu: return "percpu";
-  }
-  return "?";
-}
+// The tables' names are string literals, so a name's data() is a NUL-terminated C string.
+const char* to_string(swap_lock_mode mode) noexcept { return name_of(swap_lock_mode_names, mode).data(); }
 
 result<swap_lock_mode> parse_swap_lock_mode(std::string_view text) {
-  if (text == "global") return swap_lock_mode::global;
-  if (text == "cluster") return swap_lock_mode::cluster;
-  if (text == "percpu") return swap_lock_mode::percpu;
-  return error(EINVAL, "unknown swap lock mode '" + std::string(text) +
-                           "' (valid: global, cluster, percpu)");
+  return parse_enum(swap_lock_mode_names, text, "swap lock mode");
 }
 
 const char* to_string(slot_cache_policy policy) noexcept {
-  switch (policy) {
-    case slot_cache_policy::by_mode: return "by-mode";
-    case slot_cache_policy::on: return "on";
-    case slot_cache_policy::alloc: return "alloc";
-    case slot_cache_policy::off: return "off";
-  }
-  return "?";
+  return name_of(slot_cache_policy_names, policy).data();
 }
 
 result<slot_cache_policy> parse_slot_cache_policy(std::string_view text) {
-  if (text == "by-mode") return slot_cache_policy::by_mode;
-  if (text == "on") return slot_cache_policy::on;
-  if (text == "alloc") return slot_cache_policy::alloc;
-  if (text == "off") return slot_cache_policy::off;
-  return error(EINVAL, "unknown slot cache policy '" + std::string(text) +
-                           "' (valid: by-mode, on, alloc, off)");
+  return parse_enum(slot_cache_policy_names, text, "slot cache policy");
 }
 
 // struct swap_slots_cache: allocation side and return side, each under its own lock, on

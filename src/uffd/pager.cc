@@ -47,36 +47,21 @@ uint64_t now_ns() noexcept {
 // ---------------------------------------------------------------------------------------------
 // Names.
 
-std::string_view to_string(fault_mode m) noexcept {
-  return m == fault_mode::sigbus ? "sigbus" : "handler-thread";
-}
+std::string_view to_string(fault_mode m) noexcept { return name_of(fault_mode_names, m); }
 
+// "handler" and "user" are short forms USWAP_FAULT_MODE / USWAP_ACCESS have always taken.
 result<fault_mode> parse_fault_mode(std::string_view text) {
-  if (text == "sigbus") return fault_mode::sigbus;
-  if (text == "handler-thread" || text == "handler") return fault_mode::handler_thread;
-  return error(EINVAL, "uffd: unknown fault mode '" + std::string(text) +
-                           "' (valid: sigbus, handler-thread)");
+  if (text == "handler") return fault_mode::handler_thread;
+  return parse_enum(fault_mode_names, text, "fault mode");
 }
 
-std::string_view to_string(fork_policy p) noexcept {
-  return p == fork_policy::copy ? "copy" : "detach";
-}
+std::string_view to_string(fork_policy p) noexcept { return name_of(fork_policy_names, p); }
 
-std::string_view to_string(uffd_access a) noexcept {
-  switch (a) {
-    case uffd_access::automatic: return "auto";
-    case uffd_access::full: return "full";
-    case uffd_access::user_mode_only: return "user-mode-only";
-  }
-  return "?";
-}
+std::string_view to_string(uffd_access a) noexcept { return name_of(uffd_access_names, a); }
 
 result<uffd_access> parse_uffd_access(std::string_view text) {
-  if (text == "auto") return uffd_access::automatic;
-  if (text == "full") return uffd_access::full;
-  if (text == "user-mode-only" || text == "user") return uffd_access::user_mode_only;
-  return error(EINVAL, "uffd: unknown userfaultfd access '" + std::string(text) +
-                           "' (valid: auto, full, user-mode-only)");
+  if (text == "user") return uffd_access::user_mode_only;
+  return parse_enum(uffd_access_names, text, "userfaultfd access");
 }
 
 // ---------------------------------------------------------------------------------------------

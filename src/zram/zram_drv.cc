@@ -628,20 +628,10 @@ status invalid_option(const std::string& what) { return error(EINVAL, "zram: " +
 
 // ---------------------------------------------------------------------------------------------
 
-std::string_view to_string(zram_lock_mode mode) noexcept {
-  switch (mode) {
-    case zram_lock_mode::global_rwlock: return "global_rwlock";
-    case zram_lock_mode::slot_cas: return "slot_cas";
-    case zram_lock_mode::slot_bitlock: return "slot_bitlock";
-  }
-  return "?";
-}
+std::string_view to_string(zram_lock_mode mode) noexcept { return name_of(zram_lock_mode_names, mode); }
 
 result<zram_lock_mode> parse_zram_lock_mode(std::string_view name) {
-  for (zram_lock_mode m : all_zram_lock_modes)
-    if (to_string(m) == name) return m;
-  return error(EINVAL, "unknown zram lock mode '" + std::string(name) +
-                           "' (expected global_rwlock, slot_cas or slot_bitlock)");
+  return parse_enum(zram_lock_mode_names, name, "zram lock mode");
 }
 
 zram_device::zram_device(std::unique_ptr<zram> z) noexcept : z_(std::move(z)) {}

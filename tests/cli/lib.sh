@@ -1,5 +1,5 @@
-# Sourced by every command-line test script (tests/cli/*_test.sh, src/<layer>/*_test.sh): one way
-# to run uswap and judge its exit status and output, so all of them report a failure alike.
+# Sourced by every command-line test script (tests/cli/*_test.sh): one way to run uswap and judge
+# its exit status and output, so all of them report a failure alike.
 # The sourcing script sets `uswap` (the binary) and `out` (a file for the output) first, counts
 # its own extra checks in `failures`, and exits non-zero when it is above 0.
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/sync/mutex.h"
@@ -30,6 +31,9 @@ namespace uswap {
 
 enum class rmap_lock_mode : uint8_t { spin, rwsem };
 inline constexpr rmap_lock_mode all_rmap_lock_modes[] = {rmap_lock_mode::spin, rmap_lock_mode::rwsem};
+inline constexpr enum_name<rmap_lock_mode> rmap_lock_mode_names[] = {
+    {rmap_lock_mode::spin, "spin"}, {rmap_lock_mode::rwsem, "rwsem"}};
+static_assert(valid_table(rmap_lock_mode_names));
 
 const char* to_string(rmap_lock_mode m) noexcept;
 // "spin" or "rwsem"; EINVAL otherwise.

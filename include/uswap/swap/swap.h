@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
 
 namespace uswap {
@@ -90,6 +91,12 @@ enum class swap_lock_mode : uint8_t {
   percpu,
 };
 
+inline constexpr enum_name<swap_lock_mode> swap_lock_mode_names[] = {
+    {swap_lock_mode::global, "global"},
+    {swap_lock_mode::cluster, "cluster"},
+    {swap_lock_mode::percpu, "percpu"}};
+static_assert(valid_table(swap_lock_mode_names));
+
 const char* to_string(swap_lock_mode mode) noexcept;
 // "global", "cluster" or "percpu"; EINVAL naming the valid ones otherwise.
 result<swap_lock_mode> parse_swap_lock_mode(std::string_view text);
@@ -125,6 +132,13 @@ enum class slot_cache_policy : uint8_t {
   // No cache, as 4.10 and 6.15 on.
   off,
 };
+
+inline constexpr enum_name<slot_cache_policy> slot_cache_policy_names[] = {
+    {slot_cache_policy::by_mode, "by-mode"},
+    {slot_cache_policy::on, "on"},
+    {slot_cache_policy::alloc, "alloc"},
+    {slot_cache_policy::off, "off"}};
+static_assert(valid_table(slot_cache_policy_names));
 
 const char* to_string(slot_cache_policy policy) noexcept;
 // "by-mode", "on", "alloc" or "off"; EINVAL otherwise.

@@ -80,17 +80,24 @@
 #include <string>
 #include <string_view>
 
+#include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
 
 namespace uswap {
 
 enum class fault_mode : uint8_t { sigbus, handler_thread };
+inline constexpr enum_name<fault_mode> fault_mode_names[] = {
+    {fault_mode::sigbus, "sigbus"}, {fault_mode::handler_thread, "handler-thread"}};
+static_assert(valid_table(fault_mode_names));
 std::string_view to_string(fault_mode m) noexcept;
 // "sigbus" or "handler-thread" (also "handler"); EINVAL otherwise.
 result<fault_mode> parse_fault_mode(std::string_view text);
 
 // What a fork()ed child gets (see "Fork").
 enum class fork_policy : uint8_t { copy, detach };
+inline constexpr enum_name<fork_policy> fork_policy_names[] = {
+    {fork_policy::copy, "copy"}, {fork_policy::detach, "detach"}};
+static_assert(valid_table(fork_policy_names));
 
 // Which userfaultfd to ask for (see "Privileges").
 enum class uffd_access : uint8_t {
@@ -98,8 +105,14 @@ enum class uffd_access : uint8_t {
   full,            // kernel-mode faults too; EPERM if not allowed
   user_mode_only,  // UFFD_USER_MODE_ONLY, what any unprivileged process gets
 };
+inline constexpr enum_name<uffd_access> uffd_access_names[] = {
+    {uffd_access::automatic, "auto"},
+    {uffd_access::full, "full"},
+    {uffd_access::user_mode_only, "user-mode-only"}};
+static_assert(valid_table(uffd_access_names));
 std::string_view to_string(uffd_access a) noexcept;
 std::string_view to_string(fork_policy p) noexcept;
+// "auto", "full" or "user-mode-only" (also "user"); EINVAL otherwise.
 result<uffd_access> parse_uffd_access(std::string_view text);
 
 struct pager_options {

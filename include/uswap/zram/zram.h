@@ -66,6 +66,7 @@
 #include <string_view>
 #include <vector>
 
+#include "uswap/base/enum_names.h"
 #include "uswap/base/page.h"
 #include "uswap/base/status.h"
 #include "uswap/compress/zcomp_ops.h"
@@ -118,6 +119,12 @@ enum class zram_lock_mode : uint8_t { global_rwlock, slot_cas, slot_bitlock };
 
 inline constexpr std::array<zram_lock_mode, 3> all_zram_lock_modes = {
     zram_lock_mode::global_rwlock, zram_lock_mode::slot_cas, zram_lock_mode::slot_bitlock};
+
+inline constexpr enum_name<zram_lock_mode> zram_lock_mode_names[] = {
+    {zram_lock_mode::global_rwlock, "global_rwlock"},
+    {zram_lock_mode::slot_cas, "slot_cas"},
+    {zram_lock_mode::slot_bitlock, "slot_bitlock"}};
+static_assert(valid_table(zram_lock_mode_names));
 
 std::string_view to_string(zram_lock_mode mode) noexcept;
 // "global_rwlock", "slot_cas", "slot_bitlock" (EINVAL lists them otherwise).
@@ -231,6 +238,12 @@ struct zram_extent {
 
 // writeback's type= (HUGE_WRITEBACK, IDLE_WRITEBACK, INCOMPRESSIBLE_WRITEBACK).
 enum class zram_writeback_type : uint8_t { idle, huge, huge_idle, incompressible };
+inline constexpr enum_name<zram_writeback_type> zram_writeback_type_names[] = {
+    {zram_writeback_type::idle, "idle"},
+    {zram_writeback_type::huge, "huge"},
+    {zram_writeback_type::huge_idle, "huge_idle"},
+    {zram_writeback_type::incompressible, "incompressible"}};
+static_assert(valid_table(zram_writeback_type_names));
 
 struct zram_writeback_params {
   zram_writeback_type type = zram_writeback_type::idle;  // default idle
@@ -242,6 +255,12 @@ struct zram_writeback_params {
 
 // recompress's type=.
 enum class zram_recompress_type : uint8_t { all, idle, huge, huge_idle };
+inline constexpr enum_name<zram_recompress_type> zram_recompress_type_names[] = {
+    {zram_recompress_type::all, "all"},
+    {zram_recompress_type::idle, "idle"},
+    {zram_recompress_type::huge, "huge"},
+    {zram_recompress_type::huge_idle, "huge_idle"}};
+static_assert(valid_table(zram_recompress_type_names));
 
 struct zram_recompress_params {
   zram_recompress_type type = zram_recompress_type::all;  // default: every eligible slot

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # `uswap pft`, `uswap aim9 fork|exec` and `uswap rmap-bench` end to end on small sizes: both rmap
 # lock modes run and are compared, seed 001's figures are printed beside, JSON parses and its
-# counts are what was asked, bad options are refused. Usage: rmap_cli_test.sh path/to/uswap
+# counts are what was asked, bad options are refused. Usage: rmap_test.sh path/to/uswap
 set -u
 uswap=$1
 failures=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 expect zero 'rwsem/spin: fault/wsec [-+][0-9.]+%.*seed 001, 2 threads' -- pft -t 1,2 --pages 512 --reps 2 --rounds 1
 expect zero 'anon_vma->rwsem' -- pft --anon -t 2 --pages 256 --rounds 1 --rmap-lock rwsem

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # `uswap usemem` end to end on small sizes: every page verified after going through swap on both
 # devices, JSON output parses and agrees, too little swap fails with a clear ENOMEM and a non-zero
-# exit, bad options are refused. Usage: usemem_cli_test.sh path/to/uswap
+# exit, bad options are refused. Usage: usemem_test.sh path/to/uswap
 set -u
 uswap=$1
 failures=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 expect zero 'verify: 0 mismatches in 4096 pages' -- usemem -t 4 --size 4M --ram 4M --verify -q
 expect zero 'bytes / [0-9]+ usecs = [0-9]+ KB/s' -- usemem -n 3 --size 2M --ram 2M --swap-dev ram -q
@@ -17,7 +17,7 @@ expect zero 'every frame, swap slot and zram object freed' -- usemem -t 2 --size
 expect zero 'swap-outs \(pswpout\) [1-9]' -- usemem -t 2 --size 4M --ram 2M -q
 expect nonzero 'ENOMEM' -- usemem -t 2 --size 8M --ram 2M --swap 4M -q
 expect nonzero "unknown swap lock mode 'bogus'" -- usemem --size 1M --swap-lock bogus
-expect nonzero 'zram, ram' -- usemem --size 1M --swap-dev disk
+expect nonzero "unknown swap device 'disk' \(valid: zram, ram\)" -- usemem --size 1M --swap-dev disk
 expect zero 'ratio' -- usemem -t 2 --size 2M --ram 2M --swap-lock global,cluster --rounds 2 -q
 
 # JSON: parses, and the verified page count and the task count are what was asked.

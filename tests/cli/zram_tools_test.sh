@@ -9,7 +9,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 out=$dir/out
 
-source "$(dirname "${BASH_SOURCE[0]}")/../../tests/cli/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 expect zero 'all match' -- zram --size 8M
 expect zero 'mm_stat +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+' -- zram --size 8M
