@@ -11,6 +11,7 @@
 #include <shared_mutex>
 
 #include "pager_impl.h"
+#include "uswap/base/atomic_max.h"
 
 namespace uswap {
 
@@ -18,12 +19,6 @@ namespace {
 
 // Source of UFFDIO_COPY for first writes: zero pages, never written.
 alignas(4096) uint8_t zero_pages[max_readahead * page_size];
-
-void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
-  uint64_t cur = m.load(std::memory_order_relaxed);
-  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
 
 }  // namespace
 
@@ -99,7 +94,7 @@ void pager::impl::charge(uint64_t n) noexcept {
     uint64_t cur = resident.load(std::memory_order_relaxed);
     while (cur + n <= limit_pages) {
       if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
-        update_max(peak_resident, cur + n);
+        fetch_max(peak_resident, cur + n);
         return;
       }
     }
@@ -116,7 +111,7 @@ void pager::impl::charge(uint64_t n) noexcept {
     // anything, map above the limit rather than fail the fault (a fault cannot fail).
     if (++fruitless >= 16) {
       const uint64_t now = resident.fetch_add(n, std::memory_order_relaxed) + n;
-      update_max(peak_resident, now);
+      fetch_max(peak_resident, now);
       c.overcharges.fetch_add(1, std::memory_order_relaxed);
       return;
     }

@@ -26,6 +26,7 @@
 
 #include "backing_dev.h"
 #include "slot_lock.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/base/zeroed_array.h"
 #include "zspage_arena.h"
 #include "uswap/compress/zcomp.h"
@@ -261,12 +262,7 @@ struct zram {
     flags_update(w, bit(ZRAM_IDLE) | bit(ZRAM_PP_SLOT) | ac_time_mask, t);
   }
 
-  void update_used_max(uint64_t pages) noexcept {
-    uint64_t cur = stats.max_used_pages.load(std::memory_order_relaxed);
-    while (cur < pages && !stats.max_used_pages.compare_exchange_weak(
-                              cur, pages, std::memory_order_relaxed)) {
-    }
-  }
+  void update_used_max(uint64_t pages) noexcept { fetch_max(stats.max_used_pages, pages); }
 
   status bad_range(const char* op, uint64_t offset, uint64_t len) {
     stats.invalid_io.fetch_add(1, std::memory_order_relaxed);
