@@ -15,6 +15,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 // Source of UFFDIO_COPY for first writes: zero pages, never written.

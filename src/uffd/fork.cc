@@ -39,6 +39,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 std::atomic<unsigned> fork_gen{0};

@@ -26,6 +26,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 std::string mib(uint64_t bytes) {

@@ -131,6 +131,11 @@
 
 namespace uswap {
 
+// The page state word's bits (the layout above). A namespace of their own: the mm layer's PG_*
+// (uswap/mm/page.h) are bit numbers of struct page's flags, these are masks of a different word.
+// The pager's sources say `using namespace uffd_pte;`.
+namespace uffd_pte {
+
 inline constexpr uint64_t PS_MASK = 0x3;
 inline constexpr uint64_t PS_NONE = 0;
 inline constexpr uint64_t PS_MAPPED = 1;
@@ -160,6 +165,8 @@ constexpr uint64_t ps_shadow(uint64_t w) noexcept { return (w & SHADOW_MASK) >> 
 constexpr unsigned ps_pins(uint64_t w) noexcept {
   return static_cast<unsigned>((w & PIN_MASK) >> PIN_SHIFT);
 }
+
+}  // namespace uffd_pte
 
 inline constexpr uint32_t lru_nil = UINT32_MAX;
 // Pages per bit of the touched-chunk bitmap: scans over large ranges (unmap, protect, fork's pin

@@ -17,6 +17,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 // Calls f(first, len) for each run of consecutive values in sorted v[0, n) whose keep[i] is

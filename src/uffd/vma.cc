@@ -18,6 +18,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 std::string mib(uint64_t pages) { return std::to_string((pages << page_shift) >> 20) + " MiB"; }
