@@ -143,8 +143,7 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
     // Not mapped any more: the fault raced an munmap of its page (a bug of the program, which
     // the kernel answers with SIGSEGV). Free arena space is PROT_NONE, so the access retried
     // gets that SIGSEGV. Anywhere else the records and the page tables disagree: SIGBUS.
-    auto f = free_extents.upper_bound(idx);
-    if (f != free_extents.begin() && idx < std::prev(f)->first + std::prev(f)->second) return 0;
+    if (free_extents.run_at(idx) != 0) return 0;
     return EFAULT;
   }
   return fault_page(idx, it->first + it->second.pages, flags, ra, false, woke);

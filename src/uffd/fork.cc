@@ -180,7 +180,7 @@ status pager::impl::after_fork_child() noexcept {
     if (sys::mmap(a, n << page_shift, PROT_NONE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
       return fail(errno, "cannot reserve a dontfork range again");
-    insert_free(s, n);
+    free_extents.insert(s, n);
   }
   nr_mappings.store(mappings.size(), std::memory_order_relaxed);
   set_arena_fork_flag(false);

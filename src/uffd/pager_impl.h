@@ -118,6 +118,7 @@
 #include <thread>
 #include <vector>
 
+#include "free_extents.h"
 #include "page_store.h"
 #include "sigbus.h"
 #include "uffd_file.h"
@@ -302,7 +303,7 @@ struct pager::impl {
   lock_class map_class{"uffd map_lock"};
   mutable rw_semaphore map_lock{&map_class};
   std::map<uint64_t, vma> mappings;
-  std::map<uint64_t, uint64_t> free_extents;
+  free_extent_map free_extents;
   std::map<uint64_t, uint64_t> foreign;
   std::atomic<uint64_t> mapped_pages{0};
   std::atomic<uint64_t> nr_mappings{0};  // mappings.size(), for lock-free statistics
@@ -362,7 +363,6 @@ struct pager::impl {
   // again. Returns 0 or the errno of the first system call that failed (the range is then
   // partly foreign still: the records say which).
   int carve(uint64_t first, uint64_t last) noexcept;
-  void insert_free(uint64_t first, uint64_t n) noexcept;
   void insert_mapping(uint64_t first, const vma& v) noexcept;
   // Whether [first, last) is covered by mappings (read or write held).
   bool all_mapped(uint64_t first, uint64_t last) const noexcept;
