@@ -423,7 +423,14 @@ struct pager::impl {
   // Evicts at least nr_min pages (fewer only when nothing more is evictable), at most nr_max.
   uint64_t shrink(uint64_t nr_min, uint64_t nr_max) noexcept;
   unsigned shrink_batch(unsigned batch) noexcept;
+  // Evicts victims[0, n): sorted, each page-locked and isolated by the caller; lets their page
+  // locks go. Returns how many left memory. Its steps, in order (reclaim.cc):
   unsigned evict(uint32_t* victims, unsigned n) noexcept;
+  struct eviction_pass;
+  void evict_write_protect(eviction_pass& p) noexcept;  // write-protect what may be writable
+  void evict_copy_out(eviction_pass& p) noexcept;       // copy out, compress, store
+  void evict_drop(eviction_pass& p) noexcept;           // MADV_DONTNEED the pages
+  unsigned evict_commit(eviction_pass& p) noexcept;     // new states; unlock
   void putback(const uint32_t* victims, unsigned n) noexcept;
   // Write-protects every unpinned resident page of every mapping; false when another sweep
   // runs or map_mu is busy (the sweep stays wanted).
