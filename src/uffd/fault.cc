@@ -151,6 +151,7 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
 
 int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra,
                             bool pin, bool* woke) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   std::atomic<uint64_t>& w = ptes[idx];
   unsigned charged = 0;
   for (;;) {
@@ -180,6 +181,7 @@ int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahea
 int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin,
                                 bool* woke) noexcept {
   std::atomic<uint64_t>& w = ptes[idx];
+  USWAP_ASSERT_HELD(w);  // the page lock
   const bool write = flags & FAULT_FLAG_WRITE;
   // A write to a write-protected page: one a sweep protected (write tracking), a clean
   // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
@@ -235,6 +237,7 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
 
 int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned charged,
                                  bool pin, readahead_state& ra, bool* woke) noexcept {
+  USWAP_ASSERT_HELD(ptes[idx]);  // the page lock
   const uint64_t kind = ps_state(st);  // PS_NONE or PS_SWAPPED
   // The run: this page and the following ones of the same kind, as far as the window reaches
   // and their locks can be had without waiting (readahead is opportunistic). run[0, k) are

@@ -352,6 +352,7 @@ void pager::impl::handler_loop() noexcept {
 // Releasing pages.
 
 void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   constexpr unsigned chunk = 32;
   uint64_t slow[chunk];
   for (uint64_t s = first; s < first + n; s += chunk) {

@@ -10,7 +10,9 @@
 // a fault is about to resolve lies in a mapping; everything that changes the records (map,
 // map_fixed, unmap, protect, remap, adopt_foreign, fork) holds it for writing, and so runs with
 // no fault, reclaim or pin in progress: those paths may change page states without racing
-// anything but the SIGBUS "copying page" case (none: no eviction runs).
+// anything but the SIGBUS "copying page" case (none: no eviction runs). Functions below that say
+// "(read held)", "(write held)", "page lock held" or "_locked" assert it in DCHECK builds
+// (sync/lockdep.h: held by the calling thread).
 //
 // Page state: one 64-bit word per arena page (the kernel's PTE plus the struct page flags the
 // pager needs), with the page lock in its top two bits:
@@ -124,6 +126,7 @@
 #include "uffd_file.h"
 #include "uswap/base/page.h"
 #include "uswap/sync/bit_lock.h"
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/base/zeroed_array.h"
 #include "uswap/sync/mutex.h"
@@ -375,6 +378,7 @@ struct pager::impl {
   // Calls f(first, n) for each maximal run of arena pages that is not foreign (write held).
   template <class F>
   void for_each_own_segment(F f) const {
+    USWAP_ASSERT_HELD_WRITE(map_lock);
     uint64_t at = 0;
     for (const auto& [s, n] : foreign) {
       if (s > at) f(at, s - at);

@@ -41,6 +41,7 @@ void for_each_run(const uint32_t* v, unsigned n, Keep keep, F f) {
 }  // namespace
 
 void pager::impl::lru_add_locked(uint64_t idx) noexcept {
+  USWAP_ASSERT_HELD(lru_lock);
   const auto i = static_cast<uint32_t>(idx);
   if (lru_head == lru_nil) {
     lru_prev[i] = lru_next[i] = i;
@@ -58,6 +59,7 @@ void pager::impl::lru_add_locked(uint64_t idx) noexcept {
 }
 
 void pager::impl::lru_del_locked(uint64_t idx) noexcept {
+  USWAP_ASSERT_HELD(lru_lock);
   const auto i = static_cast<uint32_t>(idx);
   if (lru_next[i] == i) {
     lru_head = lru_nil;
@@ -80,6 +82,7 @@ void pager::impl::lru_add(const uint64_t* idx, unsigned n) noexcept {
 }
 
 uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
+  USWAP_ASSERT_HELD(map_lock);  // reclaim runs under it: the mappings cannot change
   c.reclaim_passes.fetch_add(1, std::memory_order_relaxed);
   uint64_t total = 0;
   // Each pass scans at most one lap of the clock and evicts up to a batch. A pass that stops
@@ -108,6 +111,7 @@ bool pager::impl::sweep() noexcept {
   // try_lock only: reclaim runs inside faults and must not wait. Busy means another reclaimer
   // is sweeping, and its sweep will do. The caller holds map_lock (reclaim runs under it), so
   // the mappings cannot change under the walk.
+  USWAP_ASSERT_HELD(map_lock);
   std::unique_lock s(sweep_mu, std::try_to_lock);
   if (!s.owns_lock()) return false;
   sweep_wanted.store(false, std::memory_order_relaxed);
@@ -259,7 +263,10 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
   eviction_pass p;
   p.v = v;
   p.n = n;
-  for (unsigned i = 0; i < n; ++i) p.kind[i] = eviction_pass::stored;
+  for (unsigned i = 0; i < n; ++i) {
+    USWAP_ASSERT_HELD(ptes[v[i]]);
+    p.kind[i] = eviction_pass::stored;
+  }
   evict_write_protect(p);
   evict_copy_out(p);
   if (opts.evict_hook)

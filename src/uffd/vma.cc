@@ -47,6 +47,7 @@ uint64_t ext_with(uint64_t, uint64_t n) { return n; }
 }  // namespace
 
 std::map<uint64_t, vma>::const_iterator pager::impl::find_mapping(uint64_t idx) const noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   auto it = mappings.upper_bound(idx);
   if (it == mappings.begin()) return mappings.end();
   --it;
@@ -54,6 +55,7 @@ std::map<uint64_t, vma>::const_iterator pager::impl::find_mapping(uint64_t idx) 
 }
 
 bool pager::impl::all_mapped(uint64_t first, uint64_t last) const noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   for (uint64_t at = first; at < last;) {
     auto it = find_mapping(at);
     if (it == mappings.end()) return false;
@@ -63,6 +65,7 @@ bool pager::impl::all_mapped(uint64_t first, uint64_t last) const noexcept {
 }
 
 void pager::impl::insert_mapping(uint64_t s, const vma& v_in) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   // Neighbours of the same kind merge, as the kernel merges VMAs: fewer records, and a sweep
   // protects the merged range with one ioctl.
   vma v = v_in;
@@ -96,6 +99,7 @@ int pager::impl::reserve(uint64_t first, uint64_t n) noexcept {
 }
 
 int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   split_record(mappings, first, vma_len, vma_with);
   split_record(mappings, last, vma_len, vma_with);
   split_record(foreign, first, ext_len, ext_with);
@@ -122,6 +126,7 @@ int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
 }
 
 void pager::impl::set_unevictable(uint64_t first, uint64_t last, bool on) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   std::lock_guard g(lru_lock);
   for_each_touched(first, last, [&](uint64_t i) {
     const uint64_t st = ptes[i].load(std::memory_order_relaxed);
@@ -417,6 +422,7 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
 
 int pager::impl::move_pages(uint64_t src, uint64_t dst, uint64_t n, int prot) noexcept {
   // map_lock is held for writing: no fault, pin or reclaim runs, and no page is isolated.
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   staging_buffer buf;
   if (!buf) return ENOMEM;
   const bool readable = prot & PROT_READ;
