@@ -2,6 +2,8 @@
 #   make demo    install what is missing, build Release into build/, run the demo
 #   make test    install, build, run every test
 #   make tsan    ThreadSanitizer build in build-tsan/, run the tests labelled `concurrency`
+#   make debug   Debug build in build-debug/ (invariant and lock-held checks on: USWAP_DCHECK),
+#                run the tests labelled `unit` and `concurrency`
 #   make bench   build and run the benchmarks (JSON in build/bench-results/)
 #   make models  check the Promela models of the lock protocols with spin
 # CMAKE_FLAGS adds configure options (CI passes -DUSWAP_WERROR=ON).
@@ -10,8 +12,12 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 BUILD ?= build
 TSAN_BUILD ?= build-tsan
+DEBUG_BUILD ?= build-debug
+# -O1 -g1: the checks are what the Debug build is for; unoptimised code and full debug
+# information would only slow the build and the tests (line tables still name file and line).
+DEBUG_FLAGS ?= -O1 -g1
 
-.PHONY: all deps build demo test tsan bench models clean
+.PHONY: all deps build demo test tsan debug bench models clean
 
 all: build
 
@@ -37,6 +43,12 @@ tsan: deps
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -j$(JOBS) -L concurrency
 
+debug: deps
+	cmake -S . -B $(DEBUG_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$(DEBUG_FLAGS)" \
+	  -DCMAKE_C_FLAGS_DEBUG="$(DEBUG_FLAGS)" -DUSWAP_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(DEBUG_BUILD) -j$(JOBS)
+	cd $(DEBUG_BUILD) && ctest --output-on-failure -j$(JOBS) -L 'unit|concurrency'
+
 bench: build
 	scripts/run-bench $(BUILD)
 
@@ -44,4 +56,4 @@ models: deps
 	@if ls models/*.pml >/dev/null 2>&1; then scripts/check-models; else echo "models: none yet"; fi
 
 clean:
-	rm -rf $(BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(TSAN_BUILD) $(DEBUG_BUILD)

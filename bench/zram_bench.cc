@@ -22,6 +22,7 @@
 #include <mutex>
 #include <vector>
 
+#include "uswap/base/hash.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/zram/zram.h"
@@ -30,20 +31,13 @@ namespace {
 
 using namespace uswap;
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 constexpr unsigned nr_pages_pool = 32;
 
 const std::vector<uint8_t>& page_pool() {
   static const std::vector<uint8_t> pool = [] {
     std::vector<uint8_t> p(nr_pages_pool * page_size);
     for (unsigned i = 0; i < nr_pages_pool; ++i)
-      fill_compressible(p.data() + i * page_size, page_size, 50, mix(i));
+      fill_compressible(p.data() + i * page_size, page_size, 50, mix64(i));
     return p;
   }();
   return pool;
@@ -71,9 +65,9 @@ void bm_hot(benchmark::State& state) {
   }
   // Google Benchmark starts the timed loop of all threads together, after this setup.
   alignas(8) uint8_t buf[page_size];
-  uint64_t rng = mix(state.thread_index() + 1000);
+  uint64_t rng = mix64(state.thread_index() + 1000);
   for (auto _ : state) {
-    rng = mix(rng);
+    rng = mix64(rng);
     const uint64_t slot = rng % slots;
     status st = (rng >> 32) % 4 == 0
                     ? device->write_page(slot, pages.data() + ((rng >> 40) % nr_pages_pool) * page_size)

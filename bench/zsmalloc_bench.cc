@@ -22,6 +22,7 @@
 #include <cstring>
 #include <vector>
 
+#include "uswap/base/hash.h"
 #include "uswap/compress/page_fill.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/zsmalloc/zsmalloc.h"
@@ -30,13 +31,6 @@ namespace {
 
 using namespace uswap;
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 zs_pool& shared_pool() {
   static std::unique_ptr<zs_pool> pool = zs_create_pool("bench").value();
   return *pool;
@@ -44,8 +38,8 @@ zs_pool& shared_pool() {
 
 // Object sizes like compressed pages: 64..3600 bytes, or thread t's own 800-byte band.
 size_t draw_size(uint64_t& rng, bool own_band, int thread) {
-  if (own_band) return 64 + size_t(thread) * 900 + mix(rng++) % 800;
-  return 64 + mix(rng++) % 3537;
+  if (own_band) return 64 + size_t(thread) * 900 + mix64(rng++) % 800;
+  return 64 + mix64(rng++) % 3537;
 }
 
 // Each thread keeps a window of live objects and replaces one per iteration, so the pool stays at
@@ -56,7 +50,7 @@ void bm_malloc_free(benchmark::State& state) {
   const int t = state.thread_index();
   constexpr size_t window = 4096;
   std::vector<zs_handle> live(window, 0);
-  uint64_t rng = mix(t + 1);
+  uint64_t rng = mix64(t + 1);
   for (size_t k = 0; k < window; ++k) live[k] = *pool.malloc(draw_size(rng, own, t));
   size_t k = 0;
   for (auto _ : state) {
@@ -88,7 +82,7 @@ void bm_read(benchmark::State& state) {
   const int t = state.thread_index();
   constexpr size_t n = 4096;
   std::vector<zs_handle> objs(n);
-  uint64_t rng = mix(t + 100);
+  uint64_t rng = mix64(t + 100);
   for (auto& h : objs) h = *pool.malloc(draw_size(rng, own, t));
   size_t k = 0;
   uint64_t sum = 0;

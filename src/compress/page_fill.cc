@@ -3,14 +3,20 @@
 #include <algorithm>
 #include <cstring>
 
+#include "uswap/base/hash.h"
+
 namespace uswap {
 
 namespace {
-uint64_t splitmix64(uint64_t& x) noexcept {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+// splitmix64's generator: its state advances by this constant per word, and the word is mix64
+// of the state before the step (mix64 adds the constant once itself), so the n-th word of seed s
+// is mix64(s + n * splitmix64_gamma).
+constexpr uint64_t splitmix64_gamma = 0x9e3779b97f4a7c15ULL;
+
+uint64_t splitmix64(uint64_t& state) noexcept {
+  const uint64_t v = mix64(state);
+  state += splitmix64_gamma;
+  return v;
 }
 }  // namespace
 

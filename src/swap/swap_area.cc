@@ -3,6 +3,7 @@
 #include "uswap/swap/swap_area.h"
 
 #include "thread_slot.h"
+#include "uswap/sync/lockdep.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -203,6 +204,17 @@ void swap_area::unlock_cluster_or_swap_info(swap_cluster_info* ci) noexcept {
     unlock_cluster(ci);
 }
 
+void swap_area::assert_cluster_locked(const swap_cluster_info* ci) const noexcept {
+  if (mode_ == swap_lock_mode::global)
+    USWAP_ASSERT_HELD(lock_);
+  else
+    USWAP_ASSERT_HELD(ci->data);
+}
+
+void swap_area::assert_lists_locked_by_caller() const noexcept {
+  if (mode_ != swap_lock_mode::percpu) USWAP_ASSERT_HELD(lock_);
+}
+
 // The word is changed with atomic read-modify-writes that preserve the lock bits, so a waiter
 // setting the waiters bit concurrently is never lost (bit_lock's contract). The count moves by
 // one fetch_add: it stays within 0..SWAPFILE_CLUSTER, so the addition never carries out of its
@@ -249,6 +261,8 @@ void swap_area::list_del(cluster_flag list, uint32_t idx) noexcept {
 }
 
 void swap_area::move_cluster(swap_cluster_info* ci, cluster_flag list) noexcept {
+  assert_cluster_locked(ci);
+  assert_lists_locked_by_caller();
   const uint32_t idx = cluster_index(ci);
   const cluster_flag old = cluster_flags(ci);
   // Only the percpu mode reaches here without the device lock: it nests it in the cluster lock.
@@ -275,6 +289,7 @@ bool swap_area::lock_for_isolation(swap_cluster_info* ci, bool* contended) noexc
 
 swap_cluster_info* swap_area::isolate_lock_cluster(cluster_flag list, bool* contended,
                                                    const uint64_t* freer) noexcept {
+  assert_lists_locked_by_caller();
   swap_cluster_info* found = nullptr;
   if (mode_ == swap_lock_mode::percpu) dev_lock();
   // Rotating a passed-over cluster to the tail would bring it round again within one call:
@@ -305,6 +320,7 @@ swap_cluster_info* swap_area::isolate_lock_cluster(cluster_flag list, bool* cont
 }
 
 void swap_area::relocate_cluster(swap_cluster_info* ci) noexcept {
+  assert_cluster_locked(ci);
   const cluster_flag f = cluster_flags(ci);
   if (f == CLUSTER_FLAG_DISCARD) return;  // off-list or on the discard list until discarded
   const unsigned count = cluster_count(ci);
@@ -318,12 +334,14 @@ void swap_area::relocate_cluster(swap_cluster_info* ci) noexcept {
 }
 
 void swap_area::free_cluster(swap_cluster_info* ci) noexcept {
+  assert_cluster_locked(ci);
   clusters_freed_.fetch_add(1, std::memory_order_relaxed);
   // With discard, the cluster may not be allocated again before the backing store dropped it.
   move_cluster(ci, discard_ ? CLUSTER_FLAG_DISCARD : CLUSTER_FLAG_FREE);
 }
 
 void swap_area::partial_free_cluster(swap_cluster_info* ci) noexcept {
+  assert_cluster_locked(ci);
   if (cluster_flags(ci) != CLUSTER_FLAG_NONFULL) move_cluster(ci, CLUSTER_FLAG_NONFULL);
 }
 
@@ -378,6 +396,9 @@ void swap_area::swap_range_free(uint64_t offset, unsigned cpu) noexcept {
 
 int swap_area::alloc_swap_scan_cluster(swap_cluster_info* ci, uint64_t offset, int n,
                                        swap_entry* out, percpu_cluster& pc) noexcept {
+  // A locked cluster, and in global and cluster modes the device lock (allocation runs under it).
+  assert_cluster_locked(ci);
+  assert_lists_locked_by_caller();
   const uint64_t start = uint64_t{cluster_index(ci)} * SWAPFILE_CLUSTER;
   const uint64_t end = std::min(start + SWAPFILE_CLUSTER, max_);
   int k = 0;
@@ -464,6 +485,7 @@ status swap_area::check_offset(uint64_t offset, const char* op) const {
 }
 
 result<unsigned char> swap_area::count_get(uint64_t offset, unsigned char count) {
+  assert_cluster_locked(&cluster_info_[offset / SWAPFILE_CLUSTER]);
   const unsigned char low = count & static_cast<unsigned char>(~COUNT_CONTINUED);
   if (low < SWAP_MAP_MAX) return static_cast<unsigned char>(count + 1);
   if (!count_continuation_)
@@ -488,6 +510,7 @@ result<unsigned char> swap_area::count_get(uint64_t offset, unsigned char count)
 }
 
 unsigned char swap_area::count_put(uint64_t offset, unsigned char count) {
+  assert_cluster_locked(&cluster_info_[offset / SWAPFILE_CLUSTER]);
   const unsigned char low = count & static_cast<unsigned char>(~COUNT_CONTINUED);
   const unsigned char cont = count & COUNT_CONTINUED;
   if (low > 0) return static_cast<unsigned char>((low - 1) | cont);
@@ -535,6 +558,7 @@ status swap_area::swap_duplicate(uint64_t offset, unsigned char usage) {
 }
 
 void swap_area::swap_entry_free_locked(swap_cluster_info* ci, uint64_t offset) noexcept {
+  assert_cluster_locked(ci);
   const unsigned cpu = swap_detail::this_thread_slot();
   swap_map_[offset].store(0, std::memory_order_relaxed);
   const unsigned count = add_cluster_count(ci, -1);

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "uswap/base/atomic_max.h"
+
 namespace uswap {
 
 namespace lockstat::detail {
@@ -87,10 +89,7 @@ void lock_class::count_contended(uint64_t wait_ns) noexcept {
   shard& s = my_shard();
   s.contended.fetch_add(1, std::memory_order_relaxed);
   s.wait_total_ns.fetch_add(wait_ns, std::memory_order_relaxed);
-  uint64_t cur = s.wait_max_ns.load(std::memory_order_relaxed);
-  while (wait_ns > cur &&
-         !s.wait_max_ns.compare_exchange_weak(cur, wait_ns, std::memory_order_relaxed)) {
-  }
+  fetch_max(s.wait_max_ns, wait_ns);
 }
 
 lock_stats lock_class::snapshot() const {

@@ -37,6 +37,7 @@ bool rw_semaphore::down_read_trylock() noexcept {
   const bool got = read_trylock_fast();
   if (got && cls_) cls_->count_acquire();
   tsan::post_lock(this, tsan::read_lock | tsan::try_lock | (got ? 0 : tsan::try_lock_failed));
+  if (got) lockdep::acquire(this, lockdep::mode::shared);
   return got;
 }
 
@@ -53,6 +54,7 @@ bool rw_semaphore::down_write_trylock() noexcept {
   }
   if (got && cls_) cls_->count_acquire();
   tsan::post_lock(this, tsan::try_lock | (got ? 0 : tsan::try_lock_failed));
+  if (got) lockdep::acquire(this);
   return got;
 }
 
@@ -247,6 +249,7 @@ void rw_semaphore::wake() noexcept {
 }
 
 void rw_semaphore::up_read() noexcept {
+  lockdep::release(this);
   tsan::pre_unlock(this, tsan::read_lock);
   const uint64_t c = count_.fetch_sub(reader_bias, std::memory_order_release) - reader_bias;
   if ((c & waiters_flag) && !(c >> reader_shift)) wake();
@@ -254,6 +257,7 @@ void rw_semaphore::up_read() noexcept {
 }
 
 void rw_semaphore::up_write() noexcept {
+  lockdep::release(this);
   tsan::pre_unlock(this);
   const uint64_t c = count_.fetch_and(~writer_locked, std::memory_order_release);
   if (c & waiters_flag) wake();
@@ -261,6 +265,7 @@ void rw_semaphore::up_write() noexcept {
 }
 
 void rw_semaphore::downgrade_write() noexcept {
+  lockdep::downgrade(this);
   tsan::pre_unlock(this);
   // writer -> one reader in one step, so no other writer can slip in between.
   const uint64_t c = count_.fetch_add(reader_bias - writer_locked, std::memory_order_release);

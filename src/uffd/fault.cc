@@ -11,19 +11,16 @@
 #include <shared_mutex>
 
 #include "pager_impl.h"
+#include "uswap/base/atomic_max.h"
 
 namespace uswap {
+
+using namespace uffd_pte;
 
 namespace {
 
 // Source of UFFDIO_COPY for first writes: zero pages, never written.
 alignas(4096) uint8_t zero_pages[max_readahead * page_size];
-
-void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
-  uint64_t cur = m.load(std::memory_order_relaxed);
-  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
 
 }  // namespace
 
@@ -99,7 +96,7 @@ void pager::impl::charge(uint64_t n) noexcept {
     uint64_t cur = resident.load(std::memory_order_relaxed);
     while (cur + n <= limit_pages) {
       if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
-        update_max(peak_resident, cur + n);
+        fetch_max(peak_resident, cur + n);
         return;
       }
     }
@@ -116,7 +113,7 @@ void pager::impl::charge(uint64_t n) noexcept {
     // anything, map above the limit rather than fail the fault (a fault cannot fail).
     if (++fruitless >= 16) {
       const uint64_t now = resident.fetch_add(n, std::memory_order_relaxed) + n;
-      update_max(peak_resident, now);
+      fetch_max(peak_resident, now);
       c.overcharges.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -146,8 +143,7 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
     // Not mapped any more: the fault raced an munmap of its page (a bug of the program, which
     // the kernel answers with SIGSEGV). Free arena space is PROT_NONE, so the access retried
     // gets that SIGSEGV. Anywhere else the records and the page tables disagree: SIGBUS.
-    auto f = free_extents.upper_bound(idx);
-    if (f != free_extents.begin() && idx < std::prev(f)->first + std::prev(f)->second) return 0;
+    if (free_extents.run_at(idx) != 0) return 0;
     return EFAULT;
   }
   return fault_page(idx, it->first + it->second.pages, flags, ra, false, woke);
@@ -155,6 +151,7 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
 
 int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra,
                             bool pin, bool* woke) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   std::atomic<uint64_t>& w = ptes[idx];
   unsigned charged = 0;
   for (;;) {
@@ -184,6 +181,7 @@ int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahea
 int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin,
                                 bool* woke) noexcept {
   std::atomic<uint64_t>& w = ptes[idx];
+  USWAP_ASSERT_HELD(w);  // the page lock
   const bool write = flags & FAULT_FLAG_WRITE;
   // A write to a write-protected page: one a sweep protected (write tracking), a clean
   // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
@@ -239,6 +237,7 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
 
 int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned charged,
                                  bool pin, readahead_state& ra, bool* woke) noexcept {
+  USWAP_ASSERT_HELD(ptes[idx]);  // the page lock
   const uint64_t kind = ps_state(st);  // PS_NONE or PS_SWAPPED
   // The run: this page and the following ones of the same kind, as far as the window reaches
   // and their locks can be had without waiting (readahead is opportunistic). run[0, k) are

@@ -39,6 +39,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 std::atomic<unsigned> fork_gen{0};
@@ -95,6 +97,7 @@ void fork_unregister(pager::impl* p) noexcept {
 }
 
 void pager::impl::set_arena_fork_flag(bool dofork) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   for_each_own_segment([&](uint64_t s, uint64_t n) {
     sys::madvise(reinterpret_cast<void*>(page_addr(s)), n << page_shift,
                  dofork ? MADV_DOFORK : MADV_DONTFORK);
@@ -129,7 +132,9 @@ status pager::impl::after_fork_child() noexcept {
   // holds and other threads may be queued on: their waiters live on stacks this process does
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.
   // This thread is the copy of the one that took it for writing in prepare_fork: release it as
-  // that thread (for ThreadSanitizer's view of who holds what), then start from a fresh lock.
+  // that thread (for lockdep's and ThreadSanitizer's view of who holds what), then start from a
+  // fresh lock.
+  lockdep::release(&map_lock);
   tsan::pre_unlock(&map_lock);
   tsan::post_unlock(&map_lock);
   map_lock.~rw_semaphore();
@@ -178,7 +183,7 @@ status pager::impl::after_fork_child() noexcept {
     if (sys::mmap(a, n << page_shift, PROT_NONE,
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
       return fail(errno, "cannot reserve a dontfork range again");
-    insert_free(s, n);
+    free_extents.insert(s, n);
   }
   nr_mappings.store(mappings.size(), std::memory_order_relaxed);
   set_arena_fork_flag(false);

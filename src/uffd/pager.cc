@@ -26,6 +26,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 std::string mib(uint64_t bytes) {
@@ -260,7 +262,7 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   m->chunk_touched = zeroed_array<std::atomic<uint64_t>>(((nr_pages >> chunk_shift) >> 6) + 1);
   if (!m->ptes || !m->handles || !m->lru_prev || !m->lru_next || !m->chunk_touched)
     return error(ENOMEM, "uffd: cannot reserve page metadata for " + mib(arena_bytes));
-  m->free_extents[0] = nr_pages;
+  m->free_extents.insert(0, nr_pages);
   m->self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
 
   if (o.mode == fault_mode::sigbus) {
@@ -335,6 +337,7 @@ void pager::impl::handler_loop() noexcept {
 // Releasing pages.
 
 void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   constexpr unsigned chunk = 32;
   uint64_t slow[chunk];
   for (uint64_t s = first; s < first + n; s += chunk) {
@@ -533,12 +536,12 @@ status pager::check_invariants() const {
     mapped_records += v.pages;
     if (v.pages == 0) bad += "empty mapping record; ";
   }
-  for (const auto& [s, n] : m.free_extents) all[s] = {n, 'f'};
+  for (const auto& [s, n] : m.free_extents.extents()) all[s] = {n, 'f'};
   for (const auto& [s, n] : m.foreign) {
     all[s] = {n, 'x'};
     foreign_records += n;
   }
-  if (all.size() != m.mappings.size() + m.free_extents.size() + m.foreign.size())
+  if (all.size() != m.mappings.size() + m.free_extents.extents().size() + m.foreign.size())
     bad += "two records start at the same page; ";
   uint64_t at = 0;
   char prev_kind = 0;

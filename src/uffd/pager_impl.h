@@ -10,7 +10,9 @@
 // a fault is about to resolve lies in a mapping; everything that changes the records (map,
 // map_fixed, unmap, protect, remap, adopt_foreign, fork) holds it for writing, and so runs with
 // no fault, reclaim or pin in progress: those paths may change page states without racing
-// anything but the SIGBUS "copying page" case (none: no eviction runs).
+// anything but the SIGBUS "copying page" case (none: no eviction runs). Functions below that say
+// "(read held)", "(write held)", "page lock held" or "_locked" assert it in DCHECK builds
+// (sync/lockdep.h: held by the calling thread).
 //
 // Page state: one 64-bit word per arena page (the kernel's PTE plus the struct page flags the
 // pager needs), with the page lock in its top two bits:
@@ -118,11 +120,13 @@
 #include <thread>
 #include <vector>
 
+#include "free_extents.h"
 #include "page_store.h"
 #include "sigbus.h"
 #include "uffd_file.h"
 #include "uswap/base/page.h"
 #include "uswap/sync/bit_lock.h"
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/base/zeroed_array.h"
 #include "uswap/sync/mutex.h"
@@ -130,6 +134,11 @@
 #include "uswap/uffd/pager.h"
 
 namespace uswap {
+
+// The page state word's bits (the layout above). A namespace of their own: the mm layer's PG_*
+// (uswap/mm/page.h) are bit numbers of struct page's flags, these are masks of a different word.
+// The pager's sources say `using namespace uffd_pte;`.
+namespace uffd_pte {
 
 inline constexpr uint64_t PS_MASK = 0x3;
 inline constexpr uint64_t PS_NONE = 0;
@@ -160,6 +169,8 @@ constexpr uint64_t ps_shadow(uint64_t w) noexcept { return (w & SHADOW_MASK) >> 
 constexpr unsigned ps_pins(uint64_t w) noexcept {
   return static_cast<unsigned>((w & PIN_MASK) >> PIN_SHIFT);
 }
+
+}  // namespace uffd_pte
 
 inline constexpr uint32_t lru_nil = UINT32_MAX;
 // Pages per bit of the touched-chunk bitmap: scans over large ranges (unmap, protect, fork's pin
@@ -295,7 +306,7 @@ struct pager::impl {
   lock_class map_class{"uffd map_lock"};
   mutable rw_semaphore map_lock{&map_class};
   std::map<uint64_t, vma> mappings;
-  std::map<uint64_t, uint64_t> free_extents;
+  free_extent_map free_extents;
   std::map<uint64_t, uint64_t> foreign;
   std::atomic<uint64_t> mapped_pages{0};
   std::atomic<uint64_t> nr_mappings{0};  // mappings.size(), for lock-free statistics
@@ -355,7 +366,6 @@ struct pager::impl {
   // again. Returns 0 or the errno of the first system call that failed (the range is then
   // partly foreign still: the records say which).
   int carve(uint64_t first, uint64_t last) noexcept;
-  void insert_free(uint64_t first, uint64_t n) noexcept;
   void insert_mapping(uint64_t first, const vma& v) noexcept;
   // Whether [first, last) is covered by mappings (read or write held).
   bool all_mapped(uint64_t first, uint64_t last) const noexcept;
@@ -368,6 +378,7 @@ struct pager::impl {
   // Calls f(first, n) for each maximal run of arena pages that is not foreign (write held).
   template <class F>
   void for_each_own_segment(F f) const {
+    USWAP_ASSERT_HELD_WRITE(map_lock);
     uint64_t at = 0;
     for (const auto& [s, n] : foreign) {
       if (s > at) f(at, s - at);
@@ -416,7 +427,14 @@ struct pager::impl {
   // Evicts at least nr_min pages (fewer only when nothing more is evictable), at most nr_max.
   uint64_t shrink(uint64_t nr_min, uint64_t nr_max) noexcept;
   unsigned shrink_batch(unsigned batch) noexcept;
+  // Evicts victims[0, n): sorted, each page-locked and isolated by the caller; lets their page
+  // locks go. Returns how many left memory. Its steps, in order (reclaim.cc):
   unsigned evict(uint32_t* victims, unsigned n) noexcept;
+  struct eviction_pass;
+  void evict_write_protect(eviction_pass& p) noexcept;  // write-protect what may be writable
+  void evict_copy_out(eviction_pass& p) noexcept;       // copy out, compress, store
+  void evict_drop(eviction_pass& p) noexcept;           // MADV_DONTNEED the pages
+  unsigned evict_commit(eviction_pass& p) noexcept;     // new states; unlock
   void putback(const uint32_t* victims, unsigned n) noexcept;
   // Write-protects every unpinned resident page of every mapping; false when another sweep
   // runs or map_mu is busy (the sweep stays wanted).

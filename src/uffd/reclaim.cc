@@ -17,6 +17,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 // Calls f(first, len) for each run of consecutive values in sorted v[0, n) whose keep[i] is
@@ -39,6 +41,7 @@ void for_each_run(const uint32_t* v, unsigned n, Keep keep, F f) {
 }  // namespace
 
 void pager::impl::lru_add_locked(uint64_t idx) noexcept {
+  USWAP_ASSERT_HELD(lru_lock);
   const auto i = static_cast<uint32_t>(idx);
   if (lru_head == lru_nil) {
     lru_prev[i] = lru_next[i] = i;
@@ -56,6 +59,7 @@ void pager::impl::lru_add_locked(uint64_t idx) noexcept {
 }
 
 void pager::impl::lru_del_locked(uint64_t idx) noexcept {
+  USWAP_ASSERT_HELD(lru_lock);
   const auto i = static_cast<uint32_t>(idx);
   if (lru_next[i] == i) {
     lru_head = lru_nil;
@@ -78,6 +82,7 @@ void pager::impl::lru_add(const uint64_t* idx, unsigned n) noexcept {
 }
 
 uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
+  USWAP_ASSERT_HELD(map_lock);  // reclaim runs under it: the mappings cannot change
   c.reclaim_passes.fetch_add(1, std::memory_order_relaxed);
   uint64_t total = 0;
   // Each pass scans at most one lap of the clock and evicts up to a batch. A pass that stops
@@ -106,6 +111,7 @@ bool pager::impl::sweep() noexcept {
   // try_lock only: reclaim runs inside faults and must not wait. Busy means another reclaimer
   // is sweeping, and its sweep will do. The caller holds map_lock (reclaim runs under it), so
   // the mappings cannot change under the walk.
+  USWAP_ASSERT_HELD(map_lock);
   std::unique_lock s(sweep_mu, std::try_to_lock);
   if (!s.owns_lock()) return false;
   sweep_wanted.store(false, std::memory_order_relaxed);
@@ -243,22 +249,47 @@ void pager::impl::putback(const uint32_t* v, unsigned n) noexcept {
   }
 }
 
-unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
-  enum : uint8_t { failed, stored, zero, clean };
-  uint8_t kind[max_reclaim_pass];
-  uint64_t newh[max_reclaim_pass];
+// One eviction pass: the victims (sorted; each page-locked and isolated by this reclaimer) and
+// what has become of each so far.
+struct pager::impl::eviction_pass {
+  enum fate : uint8_t { failed, stored, zero, clean };
+  uint32_t* v;
+  unsigned n;
+  uint8_t kind[max_reclaim_pass];   // a fate
+  uint64_t newh[max_reclaim_pass];  // for `stored`: the handle of the copy in the page store
+};
 
-  // 1. Write-protect first, so that from here on a write to a victim faults and waits for its
-  //    page lock instead of landing in a page that is being copied out. A victim not made
-  //    writable since a completed sweep is protected already (pager_impl.h): we hold its page
-  //    lock, so no writable event can come between this check and its drop. Only the others,
-  //    written since the last sweep, cost an ioctl (and a TLB flush) per run.
+unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
+  eviction_pass p;
+  p.v = v;
+  p.n = n;
+  for (unsigned i = 0; i < n; ++i) {
+    USWAP_ASSERT_HELD(ptes[v[i]]);
+    p.kind[i] = eviction_pass::stored;
+  }
+  evict_write_protect(p);
+  evict_copy_out(p);
+  if (opts.evict_hook)
+    for (unsigned i = 0; i < n; ++i)
+      if (p.kind[i] != eviction_pass::failed)
+        opts.evict_hook(opts.evict_hook_arg, reinterpret_cast<void*>(page_addr(v[i])));
+  evict_drop(p);
+  return evict_commit(p);
+}
+
+// 1. Write-protect first, so that from here on a write to a victim faults and waits for its page
+//    lock instead of landing in a page that is being copied out. A victim not made writable
+//    since a completed sweep is protected already (pager_impl.h): we hold its page lock, so no
+//    writable event can come between this check and its drop. Only the others, written since the
+//    last sweep, cost an ioctl (and a TLB flush) per run.
+void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
+  const uint32_t* v = p.v;
+  const unsigned n = p.n;
   const uint64_t done = sweep_done.load(std::memory_order_acquire);
   const uint64_t started = sweep_started.load(std::memory_order_relaxed);
   bool needs_wp[max_reclaim_pass];
   unsigned nwp = 0;
   for (unsigned i = 0; i < n; ++i) {
-    kind[i] = stored;
     const uint64_t st = page_lock::load_data(ptes[v[i]]);
     needs_wp[i] = !known_write_protected(st, done, started);
     if (needs_wp[i])
@@ -275,93 +306,94 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
           if (r == 0)
             page_lock::set_bits(ptes[v[j]], PG_uffd_wp);
           else
-            kind[j] = failed;
+            p.kind[j] = eviction_pass::failed;
         }
       });
+}
 
-  // 2. Copy out, compress, store. A clean swap-cache page already has its copy.
+// 2. Copy out, compress, store. A clean swap-cache page already has its copy.
+void pager::impl::evict_copy_out(eviction_pass& p) noexcept {
   staging_buffer buf;
-  for (unsigned i = 0; i < n; ++i) {
-    if (kind[i] == failed) continue;
-    const uint64_t st = page_lock::load_data(ptes[v[i]]);
+  for (unsigned i = 0; i < p.n; ++i) {
+    if (p.kind[i] == eviction_pass::failed) continue;
+    const uint64_t st = page_lock::load_data(ptes[p.v[i]]);
     if (st & PG_swapcache) {
-      kind[i] = clean;
+      p.kind[i] = eviction_pass::clean;
       continue;
     }
     if (!buf) {
-      kind[i] = failed;
+      p.kind[i] = eviction_pass::failed;
       continue;
     }
-    set_copying_page(page_addr(v[i]));
-    copy_page_out(buf.data, reinterpret_cast<const void*>(page_addr(v[i])));
+    set_copying_page(page_addr(p.v[i]));
+    copy_page_out(buf.data, reinterpret_cast<const void*>(page_addr(p.v[i])));
     set_copying_page(0);
     if (page_is_zero(buf.data)) {
-      kind[i] = zero;
+      p.kind[i] = eviction_pass::zero;
       continue;
     }
     uint32_t csize = 0;
-    if (store->store(buf.data, &newh[i], &csize) != 0) {
-      kind[i] = failed;
+    if (store->store(buf.data, &p.newh[i], &csize) != 0) {
+      p.kind[i] = eviction_pass::failed;
       c.swap_out_failures.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     c.compressed_bytes.fetch_add(csize, std::memory_order_relaxed);
   }
+}
 
-  if (opts.evict_hook)
-    for (unsigned i = 0; i < n; ++i)
-      if (kind[i] != failed)
-        opts.evict_hook(opts.evict_hook_arg, reinterpret_cast<void*>(page_addr(v[i])));
-
-  // 3. Drop the pages: their PTEs go, the next access is a missing-page fault. All runs in one
-  //    process_madvise call when the kernel has it, so that the whole pass costs one TLB flush.
+// 3. Drop the pages: their PTEs go, the next access is a missing-page fault. All runs in one
+//    process_madvise call when the kernel has it, so that the whole pass costs one TLB flush.
+void pager::impl::evict_drop(eviction_pass& p) noexcept {
+  const uint32_t* v = p.v;
+  const unsigned n = p.n;
+  auto going = [&](unsigned i) { return p.kind[i] != eviction_pass::failed; };
   iovec iov[max_reclaim_pass];  // IOV_MAX is 1024
   unsigned nio = 0;
-  for_each_run(
-      v, n, [&](unsigned i) { return kind[i] != failed; },
-      [&](unsigned i, unsigned len) {
-        iov[nio++] = {reinterpret_cast<void*>(page_addr(v[i])), size_t{len} << page_shift};
-      });
+  for_each_run(v, n, going, [&](unsigned i, unsigned len) {
+    iov[nio++] = {reinterpret_cast<void*>(page_addr(v[i])), size_t{len} << page_shift};
+  });
   size_t want = 0;
   for (unsigned i = 0; i < nio; ++i) want += iov[i].iov_len;
   const bool vectored =
       nio > 1 && self_pidfd >= 0 &&
       ::syscall(SYS_process_madvise, self_pidfd, iov, nio, MADV_DONTNEED, 0) ==
           static_cast<long>(want);
-  if (!vectored) {
-    for_each_run(
-        v, n, [&](unsigned i) { return kind[i] != failed; },
-        [&](unsigned i, unsigned len) {
-          if (sys::madvise(reinterpret_cast<void*>(page_addr(v[i])), uint64_t{len} << page_shift,
-                           MADV_DONTNEED) == 0)
-            return;
-          for (unsigned j = i; j < i + len; ++j) {
-            if (kind[j] == stored) store->release(newh[j]);
-            kind[j] = failed;
-          }
-        });
-  }
+  if (vectored) return;
+  for_each_run(v, n, going, [&](unsigned i, unsigned len) {
+    if (sys::madvise(reinterpret_cast<void*>(page_addr(v[i])), uint64_t{len} << page_shift,
+                     MADV_DONTNEED) == 0)
+      return;
+    for (unsigned j = i; j < i + len; ++j) {
+      if (p.kind[j] == eviction_pass::stored) store->release(p.newh[j]);
+      p.kind[j] = eviction_pass::failed;
+    }
+  });
+}
 
-  // 4. New states. A failed victim stays mapped (and write-protected if it got that far: its
-  //    next write faults and unprotects it) and goes back on the clock.
+// 4. New states, and the page locks let go. A failed victim stays mapped (and write-protected if
+//    it got that far: its next write faults and unprotects it) and goes back on the clock.
+unsigned pager::impl::evict_commit(eviction_pass& p) noexcept {
+  const uint32_t* v = p.v;
+  const unsigned n = p.n;
   unsigned evicted = 0, nstored = 0, nzero = 0, nclean = 0, ngone = 0;
-  for (unsigned i = 0; i < n; ++i) ngone += kind[i] != failed;
+  for (unsigned i = 0; i < n; ++i) ngone += p.kind[i] != eviction_pass::failed;
   // The eviction's age goes into the page's word (the shadow entry) for refault detection.
   const uint64_t age = nonresident_age.fetch_add(ngone, std::memory_order_relaxed) & SHADOW_MAX;
   for (unsigned i = 0; i < n; ++i) {
     std::atomic<uint64_t>& w = ptes[v[i]];
-    if (kind[i] == failed) {
+    if (p.kind[i] == eviction_pass::failed) {
       putback(&v[i], 1);
       page_lock::unlock(w);
       continue;
     }
     uint64_t next;
-    if (kind[i] == zero) {
+    if (p.kind[i] == eviction_pass::zero) {
       next = PS_NONE;
       ++nzero;
     } else {
-      if (kind[i] == stored) {
-        handles[v[i]] = newh[i];
+      if (p.kind[i] == eviction_pass::stored) {
+        handles[v[i]] = p.newh[i];
         ++nstored;
       } else {
         ++nclean;

@@ -22,14 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "uswap/base/hash.h"
+
 namespace {
 
-uint64_t value_of(uint64_t i) {
-  uint64_t x = i + 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return (x ^ (x >> 31)) & 0xffffffffull;
-}
+uint64_t value_of(uint64_t i) { return uswap::mix64(i) & 0xffffffffull; }
 
 template <class F>
 void parallel(unsigned threads, F f) {

@@ -18,6 +18,8 @@
 
 namespace uswap {
 
+using namespace uffd_pte;
+
 namespace {
 
 std::string mib(uint64_t pages) { return std::to_string((pages << page_shift) >> 20) + " MiB"; }
@@ -45,6 +47,7 @@ uint64_t ext_with(uint64_t, uint64_t n) { return n; }
 }  // namespace
 
 std::map<uint64_t, vma>::const_iterator pager::impl::find_mapping(uint64_t idx) const noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   auto it = mappings.upper_bound(idx);
   if (it == mappings.begin()) return mappings.end();
   --it;
@@ -52,6 +55,7 @@ std::map<uint64_t, vma>::const_iterator pager::impl::find_mapping(uint64_t idx) 
 }
 
 bool pager::impl::all_mapped(uint64_t first, uint64_t last) const noexcept {
+  USWAP_ASSERT_HELD(map_lock);
   for (uint64_t at = first; at < last;) {
     auto it = find_mapping(at);
     if (it == mappings.end()) return false;
@@ -60,24 +64,8 @@ bool pager::impl::all_mapped(uint64_t first, uint64_t last) const noexcept {
   return true;
 }
 
-void pager::impl::insert_free(uint64_t s, uint64_t n) noexcept {
-  auto next = free_extents.lower_bound(s);
-  if (next != free_extents.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == s) {
-      s = prev->first;
-      n += prev->second;
-      free_extents.erase(prev);
-    }
-  }
-  if (next != free_extents.end() && s + n == next->first) {
-    n += next->second;
-    free_extents.erase(next);
-  }
-  free_extents[s] = n;
-}
-
 void pager::impl::insert_mapping(uint64_t s, const vma& v_in) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   // Neighbours of the same kind merge, as the kernel merges VMAs: fewer records, and a sweep
   // protects the merged range with one ioctl.
   vma v = v_in;
@@ -111,10 +99,9 @@ int pager::impl::reserve(uint64_t first, uint64_t n) noexcept {
 }
 
 int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   split_record(mappings, first, vma_len, vma_with);
   split_record(mappings, last, vma_len, vma_with);
-  split_record(free_extents, first, ext_len, ext_with);
-  split_record(free_extents, last, ext_len, ext_with);
   split_record(foreign, first, ext_len, ext_with);
   split_record(foreign, last, ext_len, ext_with);
   for (auto it = mappings.lower_bound(first); it != mappings.end() && it->first < last;) {
@@ -123,8 +110,7 @@ int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
     it = mappings.erase(it);
   }
   nr_mappings.store(mappings.size(), std::memory_order_relaxed);
-  for (auto it = free_extents.lower_bound(first); it != free_extents.end() && it->first < last;)
-    it = free_extents.erase(it);
+  free_extents.remove(first, last);
   int err = 0;
   for (auto it = foreign.lower_bound(first); it != foreign.end() && it->first < last;) {
     // The program's own mapping there goes: the range is the pager's reservation again.
@@ -140,6 +126,7 @@ int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
 }
 
 void pager::impl::set_unevictable(uint64_t first, uint64_t last, bool on) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   std::lock_guard g(lru_lock);
   for_each_touched(first, last, [&](uint64_t i) {
     const uint64_t st = ptes[i].load(std::memory_order_relaxed);
@@ -181,19 +168,11 @@ result<void*> pager::map(uint64_t len, uint64_t alignment, int prot, const void*
   const auto h = reinterpret_cast<uintptr_t>(hint);
   if (h && contains(hint) && !(h & (alignment - 1))) {
     const uint64_t hi = (h - m.base) >> page_shift;
-    auto f = m.free_extents.upper_bound(hi);
-    if (f != m.free_extents.begin() && hi + np <= std::prev(f)->first + std::prev(f)->second)
-      at = hi;
+    if (m.free_extents.run_at(hi) >= np) at = hi;
   }
   if (at == UINT64_MAX) {
-    for (const auto& [s, n] : m.free_extents) {
-      const uintptr_t aligned = (m.page_addr(s) + alignment - 1) & ~(alignment - 1);
-      const uint64_t a = (aligned - m.base) >> page_shift;
-      if (a + np <= s + n) {
-        at = a;
-        break;
-      }
-    }
+    const auto fit = m.free_extents.first_fit(np, alignment >> page_shift, m.base >> page_shift);
+    if (fit) at = *fit;
   }
   if (at == UINT64_MAX)
     return error(ENOMEM, "uffd: no room for " + mib(np) + " in an arena of " + mib(m.nr_pages) +
@@ -204,9 +183,7 @@ result<void*> pager::map(uint64_t len, uint64_t alignment, int prot, const void*
     const int err = errno;
     return error(err, std::string("uffd: mprotect of a new mapping: ") + std::strerror(err));
   }
-  split_record(m.free_extents, at, ext_len, ext_with);
-  split_record(m.free_extents, at + np, ext_len, ext_with);
-  m.free_extents.erase(at);
+  m.free_extents.remove(at, at + np);
   m.insert_mapping(at, vma{np, prot, fork_advice::copy});
   m.mapped_pages.fetch_add(np, std::memory_order_relaxed);
   return addr;
@@ -250,7 +227,7 @@ result<void*> pager::map_fixed(void* addr, uint64_t len, int prot, bool noreplac
   // The range is the pager's PROT_NONE reservation now, without pages.
   if (prot != PROT_NONE && sys::mprotect(addr, (last - first) << page_shift, prot) != 0) {
     const int err = errno;
-    m.insert_free(first, last - first);
+    m.free_extents.insert(first, last - first);
     return error(err, std::string("uffd: mprotect of a fixed mapping: ") + std::strerror(err));
   }
   m.insert_mapping(first, vma{last - first, prot, fork_advice::copy});
@@ -272,14 +249,14 @@ status pager::unmap(void* addr, uint64_t len) {
     // Some foreign range could not be reserved again: it stays foreign; the rest is free.
     uint64_t at = first;
     for (auto it = m.foreign.lower_bound(first); it != m.foreign.end() && it->first < last; ++it) {
-      if (it->first > at) m.insert_free(at, it->first - at);
+      if (it->first > at) m.free_extents.insert(at, it->first - at);
       at = it->first + it->second;
     }
-    if (at < last) m.insert_free(at, last - at);
+    if (at < last) m.free_extents.insert(at, last - at);
     return error(e, std::string("uffd: unmap could not reserve a foreign range again: ") +
                         std::strerror(e));
   }
-  m.insert_free(first, last - first);
+  m.free_extents.insert(first, last - first);
   return {};
 }
 
@@ -386,13 +363,13 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
       (void)m.carve(first + new_np, old_last);
       sys::mprotect(reinterpret_cast<void*>(m.page_addr(first + new_np)),
                     (old_np - new_np) << page_shift, PROT_NONE);
-      m.insert_free(first + new_np, old_np - new_np);
+      m.free_extents.insert(first + new_np, old_np - new_np);
       return addr;
     }
     // Growing in place: the range must end its mapping and free space must follow.
     const uint64_t grow = new_np - old_np;
-    auto f = m.free_extents.find(old_last);
-    if (old_last == mapping_end && f != m.free_extents.end() && f->second >= grow &&
+    // The mapping ends at old_last, so a free extent holding old_last starts there.
+    if (old_last == mapping_end && m.free_extents.run_at(old_last) >= grow &&
         first + new_np <= m.nr_pages) {
       if (v.prot != PROT_NONE &&
           sys::mprotect(reinterpret_cast<void*>(m.page_addr(old_last)), grow << page_shift,
@@ -401,8 +378,7 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
         return error(err, std::string("uffd: mprotect while growing a mapping: ") +
                               std::strerror(err));
       }
-      split_record(m.free_extents, old_last + grow, ext_len, ext_with);
-      m.free_extents.erase(old_last);
+      m.free_extents.remove(old_last, old_last + grow);
       m.insert_mapping(old_last, vma{grow, v.prot, v.on_fork});
       m.mapped_pages.fetch_add(grow, std::memory_order_relaxed);
       return addr;
@@ -410,14 +386,9 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
     if (!may_move)
       return error(ENOMEM, "uffd: no free arena space after the mapping to grow it in place");
     // Somewhere else: first fit.
-    dst_first = UINT64_MAX;
-    for (const auto& [s, n] : m.free_extents)
-      if (n >= new_np) {
-        dst_first = s;
-        break;
-      }
-    if (dst_first == UINT64_MAX)
-      return error(ENOMEM, "uffd: no room for " + mib(new_np) + " to move a mapping to");
+    const auto fit = m.free_extents.first_fit(new_np);
+    if (!fit) return error(ENOMEM, "uffd: no room for " + mib(new_np) + " to move a mapping to");
+    dst_first = *fit;
     dst_last = dst_first + new_np;
   }
 
@@ -434,7 +405,7 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
     const int err = errno;
     sys::mprotect(dst, new_np << page_shift, PROT_NONE);
     sys::mprotect(addr, old_np << page_shift, v.prot);
-    m.insert_free(dst_first, new_np);
+    m.free_extents.insert(dst_first, new_np);
     return error(err, std::string("uffd: mprotect for a move: ") + std::strerror(err));
   }
   const int err = m.move_pages(first, dst_first, std::min(old_np, new_np), v.prot);
@@ -443,7 +414,7 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
   m.mapped_pages.fetch_add(new_np, std::memory_order_relaxed);
   (void)m.carve(first, old_last);
   sys::mprotect(addr, old_np << page_shift, PROT_NONE);
-  m.insert_free(first, old_np);
+  m.free_extents.insert(first, old_np);
   if (err != 0)
     return error(err, std::string("uffd: remap could not copy a page: ") + std::strerror(err));
   return dst;
@@ -451,6 +422,7 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
 
 int pager::impl::move_pages(uint64_t src, uint64_t dst, uint64_t n, int prot) noexcept {
   // map_lock is held for writing: no fault, pin or reclaim runs, and no page is isolated.
+  USWAP_ASSERT_HELD_WRITE(map_lock);
   staging_buffer buf;
   if (!buf) return ENOMEM;
   const bool readable = prot & PROT_READ;

@@ -31,6 +31,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "uswap/base/hash.h"
+
 namespace uswap {
 
 template <class T>
@@ -70,12 +72,7 @@ class interval_tree {
  private:
   using node_t = interval_tree_node<T>;
 
-  static uint64_t hash_prio(const void* p) {
-    uint64_t x = reinterpret_cast<uintptr_t>(p) + 0x9e3779b97f4a7c15ull;  // splitmix64
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
+  static uint64_t hash_prio(const void* p) { return mix64(reinterpret_cast<uintptr_t>(p)); }
 
   static bool key_less(const T* a, const T* b) {
     const uint64_t sa = Traits::start(a), sb = Traits::start(b);

@@ -309,6 +309,11 @@ class swap_area {
   // lock_cluster_or_swap_info: the device lock in global mode, the cluster lock otherwise.
   swap_cluster_info* lock_cluster_or_swap_info(uint64_t offset) noexcept;
   void unlock_cluster_or_swap_info(swap_cluster_info* ci) noexcept;
+  // DCHECK builds (sync/lockdep.h): the calling thread holds what a cluster's fields need, its
+  // cluster lock (global: the device lock); or what the lists need, the device lock (percpu
+  // mode: it is taken where the lists change, so only the other modes check it in callers).
+  void assert_cluster_locked(const swap_cluster_info* ci) const noexcept;
+  void assert_lists_locked_by_caller() const noexcept;
 
   // cluster_info fields (callers hold the cluster lock, or the device lock in global mode).
   static unsigned ci_count(uint64_t data) noexcept {

@@ -17,7 +17,8 @@
 // concurrent waiter setting the waiters bit is never overwritten. Threads that do not hold the
 // lock may read the data bits (load_data) but must not write them.
 //
-// Thread-safety: any thread may lock; unlock only by the holder. Not recursive.
+// Thread-safety: any thread may lock; unlock only by the holder (checked by lockdep.h in DCHECK
+// builds, which name the lock by its word: one bit lock per word). Not recursive.
 // Invariants (checked in every reachable state by models/bit_lock.pml): waiters bit set => held
 // bit set; a thread sleeps only while the word's half still shows held and waiters; while a thread
 // sleeps, the waiters bit is set, or a woken or newly parking thread is about to set it, or an
@@ -29,6 +30,7 @@
 
 #include "uswap/sync/cpu_relax.h"
 #include "uswap/sync/futex.h"
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/sync/spin_policy.h"
 #include "uswap/sync/tsan.h"
@@ -56,6 +58,7 @@ struct bit_lock {
       lock_slow(word, cls);
     }
     tsan::post_lock(&word);
+    lockdep::acquire(&word);
   }
 
   static bool try_lock(std::atomic<uint64_t>& word, lock_class* cls = nullptr) noexcept {
@@ -71,10 +74,12 @@ struct bit_lock {
     }
     if (got && cls) cls->count_acquire();
     tsan::post_lock(&word, got ? tsan::try_lock : tsan::try_lock | tsan::try_lock_failed);
+    if (got) lockdep::acquire(&word);
     return got;
   }
 
   static void unlock(std::atomic<uint64_t>& word) noexcept {
+    lockdep::release(&word);
     tsan::pre_unlock(&word);
     const uint64_t old = word.fetch_and(data_mask, std::memory_order_release);
     if (old & waiters_mask) futex_wake(futex_word_of(word, HeldBit), 1);
@@ -84,12 +89,15 @@ struct bit_lock {
   // Releases the lock and sets the data bits to `data` in the same atomic store, saving one
   // read-modify-write when the holder's last act is to write the word.
   static void unlock_with(std::atomic<uint64_t>& word, uint64_t data) noexcept {
+    lockdep::release(&word);
     tsan::pre_unlock(&word);
     const uint64_t old = word.exchange(data & data_mask, std::memory_order_release);
     if (old & waiters_mask) futex_wake(futex_word_of(word, HeldBit), 1);
     tsan::post_unlock(&word);
   }
 
+  // Whether anyone holds it (assert_spin_locked). That the caller does is
+  // USWAP_ASSERT_HELD(word) (lockdep.h).
   static bool is_locked(const std::atomic<uint64_t>& word) noexcept {
     return word.load(std::memory_order_relaxed) & held_mask;
   }

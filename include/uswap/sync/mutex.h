@@ -11,7 +11,8 @@
 // When not to use it: for a lock inside a word you already have (use bit_lock); for many readers
 // (use rw_semaphore).
 //
-// Thread-safety: the usual mutex contract; unlock() only by the owner. Not recursive.
+// Thread-safety: the usual mutex contract; unlock() only by the owner (checked by lockdep.h in
+// DCHECK builds, as is USWAP_ASSERT_HELD(m): "held by the calling thread"). Not recursive.
 // Invariants: word in {0, 1, 2}; a thread sleeps in the kernel only while the word is 2.
 #pragma once
 
@@ -20,6 +21,7 @@
 
 #include "uswap/sync/cpu_relax.h"
 #include "uswap/sync/futex.h"
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/sync/spin_policy.h"
 #include "uswap/sync/tsan.h"
@@ -44,6 +46,7 @@ class basic_mutex {
       lock_slow();
     }
     tsan::post_lock(this);
+    lockdep::acquire(this);
   }
 
   bool try_lock() noexcept {
@@ -53,16 +56,19 @@ class basic_mutex {
                                                    std::memory_order_relaxed);
     if (got && cls_) cls_->count_acquire();
     tsan::post_lock(this, got ? tsan::try_lock : tsan::try_lock | tsan::try_lock_failed);
+    if (got) lockdep::acquire(this);
     return got;
   }
 
   void unlock() noexcept {
+    lockdep::release(this);
     tsan::pre_unlock(this);
     if (word_.exchange(0, std::memory_order_release) == 2) futex_wake(&word_, 1);
     tsan::post_unlock(this);
   }
 
-  // For assertions and statistics only: the answer may be stale when it arrives.
+  // For assertions and statistics only: the answer may be stale when it arrives. That the
+  // caller holds it is USWAP_ASSERT_HELD(m) (lockdep.h).
   bool is_locked() const noexcept { return word_.load(std::memory_order_relaxed) != 0; }
   // True when a thread is (or may be) parked waiting for the lock.
   bool is_contended() const noexcept { return word_.load(std::memory_order_relaxed) == 2; }

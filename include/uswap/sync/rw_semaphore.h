@@ -29,7 +29,7 @@
 // there: CAS retry loops terminate, wait_lock_ starves nobody).
 //
 // Thread-safety: the usual rwlock contract. up_read/up_write by an owner; downgrade_write by the
-// writer. Not recursive: a reader taking it again can deadlock behind a queued writer.
+// writer (checked by lockdep.h in DCHECK builds). Not recursive: a reader taking it again can deadlock behind a queued writer.
 // Invariants: writer bit set => reader count 0; waiters bit set <=> wait list non-empty, and
 // hand-off bit set => the list is non-empty and its head has waited handoff_ns (both changed only
 // under wait_lock_); a queued reader sleeps until it has been granted ownership, a queued writer
@@ -39,6 +39,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/sync/mutex.h"
 #include "uswap/sync/spin_policy.h"
@@ -60,6 +61,7 @@ class rw_semaphore {
     else if (cls_)
       cls_->count_acquire();
     tsan::post_lock(this, tsan::read_lock);
+    lockdep::acquire(this, lockdep::mode::shared);
   }
   bool down_read_trylock() noexcept;
   void up_read() noexcept;
@@ -73,6 +75,7 @@ class rw_semaphore {
     else if (cls_)
       cls_->count_acquire();
     tsan::post_lock(this);
+    lockdep::acquire(this);
   }
   bool down_write_trylock() noexcept;
   void up_write() noexcept;
@@ -86,7 +89,8 @@ class rw_semaphore {
   bool is_contended() const noexcept {
     return count_.load(std::memory_order_relaxed) & waiters_flag;
   }
-  // For assertions and statistics.
+  // For assertions and statistics: whether anyone holds it. That the caller does is
+  // USWAP_ASSERT_HELD_WRITE(sem) / USWAP_ASSERT_HELD_READ(sem) (lockdep.h).
   bool is_locked() const noexcept {
     return count_.load(std::memory_order_relaxed) & ~(waiters_flag | handoff_flag);
   }

@@ -11,7 +11,8 @@
 // BENCHMARKS.md shows it). The zram `slot_cas` mode uses cas_spin_lock precisely to reproduce the
 // seed; everything else uses mutex, bit_lock or rw_semaphore.
 //
-// Thread-safety: the usual mutex contract; unlock only by the holder.
+// Thread-safety: the usual mutex contract; unlock only by the holder (checked by lockdep.h in
+// DCHECK builds).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstdint>
 
 #include "uswap/sync/cpu_relax.h"
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 #include "uswap/sync/tsan.h"
 
@@ -37,15 +39,18 @@ class tas_spin_lock {
       cls_->count_acquire();
     }
     tsan::post_lock(this);
+    lockdep::acquire(this);
   }
   bool try_lock() noexcept {
     tsan::pre_lock(this, tsan::try_lock);
     const bool got = !flag_.exchange(true, std::memory_order_acquire);
     if (got && cls_) cls_->count_acquire();
     tsan::post_lock(this, got ? tsan::try_lock : tsan::try_lock | tsan::try_lock_failed);
+    if (got) lockdep::acquire(this);
     return got;
   }
   void unlock() noexcept {
+    lockdep::release(this);
     tsan::pre_unlock(this);
     flag_.store(false, std::memory_order_release);
     tsan::post_unlock(this);
@@ -78,15 +83,18 @@ class ttas_spin_lock {
       cls_->count_acquire();
     }
     tsan::post_lock(this);
+    lockdep::acquire(this);
   }
   bool try_lock() noexcept {
     tsan::pre_lock(this, tsan::try_lock);
     const bool got = !flag_.load(std::memory_order_relaxed) && try_acquire();
     if (got && cls_) cls_->count_acquire();
     tsan::post_lock(this, got ? tsan::try_lock : tsan::try_lock | tsan::try_lock_failed);
+    if (got) lockdep::acquire(this);
     return got;
   }
   void unlock() noexcept {
+    lockdep::release(this);
     tsan::pre_unlock(this);
     flag_.store(false, std::memory_order_release);
     tsan::post_unlock(this);
@@ -112,6 +120,7 @@ class ticket_spin_lock {
       cls_->count_acquire();
     }
     tsan::post_lock(this);
+    lockdep::acquire(this);
   }
   bool try_lock() noexcept {
     tsan::pre_lock(this, tsan::try_lock);
@@ -122,9 +131,11 @@ class ticket_spin_lock {
                                                    std::memory_order_relaxed);
     if (got && cls_) cls_->count_acquire();
     tsan::post_lock(this, got ? tsan::try_lock : tsan::try_lock | tsan::try_lock_failed);
+    if (got) lockdep::acquire(this);
     return got;
   }
   void unlock() noexcept {
+    lockdep::release(this);
     tsan::pre_unlock(this);
     serving_.store(serving_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     tsan::post_unlock(this);
@@ -166,6 +177,7 @@ class cas_spin_lock {
       cls->count_acquire();
     }
     tsan::post_lock(this);
+    lockdep::acquire(this);
   }
   bool try_lock(lock_class* cls = nullptr) noexcept {
     tsan::pre_lock(this, tsan::try_lock);
@@ -174,9 +186,11 @@ class cas_spin_lock {
                                                     std::memory_order_relaxed);
     if (got && cls) cls->count_acquire();
     tsan::post_lock(this, got ? tsan::try_lock : tsan::try_lock | tsan::try_lock_failed);
+    if (got) lockdep::acquire(this);
     return got;
   }
   void unlock() noexcept {
+    lockdep::release(this);
     tsan::pre_unlock(this);
     state_.store(IDLE, std::memory_order_release);
     tsan::post_unlock(this);

@@ -5,12 +5,14 @@
 // Contention is detected by a failed try_lock before the blocking lock, which adds one atomic
 // operation to the contended path only.
 //
-// Thread-safety: that of the wrapped standard lock.
+// Thread-safety: that of the wrapped standard lock. Like every lock of the layer, they tell
+// lockdep.h who holds them (DCHECK builds), which the standard locks cannot say.
 #pragma once
 
 #include <mutex>
 #include <shared_mutex>
 
+#include "uswap/sync/lockdep.h"
 #include "uswap/sync/lockstat.h"
 
 namespace uswap {
@@ -21,18 +23,23 @@ class std_mutex_lock {
   void lock() {
     if (m_.try_lock()) [[likely]] {
       if (cls_) cls_->count_acquire();
-      return;
+    } else {
+      lock_wait_timer timer(cls_);
+      m_.lock();
+      timer.acquired();
     }
-    lock_wait_timer timer(cls_);
-    m_.lock();
-    timer.acquired();
+    lockdep::acquire(this);
   }
   bool try_lock() {
     const bool got = m_.try_lock();
     if (got && cls_) cls_->count_acquire();
+    if (got) lockdep::acquire(this);
     return got;
   }
-  void unlock() { m_.unlock(); }
+  void unlock() {
+    lockdep::release(this);
+    m_.unlock();
+  }
 
  private:
   std::mutex m_;
@@ -47,33 +54,43 @@ class std_shared_mutex_lock {
   void lock() {
     if (m_.try_lock()) [[likely]] {
       if (cls_) cls_->count_acquire();
-      return;
+    } else {
+      lock_wait_timer timer(cls_);
+      m_.lock();
+      timer.acquired();
     }
-    lock_wait_timer timer(cls_);
-    m_.lock();
-    timer.acquired();
+    lockdep::acquire(this);
   }
   bool try_lock() {
     const bool got = m_.try_lock();
     if (got && cls_) cls_->count_acquire();
+    if (got) lockdep::acquire(this);
     return got;
   }
-  void unlock() { m_.unlock(); }
+  void unlock() {
+    lockdep::release(this);
+    m_.unlock();
+  }
   void lock_shared() {
     if (m_.try_lock_shared()) [[likely]] {
       if (cls_) cls_->count_acquire();
-      return;
+    } else {
+      lock_wait_timer timer(cls_);
+      m_.lock_shared();
+      timer.acquired();
     }
-    lock_wait_timer timer(cls_);
-    m_.lock_shared();
-    timer.acquired();
+    lockdep::acquire(this, lockdep::mode::shared);
   }
   bool try_lock_shared() {
     const bool got = m_.try_lock_shared();
     if (got && cls_) cls_->count_acquire();
+    if (got) lockdep::acquire(this, lockdep::mode::shared);
     return got;
   }
-  void unlock_shared() { m_.unlock_shared(); }
+  void unlock_shared() {
+    lockdep::release(this);
+    m_.unlock_shared();
+  }
 
   void down_read() { lock_shared(); }
   void up_read() { unlock_shared(); }

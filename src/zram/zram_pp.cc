@@ -1,0 +1,280 @@
+// zram's post-processing (drivers/block/zram/zram_drv.c: idle_store, writeback_store,
+// recompress_store, compact_store): mark_idle, writeback to the backing file, recompression with
+// secondary codecs, compaction. Writeback and recompress select their slots with one scan
+// (scan_pp_slots, the kernel's scan_slots_for_writeback / scan_slots_for_recompress), which
+// marks them ZRAM_PP_SLOT under their locks; any access clears the mark, so a slot written, read
+// or freed after the scan is skipped when its turn comes.
+//
+// Thread-safety: one post-processing call at a time (pp_lock), concurrently with I/O (zram.h).
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "zram_drv.h"
+
+namespace uswap {
+
+using namespace zram_detail;
+
+namespace {
+
+// A slot chosen by a scan, with the size it had then (larger objects are processed first: they
+// free the most memory, as the kernel's pp buckets order them).
+struct pp_slot {
+  uint64_t index;
+  uint32_t size;
+};
+
+// place_pp_slot(), with the slot locked for write.
+void place_pp_slot(zram& z, std::vector<pp_slot>& ctl, uint64_t index, uint64_t w) {
+  z.assert_slot_locked(index, slot_access::write);
+  ctl.push_back({index, static_cast<uint32_t>(w & size_mask)});
+  flags_update(z.table[index].flags, 0, bit(ZRAM_PP_SLOT));
+}
+
+// release_pp_slot() for the slots not processed.
+void release_pp_slots(zram& z, const std::vector<pp_slot>& ctl, size_t from) {
+  for (size_t i = from; i < ctl.size(); ++i) {
+    zram::slot_guard g(z, ctl[i].index, slot_access::write);
+    flags_update(z.table[ctl[i].index].flags, bit(ZRAM_PP_SLOT), 0);
+  }
+}
+
+// scan_slots_for_writeback() and scan_slots_for_recompress(): the slots of [first, last) whose
+// word `wanted` accepts (looked at with the slot locked for write), marked ZRAM_PP_SLOT, largest
+// first. Free slots are never wanted.
+template <class Wanted>
+std::vector<pp_slot> scan_pp_slots(zram& z, uint64_t first, uint64_t last, Wanted wanted) {
+  std::vector<pp_slot> ctl;
+  for (uint64_t i = first; i < last; ++i) {
+    zram::slot_guard g(z, i, slot_access::write);
+    const uint64_t w = z.word(i);
+    if (!zram::slot_allocated(w) || !wanted(w)) continue;
+    place_pp_slot(z, ctl, i, w);
+  }
+  std::stable_sort(ctl.begin(), ctl.end(),
+                   [](const pp_slot& a, const pp_slot& b) { return a.size > b.size; });
+  return ctl;
+}
+
+}  // namespace
+
+uint64_t zram_device::mark_idle(std::optional<uint32_t> min_age_seconds) {
+  zram& z = *z_;
+  const uint32_t t = z.now();
+  uint64_t marked = 0;
+  for (uint64_t i = 0; i < z.nr_pages; ++i) {
+    zram::slot_guard g(z, i, slot_access::write);
+    const uint64_t w = z.word(i);
+    // ZRAM_SAME slots are never post-processed and ZRAM_WB ones cannot be idle (kernel too).
+    if (!zram::slot_allocated(w) || (w & (bit(ZRAM_WB) | bit(ZRAM_SAME)))) continue;
+    const uint32_t ac = static_cast<uint32_t>(w >> ZRAM_AC_TIME_SHIFT);
+    // "echo SECONDS > idle": idle when cutoff = now - SECONDS is after the access time.
+    const bool idle = !min_age_seconds || (t >= *min_age_seconds && t - *min_age_seconds > ac);
+    flags_update(z.table[i].flags, bit(ZRAM_IDLE), idle ? bit(ZRAM_IDLE) : 0);
+    marked += idle;
+  }
+  return marked;
+}
+
+result<uint64_t> zram_device::writeback(const zram_writeback_params& params) {
+  zram& z = *z_;
+  if (!z.bdev) return error(EINVAL, z.opts.name + ": writeback: no backing device configured");
+  if (params.first_page >= z.nr_pages ||
+      (params.nr_pages && params.nr_pages > z.nr_pages - params.first_page))
+    return z.bad_index("writeback", params.first_page, params.nr_pages ? params.nr_pages : 1);
+  const uint64_t hi = params.nr_pages ? params.first_page + params.nr_pages : z.nr_pages;
+  const bool want_idle = params.type == zram_writeback_type::idle ||
+                         params.type == zram_writeback_type::huge_idle;
+  const bool want_huge = params.type == zram_writeback_type::huge ||
+                         params.type == zram_writeback_type::huge_idle;
+  const bool want_incompressible = params.type == zram_writeback_type::incompressible;
+
+  std::lock_guard<mutex> pp(z.pp_lock);
+  const std::vector<pp_slot> ctl = scan_pp_slots(z, params.first_page, hi, [&](uint64_t w) {
+    if (w & (bit(ZRAM_WB) | bit(ZRAM_SAME))) return false;
+    if (want_idle && !(w & bit(ZRAM_IDLE))) return false;
+    if (want_huge && !(w & bit(ZRAM_HUGE))) return false;
+    if (want_incompressible && !(w & bit(ZRAM_INCOMPRESSIBLE))) return false;
+    return true;
+  });
+
+  // zram_writeback_slots(): synchronous writes, one page at a time.
+  uint64_t written = 0;
+  status failure;
+  alignas(8) uint8_t page[page_size];
+  size_t k = 0;
+  for (; k < ctl.size(); ++k) {
+    const uint64_t index = ctl[k].index;
+    const uint64_t blk = z.bdev->reserve();
+    if (blk == backing_dev::invalid_block) {
+      failure = error(ENOSPC, z.opts.name + ": writeback: backing device " + z.bdev->path() +
+                                  " is full after " + std::to_string(written) + " pages");
+      break;
+    }
+    z.stats.bd_count.fetch_add(1, std::memory_order_relaxed);
+    auto give_back = [&] {
+      z.bdev->release(blk);
+      z.stats.bd_count.fetch_sub(1, std::memory_order_relaxed);
+    };
+    status st;
+    {
+      zram::slot_guard g(z, index, slot_access::read);
+      // Accessed, rewritten or freed since the scan: the slot lost ZRAM_PP_SLOT; skip it.
+      if (!(z.word(index) & bit(ZRAM_PP_SLOT))) {
+        give_back();
+        continue;
+      }
+      st = z.read_slot(index, page, nullptr);
+    }
+    if (st.ok()) st = z.bdev->write_block(blk, page);
+    if (!st.ok()) {
+      // As the kernel: an I/O error is reported, the remaining slots are still tried.
+      give_back();
+      zram::slot_guard g(z, index, slot_access::write);
+      flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT), 0);
+      failure = st;
+      continue;
+    }
+    z.stats.bd_writes.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t wb_handle = blk | (z.csum_len ? uint64_t{obj_checksum(page, page_size)} << 32 : 0);
+    // zram_writeback_complete()
+    zram::slot_guard g(z, index, slot_access::write);
+    const uint64_t w = z.word(index);
+    if (!(w & bit(ZRAM_PP_SLOT))) {
+      give_back();
+      continue;
+    }
+    zram_table_entry& e = z.table[index];
+    if (w & bit(ZRAM_HUGE)) z.stats.huge_pages.fetch_sub(1, std::memory_order_relaxed);
+    z.stats.compr_data_size.fetch_sub(w & size_mask, std::memory_order_relaxed);
+    (void)z.mem_pool->free(e.handle);
+    e.handle = wb_handle;
+    flags_update(e.flags, state_mask, bit(ZRAM_WB));  // keeps ac_time
+    ++written;
+  }
+  if (k < ctl.size()) release_pp_slots(z, ctl, k);
+  if (!failure.ok()) return failure;
+  return written;
+}
+
+result<uint64_t> zram_device::recompress(const zram_recompress_params& params) {
+  zram& z = *z_;
+  if (z.num_comps < 2)
+    return error(EINVAL, z.opts.name + ": recompress: no recompression algorithm configured");
+  if (params.priority >= z.num_comps)
+    return error(EINVAL, z.opts.name + ": recompress: no algorithm at priority " +
+                             std::to_string(params.priority));
+  if (params.threshold >= z.huge_class_size)
+    return error(EINVAL, z.opts.name + ": recompress: threshold " +
+                             std::to_string(params.threshold) + " not below huge_class_size " +
+                             std::to_string(z.huge_class_size));
+  const bool want_idle = params.type == zram_recompress_type::idle ||
+                         params.type == zram_recompress_type::huge_idle;
+  const bool want_huge = params.type == zram_recompress_type::huge ||
+                         params.type == zram_recompress_type::huge_idle;
+  // Priorities to try: the one asked for, or every secondary codec in order.
+  const uint32_t prio_lo = params.priority ? params.priority : 1;
+  const uint32_t prio_hi = params.priority ? params.priority + 1 : z.num_comps;  // exclusive
+
+  std::lock_guard<mutex> pp(z.pp_lock);
+  const std::vector<pp_slot> ctl = scan_pp_slots(z, 0, z.nr_pages, [&](uint64_t w) {
+    if (want_idle && !(w & bit(ZRAM_IDLE))) return false;
+    if (want_huge && !(w & bit(ZRAM_HUGE))) return false;
+    if (w & (bit(ZRAM_WB) | bit(ZRAM_SAME) | bit(ZRAM_INCOMPRESSIBLE))) return false;
+    // Already compressed with the same or a higher priority codec.
+    return zram::comp_priority(w) + 1 < prio_hi;
+  });
+
+  uint64_t recompressed = 0, tried = 0;
+  status failure;
+  alignas(8) uint8_t page[page_size];
+  size_t k = 0;
+  for (; k < ctl.size(); ++k) {
+    if (params.max_pages && tried == params.max_pages) break;
+    const uint64_t index = ctl[k].index;
+    uint64_t w;
+    {
+      zram::slot_guard g(z, index, slot_access::read);
+      w = z.word(index);
+      if (!(w & bit(ZRAM_PP_SLOT))) continue;
+      const size_t old_len = w & size_mask;
+      // Objects already "small enough" are left alone.
+      if (params.threshold && old_len < params.threshold) {
+        flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT), 0);
+        continue;
+      }
+      if (status st = z.read_slot(index, page, nullptr); !st.ok()) {
+        flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT), 0);
+        failure = st;
+        break;
+      }
+      // Touched: not idle any more, so another post-processing does not pick it for that.
+      flags_update(z.table[index].flags, bit(ZRAM_IDLE), 0);
+    }
+    ++tried;
+    // recompress_slot(), with the compression outside the slot lock: the result is installed
+    // below only if the slot still carries ZRAM_PP_SLOT, i.e. nothing changed it meanwhile.
+    const size_t old_alloc =
+        (w & bit(ZRAM_HUGE)) ? page_size : (w & size_mask) + z.csum_len;
+    const unsigned class_old = z.mem_pool->lookup_class_index(old_alloc);
+    const uint32_t first = std::max(prio_lo, zram::comp_priority(w) + 1);
+    std::optional<zram::prepared> better;
+    uint32_t last_tried = 0;
+    for (uint32_t prio = first; prio < prio_hi && !better; ++prio) {
+      zcomp& comp = *z.comps[prio];
+      auto strm = comp.stream_get();
+      if (!strm.ok()) {
+        failure = strm.error();
+        break;
+      }
+      auto len = comp.compress(**strm, page);
+      last_tried = prio;
+      if (!len.ok()) continue;
+      const size_t new_alloc = *len + z.csum_len;
+      // Kept only if it lands in a smaller size class (it saves memory) and under threshold.
+      if (new_alloc >= z.huge_class_size ||
+          z.mem_pool->lookup_class_index(new_alloc) >= class_old ||
+          (params.threshold && *len >= params.threshold))
+        continue;
+      auto p = z.prepare_compressed(index, page, **strm, *len, prio);
+      if (!p.ok()) {
+        // The slot keeps its old object; recompression stops and reports why (the kernel too).
+        failure = p.error();
+        break;
+      }
+      better = *p;
+    }
+    zram::slot_guard g(z, index, slot_access::write);
+    const bool still_selected = z.word(index) & bit(ZRAM_PP_SLOT);
+    if (better && still_selected) {
+      z.install(index, *better);
+      ++recompressed;
+    } else {
+      if (better) z.drop(*better);
+      if (still_selected) {
+        // The highest-priority codec could not shrink it either: never try again.
+        const bool give_up = !better && failure.ok() && last_tried + 1 == z.num_comps;
+        flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT),
+                     give_up ? bit(ZRAM_INCOMPRESSIBLE) : 0);
+      }
+    }
+    if (!failure.ok()) {
+      ++k;
+      break;
+    }
+  }
+  if (k < ctl.size()) release_pp_slots(z, ctl, k);
+  if (!failure.ok()) return failure;
+  return recompressed;
+}
+
+uint64_t zram_device::compact() {
+  const uint64_t freed = z_->mem_pool->compact();
+  // Compaction is how memory is given back: return the emptied zspages' pages to the host too.
+  z_->arena->release_free();
+  return freed;
+}
+
+}  // namespace uswap
