@@ -80,7 +80,7 @@ int pager::impl::settle_pin(uint64_t idx, bool write) noexcept {
     r = uffd->writeprotect(page_addr(idx), page_size, false);
     if (r == 0) {
       if (st & PG_swapcache) {
-        store->release(handles[idx]);
+        store->release(swap_entry{handles[idx]});
         handles[idx] = 0;
       }
       page_lock::update(w, PG_uffd_wp | PG_swapcache | STAMP_MASK, write_stamp(f));
@@ -191,7 +191,7 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     if (const int r = uffd->writeprotect(page_addr(idx), page_size, false); r != 0) return r;
     *woke = true;
     if (st & PG_swapcache) {
-      store->release(handles[idx]);
+      store->release(swap_entry{handles[idx]});
       handles[idx] = 0;
       note_swapcache_written();
     }
@@ -214,7 +214,7 @@ int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool 
     if (zr == 0) {
       *woke = true;
       if (st & PG_swapcache) {
-        store->release(handles[idx]);
+        store->release(swap_entry{handles[idx]});
         handles[idx] = 0;
       }
       page_lock::update(w, PG_uffd_wp | PG_swapcache | STAMP_MASK, write_stamp(f));
@@ -284,7 +284,8 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     unsigned loaded = 0;
     if (buf) {
       for (; loaded < k; ++loaded)
-        if (store->load(handles[run[loaded]], buf.data + loaded * page_size) != 0) break;
+        if (store->load(swap_entry{handles[run[loaded]]}, buf.data + loaded * page_size) != 0)
+          break;
     }
     if (!buf) {
       err = ENOMEM;
@@ -312,7 +313,7 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     adopted = true;
     const uint64_t j = run[mapped];
     if (kind == PS_SWAPPED) {
-      store->release(handles[j]);
+      store->release(swap_entry{handles[j]});
       handles[j] = 0;
     }
     page_lock::update(ptes[j], PS_MASK | PG_uffd_wp | PG_swapcache | STAMP_MASK,
@@ -332,7 +333,7 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
       flags |= PG_active;
     if (kind == PS_SWAPPED) {
       if (!keep) {
-        store->release(handles[run[i]]);
+        store->release(swap_entry{handles[run[i]]});
         handles[run[i]] = 0;
       } else {
         flags |= PG_uffd_wp | PG_swapcache;

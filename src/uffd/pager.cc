@@ -224,7 +224,19 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   m->fork_generation = current_fork_generation();
   m->owner_pid = ::getpid();
 
-  auto store = page_store::create({swap_pages, o.comp_algorithm});
+  // The pager's swap: percpu clusters without a slot cache (the kernel's allocator since 6.15),
+  // so a freed slot and its zram object go at once and nothing is reserved beyond what the
+  // pager holds; a pool that grows with what it holds (no huge-page chunks), because a pager
+  // counts its pool beside its limit.
+  swap_backend_options bo;
+  bo.slots = swap_pages;
+  bo.name = "uffd-zram";
+  bo.zram.name = "uffd-zram";
+  bo.zram.comp_algorithm = o.comp_algorithm;
+  bo.zram.huge_page_chunks = false;
+  bo.swap.lock_mode = swap_lock_mode::percpu;
+  bo.swap.slot_cache = slot_cache_policy::off;
+  auto store = swap_backend::create(bo);
   if (!store) return store.error();
   m->store = std::move(store).value();
 
@@ -370,7 +382,7 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
       std::atomic<uint64_t>& w = ptes[slow[i]];
       const uint64_t st = page_lock::load_data(w);
       if (ps_state(st) == PS_SWAPPED || (ps_state(st) == PS_MAPPED && (st & PG_swapcache))) {
-        store->release(handles[slow[i]]);
+        store->release(swap_entry{handles[slow[i]]});
         handles[slow[i]] = 0;
       }
       if (ps_state(st) == PS_MAPPED) ++unmapped;
@@ -511,12 +523,14 @@ pager_stats pager::stats() const {
   s.wp_sweeps = ld(m.c.wp_sweeps);
   s.evict_wp_pages = ld(m.c.evict_wp_pages);
   s.forks = ld(m.c.forks);
-  const page_store_stats ps = m.store->stats();
-  s.swap_pages_used = ps.pages;
-  s.zram_orig_data_size = ps.mm.orig_data_size;
-  s.zram_compr_data_size = ps.mm.compr_data_size;
-  s.zram_mem_used_total = ps.mm.mem_used_total;
-  s.zram_mem_used_max = ps.mm.mem_used_max;
+  const swap_backend_stats ps = m.store->stats();
+  s.swap_pages_used = ps.used_slots;
+  if (const auto& mm = ps.device.mm_stat) {
+    s.zram_orig_data_size = mm->orig_data_size;
+    s.zram_compr_data_size = mm->compr_data_size;
+    s.zram_mem_used_total = mm->mem_used_total;
+    s.zram_mem_used_max = mm->mem_used_max;
+  }
   return s;
 }
 
@@ -632,10 +646,13 @@ status pager::check_invariants() const {
   if (m.sweep_done.load(std::memory_order_relaxed) > started ||
       m.sweep_finished.load(std::memory_order_relaxed) != started)
     bad += "sweep counters; ";
-  const page_store_stats ps = m.store->stats();
-  if (ps.pages != with_handle)
-    bad += "store holds " + std::to_string(ps.pages) + " pages but " +
-           std::to_string(with_handle) + " pages have handles; ";
+  // One reference per stored page: the slots in use, the pages zram holds and the handles the
+  // page states keep are the same number.
+  const swap_backend_stats ps = m.store->stats();
+  if (ps.used_slots != with_handle || ps.device.stored_pages != with_handle)
+    bad += "swap holds " + std::to_string(ps.used_slots) + " slots and zram " +
+           std::to_string(ps.device.stored_pages) + " pages but " + std::to_string(with_handle) +
+           " pages have handles; ";
   if (auto st = m.store->check_invariants(); !st.ok()) bad += std::string(st.message()) + "; ";
   if (!bad.empty()) return error(EIO, "uffd: " + bad);
   return {};

@@ -121,9 +121,9 @@
 #include <vector>
 
 #include "free_extents.h"
-#include "page_store.h"
 #include "sigbus.h"
 #include "uffd_file.h"
+#include "uswap/backend/swap_backend.h"
 #include "uswap/base/page.h"
 #include "uswap/sync/bit_lock.h"
 #include "uswap/sync/lockdep.h"
@@ -250,7 +250,7 @@ struct vma {
 struct pager::impl {
   pager_options opts;
   std::unique_ptr<uffd_file> uffd;
-  std::unique_ptr<page_store> store;
+  std::unique_ptr<swap_backend> store;  // the swap area and zram device pages go to
   uintptr_t base = 0;
   uint64_t nr_pages = 0;
   uint64_t limit_pages = 0;

@@ -103,7 +103,7 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   }
   if (opts.reclaim_hook)
     opts.reclaim_hook(opts.reclaim_hook_arg, resident.load(std::memory_order_relaxed),
-                      store->stats().mm.mem_used_total);
+                      store->device().stats().mem_used);
   return total;
 }
 
@@ -333,11 +333,13 @@ void pager::impl::evict_copy_out(eviction_pass& p) noexcept {
       continue;
     }
     uint32_t csize = 0;
-    if (store->store(buf.data, &p.newh[i], &csize) != 0) {
+    swap_entry e;
+    if (store->store(buf.data, &e, &csize) != 0) {
       p.kind[i] = eviction_pass::failed;
       c.swap_out_failures.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    p.newh[i] = e.val;
     c.compressed_bytes.fetch_add(csize, std::memory_order_relaxed);
   }
 }
@@ -365,7 +367,7 @@ void pager::impl::evict_drop(eviction_pass& p) noexcept {
                      MADV_DONTNEED) == 0)
       return;
     for (unsigned j = i; j < i + len; ++j) {
-      if (p.kind[j] == eviction_pass::stored) store->release(p.newh[j]);
+      if (p.kind[j] == eviction_pass::stored) store->release(swap_entry{p.newh[j]});
       p.kind[j] = eviction_pass::failed;
     }
   });

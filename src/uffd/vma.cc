@@ -468,7 +468,7 @@ int pager::impl::move_pages(uint64_t src, uint64_t dst, uint64_t n, int prot) no
       unevictable.fetch_add(1, std::memory_order_relaxed);
     }
     if (st & PG_swapcache) {
-      store->release(handles[i]);
+      store->release(swap_entry{handles[i]});
       handles[i] = 0;
     }
     ws.store(0, std::memory_order_relaxed);
