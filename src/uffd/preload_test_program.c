@@ -2,15 +2,19 @@
  * malloc / calloc / realloc / posix_memalign / mmap memory is paged (pager statistics show it),
  * realloc and mremap keep contents, madvise(MADV_DONTNEED) zeroes, fread / fwrite / read / write
  * reach swapped-out buffers, the program's own SIGBUS handler still gets SIGBUS that is not a
- * pager fault, and blocking SIGBUS is quietly refused. It also passes without the shim (the
+ * pager fault, blocking SIGBUS is quietly refused, and threads start after the locale's data
+ * was pushed out. It also passes without the shim (the
  * shim-only checks are skipped when USWAP_LIMIT is unset). Exits 0 when every check holds. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <locale.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -31,6 +35,11 @@ static int zeros(const uint8_t *p, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64)
     if (p[i]) return 0;
   return 1;
+}
+
+static void *thread_body(void *arg) {
+  *(int *)arg = isalpha('x') ? 42 : 0;
+  return arg;
 }
 
 static volatile sig_atomic_t got_sigbus;
@@ -153,6 +162,23 @@ int main(void) {
   ss.ss_flags = SS_DISABLE;
   CHECK(sigaltstack(&ss, NULL) == 0);
   free(push);
+
+  /* Threads started after setlocale: glibc's start_thread reads the locale's LC_CTYPE data, which
+   * setlocale allocated with malloc (in the arena), before it unblocks signals. Pushed out of
+   * memory before each thread starts, it must still be readable then (the shim pins it). */
+  CHECK(setlocale(LC_ALL, "C.UTF-8") != NULL);
+  for (int round = 0; round < 4; ++round) {
+    uint64_t *evict = malloc(24 * MiB);
+    CHECK(evict != NULL);
+    fill(evict, 24 * MiB, 11 + (uint64_t)round);
+    int answer = 0;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_body, &answer) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(answer == 42);
+    CHECK(check(evict, 24 * MiB, 11 + (uint64_t)round));
+    free(evict);
+  }
 
   /* Blocking the pager's signals is refused under the shim (the kernel would kill a thread that
    * takes a forced one while blocking it): SIGBUS in sigbus mode, SIGSYS when system calls are

@@ -1,0 +1,76 @@
+// pthread_create: a new thread's first steps in glibc run with every signal blocked. start_thread
+// calls __ctype_init before it restores the signal mask, and __ctype_init reads the global
+// locale's LC_CTYPE data, which setlocale allocated with malloc: in the arena, under the shim. In
+// sigbus mode a fault there cannot be delivered (the kernel kills a thread that takes a forced
+// SIGBUS it blocks), so that data is pinned from before the clone until the new thread runs its
+// start routine, with signals unblocked.
+#include <dlfcn.h>
+#include <locale.h>
+#include <pthread.h>
+
+#include "shim.h"
+
+namespace uswap::shim {
+namespace {
+
+// The global locale's LC_CTYPE data and the bytes of it __ctype_init reads (its header and the
+// first three values: class, toupper, tolower), or nullptr when it is not in the arena (the C
+// locale's is in libc).
+constexpr size_t ctype_bytes_read = 0x60;
+
+const void* global_ctype_data() noexcept {
+  const locale_t d = duplocale(LC_GLOBAL_LOCALE);
+  if (d == static_cast<locale_t>(nullptr)) return nullptr;
+  const void* ctype = d->__locales[LC_CTYPE];
+  freelocale(d);
+  return inside_arena(ctype, ctype_bytes_read) ? ctype : nullptr;
+}
+
+struct start_args {
+  void* (*fn)(void*);
+  void* arg;
+  const void* pinned;
+};
+
+void* start_trampoline(void* p) {
+  const start_args a = *static_cast<start_args*>(p);
+  {
+    shim_scope s;
+    __libc_free(p);
+    (void)g.pg->unpin(a.pinned, ctype_bytes_read);
+  }
+  return a.fn(a.arg);
+}
+
+}  // namespace
+}  // namespace uswap::shim
+
+using namespace uswap::shim;
+
+USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
+                                void* (*fn)(void*), void* arg) {
+  using create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static auto real = reinterpret_cast<create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
+  if (!active() || !g.sigbus_mode) return real(thread, attr, fn, arg);
+  start_args* a = nullptr;
+  {
+    shim_scope s;
+    const void* ctype = global_ctype_data();
+    if (ctype && g.pg->pin(ctype, ctype_bytes_read, false).ok()) {
+      a = static_cast<start_args*>(__libc_malloc(sizeof(start_args)));
+      if (a) {
+        *a = {fn, arg, ctype};
+      } else {
+        (void)g.pg->unpin(ctype, ctype_bytes_read);
+      }
+    }
+  }
+  if (!a) return real(thread, attr, fn, arg);
+  const int rc = real(thread, attr, start_trampoline, a);
+  if (rc != 0) {
+    shim_scope s;
+    (void)g.pg->unpin(a->pinned, ctype_bytes_read);
+    __libc_free(a);
+  }
+  return rc;
+}
