@@ -1,9 +1,11 @@
 // `uswap run --limit 256M [--comp lz4] -- PROGRAM ARGS`: runs any dynamically linked program
 // with every anonymous byte of it routed into a uswap pager (src/uffd/preload/), so that at most
-// --limit bytes of it are resident per process and the rest is compressed in zram under swap
-// slots. At exit it prints, for the processes that paged, peak resident, swap-outs, swap-ins,
-// compression ratio, time in faults, and what stayed unrouted; --json gives the same as one JSON
-// object, the last line on stderr.
+// --limit bytes of the whole process tree are resident at once (one job, as a memory cgroup's
+// memory.max; --limit-per-process: each process on its own) and the rest is compressed in zram
+// under swap slots. At exit it prints the job's totals and, for the processes that paged, peak
+// resident, swap-outs, swap-ins, compression ratio, time in faults, and what stayed unrouted;
+// --json gives the same as one JSON object, the last line on stderr; --stats-dir keeps cgroup v2
+// and zram style files up to date while the job runs (run_job.h).
 //
 // The shim, libuswap-preload.so, is found next to this executable (the build puts both in
 // build/bin). It is added to LD_PRELOAD; the settings go in USWAP_* variables; each process image
@@ -25,11 +27,13 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "report.h"
+#include "run_job.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/uffd/pager.h"
 #include "uswap/uffd/routable.h"
@@ -47,6 +51,8 @@ struct run_config {
   bool json = false;
   bool allow_unrouted = false;
   bool no_write_tracking = false;
+  bool per_process = false;  // --limit-per-process: no job, each process its own limit
+  std::string stats_dir;
   std::vector<std::string> command;
 };
 
@@ -78,13 +84,16 @@ void forward_signal(int sig) {
 // What the processes did, computed from the statistics lines.
 struct run_result {
   int exit_status = 0;
+  std::optional<job_totals> job;               // the shared limit, unless --limit-per-process
   std::vector<nlohmann::json> processes;       // one per process image
   std::vector<nlohmann::json> unrouted_execs;  // execs the shim could not follow
 
   nlohmann::json to_json() const {
-    return {{"exit_status", exit_status},
-            {"processes", processes},
-            {"unrouted_execs", unrouted_execs}};
+    nlohmann::json j = {{"exit_status", exit_status},
+                        {"processes", processes},
+                        {"unrouted_execs", unrouted_execs}};
+    if (job) j["job"] = job->to_json();
+    return j;
   }
   // Every process that paged (the largest first), a count of the others, the unrouted execs.
   void print(std::ostream& os) const;
@@ -155,6 +164,18 @@ void run_result::print(std::ostream& os) const {
   for (const auto& u : r.unrouted_execs)
     os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
+  if (r.job) {
+    const job_totals& t = *r.job;
+    os << "uswap run: job: peak resident " << mib(t.peak_charge_bytes) << " of a "
+       << mib(t.limit_bytes) << " limit shared by " << t.members_joined
+       << " process images; peak footprint (resident + compressed pools) "
+       << mib(t.peak_footprint_bytes) << "; " << t.stat[JOB_SWAP_OUTS] << " swap-outs, "
+       << t.stat[JOB_SWAP_INS] << " swap-ins";
+    if (t.reclaim_requests) os << "; " << t.reclaim_requests << " times a process asked another for room";
+    if (t.members_reaped) os << "; " << t.members_reaped << " ended without leaving (their share came back)";
+    if (t.stat[JOB_OVERCHARGES]) os << "; " << t.stat[JOB_OVERCHARGES] << " overcharges";
+    os << "\n";
+  }
 }
 
 // The options only this command checks; an exit status (2) and the message, or 0.
@@ -170,6 +191,8 @@ int check_options(const run_config& c) {
     problem = "unknown compression algorithm '" + c.comp + "'";
   else if (c.limit < 64 * 4096)
     problem = "--limit must be at least 256K";
+  else if (c.per_process && !c.stats_dir.empty())
+    problem = "--stats-dir shows the job's memory: it does not go with --limit-per-process";
   if (problem.empty()) return 0;
   std::cerr << "uswap run: " << problem << "\n";
   return 2;
@@ -194,7 +217,7 @@ int check_routable(const run_config& c) {
 
 // The child: the program with the shim preloaded and its settings in USWAP_* variables.
 [[noreturn]] void exec_program(const run_config& c, const std::string& preload,
-                               const char* stats_path) {
+                               const char* stats_path, const std::string& job_path) {
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
   ::setenv("USWAP_COMP", c.comp.c_str(), 1);
@@ -205,6 +228,10 @@ int check_routable(const run_config& c) {
   if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
   ::setenv("USWAP_STATS_FILE", stats_path, 1);
   ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
+  if (job_path.empty())
+    ::unsetenv("USWAP_JOB");
+  else
+    ::setenv("USWAP_JOB", job_path.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -215,7 +242,8 @@ int check_routable(const run_config& c) {
 
 // Waits for the program, passing on the signals sent to uswap run; its exit status (128 +
 // signal if it was killed). The terminal's signals reach the program through its process group.
-int wait_for(pid_t pid) {
+// Meanwhile the job's watch runs (a killed member's share comes back at once).
+int wait_for(pid_t pid, job_supervisor* sup) {
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGQUIT, SIG_IGN);
   child_pid = pid;
@@ -227,7 +255,11 @@ int wait_for(pid_t pid) {
     ::sigaction(sig, &sa, nullptr);
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, sup ? WNOHANG : 0);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) break;
+    if (sup) sup->poll(20);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -267,15 +299,27 @@ int run_program(const run_config& c) {
   ::chmod(stats_path, 0622);
   std::string preload = shim;
   if (const char* old = ::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  std::unique_ptr<job_supervisor> sup;
+  if (!c.per_process) {
+    auto s = job_supervisor::create(c.limit, 0, c.stats_dir);
+    if (!s) {
+      std::cerr << "uswap run: " << s.error().to_string() << "\n";
+      ::unlink(stats_path);
+      return 1;
+    }
+    sup = std::move(*s);
+  }
+  const std::string job_path = sup ? sup->member_path() : std::string();  // names this process
   const pid_t pid = ::fork();
   if (pid < 0) {
     std::cerr << "uswap run: fork: " << std::strerror(errno) << "\n";
     ::unlink(stats_path);
     return 1;
   }
-  if (pid == 0) exec_program(c, preload, stats_path);
+  if (pid == 0) exec_program(c, preload, stats_path, job_path);
   run_result r;
-  r.exit_status = wait_for(pid);
+  r.exit_status = wait_for(pid, sup.get());
+  if (sup) r.job = sup->finish();
   read_statistics(stats_path, r);
   ::unlink(stats_path);
   // The report goes to stderr: stdout is the program's. --json: one line, the last on stderr.
@@ -289,7 +333,13 @@ void add_run_command(CLI::App& app, command_table& table) {
       "run",
       "Run any dynamically linked program with its anonymous memory paged through uswap "
       "(userfaultfd + zram): uswap run --limit 256M -- PROGRAM ARGS");
-  add_size_option(*sub, "--limit", c.limit, "Most bytes of a process's memory resident at once");
+  add_size_option(*sub, "--limit", c.limit,
+                  "Most bytes of the job's memory (every process it starts) resident at once");
+  sub->add_flag("--limit-per-process", c.per_process,
+                "--limit applies to each process on its own, not to the whole job");
+  sub->add_option("--stats-dir", c.stats_dir,
+                  "Keep memory.current, memory.max, memory.peak, memory.stat, mm_stat and io_stat "
+                  "(cgroup v2 and zram formats) up to date in this directory while the job runs");
   sub->add_option("--comp", c.comp, "zram compression: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
   add_size_option(*sub, "--max-size", c.max_size,

@@ -51,6 +51,10 @@ class zram_swap_device final : public swap_device {
     s.stored_pages = s.mm_stat->orig_data_size / page_size;
     s.mem_used = s.mm_stat->mem_used_total;
     s.mem_used_max = s.mm_stat->mem_used_max;
+    const zram_io_stat io = z_->io_stat();
+    s.failed_reads = io.failed_reads;
+    s.failed_writes = io.failed_writes;
+    s.notify_free = io.notify_free;
     return s;
   }
   std::string mm_stat_text() const override { return z_->mm_stat_text(); }

@@ -92,18 +92,43 @@ int pager::impl::settle_pin(uint64_t idx, bool write) noexcept {
 
 void pager::impl::charge(uint64_t n) noexcept {
   unsigned fruitless = 0;
+  bool waited = false;
   for (;;) {
+    job_ref jr(*this);
+    if (jr) {
+      jr->note_active(jslot, coarse_clock_ns());
+      if (jr->has_reclaim_request(jslot) || job_request_noted.load(std::memory_order_relaxed))
+        serve_job_request_locked(*jr);
+      if (charges_since_publish.fetch_add(1, std::memory_order_relaxed) % 256 == 255)
+        publish_job_stats(*jr);
+    }
+    // The most this pager may have mapped now: its reservation in a job, else its limit.
+    const uint64_t allowance = jr ? reserved.load(std::memory_order_relaxed) : limit_pages;
     uint64_t cur = resident.load(std::memory_order_relaxed);
-    while (cur + n <= limit_pages) {
+    while (cur + n <= allowance) {
       if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
         fetch_max(peak_resident, cur + n);
         return;
       }
     }
+    const uint64_t excess = cur + n - std::min(cur + n, allowance);
+    if (jr) {
+      // Room in the job: what is missing and a batch more (memcg's charge stock), so that the
+      // next faults do not take the job lock.
+      if (const uint64_t got = jr->try_reserve(jslot, excess, excess + job_charge_batch)) {
+        reserved.fetch_add(got, std::memory_order_relaxed);
+        continue;
+      }
+      // The job is full. A member under its fair share asks the largest one for room and waits
+      // a while, rather than evict the little it has (once per charge).
+      if (!waited) {
+        waited = true;
+        if (wait_for_job_room(*jr, excess)) continue;
+      }
+    }
     // Over the limit: reclaim what is missing, and up to a pass (down to the low watermark
     // limit - reclaim_pass), so that the next faults find room without reclaiming one page
     // each and a pass's system calls are shared by many pages.
-    const uint64_t excess = cur + n - limit_pages;
     if (shrink(excess, std::max<uint64_t>(excess, reclaim_pass)) != 0) {
       fruitless = 0;
       continue;
@@ -112,6 +137,10 @@ void pager::impl::charge(uint64_t n) noexcept {
     // by another reclaimer that has not finished. Let those finish; if they never free
     // anything, map above the limit rather than fail the fault (a fault cannot fail).
     if (++fruitless >= 16) {
+      if (jr) {
+        jr->force_reserve(jslot, n);
+        reserved.fetch_add(n, std::memory_order_relaxed);
+      }
       const uint64_t now = resident.fetch_add(n, std::memory_order_relaxed) + n;
       fetch_max(peak_resident, now);
       c.overcharges.fetch_add(1, std::memory_order_relaxed);

@@ -113,11 +113,13 @@ void pager::impl::prepare_fork() noexcept {
   map_lock.down_write();
   tls_map_writer = this;
   in_fork = true;
+  job_make_room_for_fork();
   set_arena_fork_flag(true);
 }
 
 void pager::impl::after_fork_parent() noexcept {
   if (!in_fork) return;
+  child_slot = -1;  // the child's now (or, if the fork failed, the supervisor reaps it)
   set_arena_fork_flag(false);
   in_fork = false;
   c.forks.fetch_add(1, std::memory_order_relaxed);
@@ -221,6 +223,7 @@ status pager::impl::after_fork_child() noexcept {
         &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks})
     ctr->store(0, std::memory_order_relaxed);
   peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  job_after_fork_child();
 
   if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
   return {};

@@ -2,6 +2,8 @@
 #include "uswap/uffd/job.h"
 
 #include <fcntl.h>
+#include <time.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,10 +23,16 @@ namespace {
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
 constexpr uint32_t job_version = 1;
 
-enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2 };
+enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
 
-// Start time of a process in clock ticks since boot (/proc/PID/stat field 22), 0 if unknown:
-// tells a member from a later process that reused its pid.
+uint64_t mono_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Start time of a process in clock ticks since boot (/proc/PID/stat field 22), 0 if unknown or
+// if the process has ended (a zombie): tells a member from a later process that reused its pid.
 uint64_t process_start_time(pid_t pid) noexcept {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
@@ -37,7 +45,8 @@ uint64_t process_start_time(pid_t pid) noexcept {
   buf[n] = '\0';
   // comm may hold spaces and parentheses: the fields start after the last ')'.
   const char* p = std::strrchr(buf, ')');
-  if (!p) return 0;
+  if (!p || p[1] != ' ') return 0;
+  if (p[2] == 'Z' || p[2] == 'X') return 0;  // ended; only its parent's wait is missing
   ++p;
   for (int field = 2; field < 22 && *p; ++p)
     if (*p == ' ') ++field;
@@ -50,6 +59,7 @@ struct alignas(cache_line_size) job::member {
   std::atomic<uint32_t> state;
   std::atomic<int32_t> pid;
   uint64_t start_time;
+  uint64_t created_ns;
   char comm[16];
   uint64_t usage;  // under the job lock
   std::atomic<uint64_t> usage_seen;  // a copy for lock-free readers
@@ -65,6 +75,7 @@ struct job::shared {
   uint32_t max_members;
   uint64_t limit_pages;
   uint64_t pool_limit_bytes;
+  int32_t signal;
   pthread_mutex_t lock;
   // Under the lock.
   uint64_t charge;
@@ -112,6 +123,10 @@ void job::repair_locked() noexcept {
 
 result<std::unique_ptr<job>> job::create(const job_options& opts) {
   if (opts.limit_pages < 64) return error(EINVAL, "job: the limit must be at least 64 pages (256 KiB)");
+  const int sig = opts.signal ? opts.signal : SIGRTMAX - 2;
+  if (sig < SIGRTMIN || sig > SIGRTMAX)
+    return error(EINVAL, "job: the reclaim signal must be a real-time signal (" +
+                             std::to_string(SIGRTMIN) + ".." + std::to_string(SIGRTMAX) + ")");
   const int fd = static_cast<int>(::memfd_create("uswap-job", MFD_CLOEXEC));
   if (fd < 0) return error(errno, std::string("job: memfd_create: ") + std::strerror(errno));
   if (::ftruncate(fd, sizeof(shared)) != 0) {
@@ -130,6 +145,7 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   s->limit_pages = opts.limit_pages;
   s->pool_limit_bytes = opts.pool_limit_bytes;
   s->max_members = job_max_members;
+  s->signal = sig;
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -148,21 +164,14 @@ result<std::unique_ptr<job>> job::attach(int fd) {
   if (static_cast<uint64_t>(st.st_size) != sizeof(shared))
     return error(EINVAL, "job: fd " + std::to_string(fd) + " is not a job segment (size " +
                              std::to_string(st.st_size) + ")");
-  const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  if (own < 0) return error(errno, std::string("job: dup: ") + std::strerror(errno));
-  void* p = ::mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
-  if (p == MAP_FAILED) {
-    const int e = errno;
-    ::close(own);
-    return error(e, std::string("job: mapping the segment: ") + std::strerror(e));
-  }
+  void* p = ::mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return error(errno, std::string("job: mapping the segment: ") + std::strerror(errno));
   auto* s = static_cast<shared*>(p);
   if (s->magic != job_magic || s->version != job_version || s->max_members != job_max_members) {
     ::munmap(p, sizeof(shared));
-    ::close(own);
     return error(EINVAL, "job: fd " + std::to_string(fd) + " is not a job segment of this uswap");
   }
-  return std::unique_ptr<job>(new job(own, s));
+  return std::unique_ptr<job>(new job(-1, s));
 }
 
 job::~job() {
@@ -172,30 +181,88 @@ job::~job() {
 
 uint64_t job::limit_pages() const noexcept { return s_->limit_pages; }
 uint64_t job::pool_limit_bytes() const noexcept { return s_->pool_limit_bytes; }
+int job::signal() const noexcept { return s_->signal; }
 
-result<unsigned> job::join(pid_t pid, std::string_view comm) {
-  const uint64_t start = process_start_time(pid);
-  lock_guard g(*this);
+namespace {
+
+void name_member(char (&out)[16], std::string_view comm) noexcept {
+  std::memset(out, 0, sizeof out);
+  std::memcpy(out, comm.data(), std::min(comm.size(), sizeof out - 1));
+}
+
+}  // namespace
+
+// A free slot, set up for `pid` in `state` with `usage` pages (the caller has the job lock and
+// has charged them). ENOSPC when none is free.
+result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start,
+                                       std::string_view comm, uint64_t usage) {
   for (unsigned i = 0; i < job_max_members; ++i) {
     member& m = s_->members[i];
     if (m.state.load(std::memory_order_relaxed) != slot_free) continue;
     m.pid.store(pid, std::memory_order_relaxed);
     m.start_time = start;
-    std::memset(m.comm, 0, sizeof m.comm);
-    std::memcpy(m.comm, comm.data(), std::min(comm.size(), sizeof m.comm - 1));
-    m.usage = 0;
-    m.usage_seen.store(0, std::memory_order_relaxed);
+    m.created_ns = mono_ns();
+    name_member(m.comm, comm);
+    m.usage = usage;
+    m.usage_seen.store(usage, std::memory_order_relaxed);
     m.reclaim_request.store(0, std::memory_order_relaxed);
     m.signalled.store(0, std::memory_order_relaxed);
     m.last_active_ns.store(0, std::memory_order_relaxed);
     for (auto& v : m.stat) v.store(0, std::memory_order_relaxed);
-    m.state.store(slot_live, std::memory_order_release);
+    m.state.store(state, std::memory_order_release);
     s_->slots_hint = std::max(s_->slots_hint, i + 1);
-    ++s_->members_joined;
     return i;
   }
   return error(ENOSPC, "job: all " + std::to_string(job_max_members) +
                            " member slots are taken (too many processes at once)");
+}
+
+result<unsigned> job::join(pid_t pid, std::string_view comm) {
+  const uint64_t start = process_start_time(pid);
+  lock_guard g(*this);
+  auto slot = take_slot_locked(slot_live, pid, start, comm, 0);
+  if (slot) ++s_->members_joined;
+  return slot;
+}
+
+result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages) {
+  lock_guard g(*this);
+  if (s_->charge + pages > s_->limit_pages)
+    return error(EAGAIN, "job: the child's share does not fit under the limit");
+  auto slot = take_slot_locked(slot_child, parent, 0, "(fork)", pages);
+  if (!slot) return slot;
+  s_->charge += pages;
+  s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+  fetch_max(s_->peak_charge, s_->charge);
+  return slot;
+}
+
+status job::adopt(unsigned slot, pid_t pid, std::string_view comm) {
+  if (slot >= job_max_members) return error(EINVAL, "job: no slot " + std::to_string(slot));
+  const uint64_t start = process_start_time(pid);
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) != slot_child)
+    return error(EINVAL, "job: slot " + std::to_string(slot) + " is not reserved for a child");
+  m.pid.store(pid, std::memory_order_relaxed);
+  m.start_time = start;
+  name_member(m.comm, comm);
+  m.state.store(slot_live, std::memory_order_release);
+  ++s_->members_joined;
+  return {};
+}
+
+void job::reap_unadopted(unsigned slot, uint64_t max_age_ns) noexcept {
+  if (slot >= job_max_members) return;
+  {
+    lock_guard g(*this);
+    member& m = s_->members[slot];
+    if (m.state.load(std::memory_order_relaxed) != slot_child || mono_ns() - m.created_ns < max_age_ns)
+      return;
+    m.state.store(slot_dead, std::memory_order_relaxed);
+    ++s_->members_reaped;
+  }
+  leave(slot);
 }
 
 // The member's share of the job goes back; its cumulative counters join the exited totals.
@@ -275,14 +342,13 @@ uint64_t job::usage(unsigned slot) const noexcept {
 
 uint64_t job::charge() const noexcept { return s_->charge_seen.load(std::memory_order_relaxed); }
 
-pid_t job::request_reclaim(unsigned slot, uint64_t n, bool* fair_below) noexcept {
+std::optional<job_target> job::request_reclaim(unsigned slot, uint64_t n) noexcept {
   unsigned live = 0;
   const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
   for (unsigned i = 0; i < hint; ++i)
     if (s_->members[i].state.load(std::memory_order_relaxed) == slot_live) ++live;
   const uint64_t fair = s_->limit_pages / std::max(1u, live);
-  *fair_below = usage(slot) < fair;
-  if (!*fair_below) return 0;
+  if (usage(slot) >= fair) return std::nullopt;
   unsigned best = job_max_members;
   uint64_t best_usage = fair;
   for (unsigned i = 0; i < hint; ++i) {
@@ -293,12 +359,16 @@ pid_t job::request_reclaim(unsigned slot, uint64_t n, bool* fair_below) noexcept
       best_usage = u;
     }
   }
-  if (best == job_max_members) return 0;
+  if (best == job_max_members) return std::nullopt;
   // Ask for what the victim holds above its fair share, at least n.
   s_->members[best].reclaim_request.fetch_add(std::min(best_usage - fair + n, best_usage),
                                               std::memory_order_relaxed);
   s_->reclaim_requests.fetch_add(1, std::memory_order_relaxed);
-  return s_->members[best].pid.load(std::memory_order_relaxed);
+  return job_target{best, s_->members[best].pid.load(std::memory_order_relaxed)};
+}
+
+bool job::has_reclaim_request(unsigned slot) const noexcept {
+  return s_->members[slot].reclaim_request.load(std::memory_order_relaxed) != 0;
 }
 
 uint64_t job::take_reclaim_request(unsigned slot) noexcept {
@@ -369,6 +439,8 @@ job_view job::view() const {
       mv.slot = i;
       mv.pid = m.pid.load(std::memory_order_relaxed);
       mv.dead = st == slot_dead;
+      mv.for_child = st == slot_child;
+      mv.age_ns = mono_ns() - m.created_ns;
       mv.comm.assign(m.comm, strnlen(m.comm, sizeof m.comm));
       mv.usage = m.usage;
       for (unsigned k = 0; k < JOB_STAT_COUNT; ++k) mv.stat[k] = m.stat[k].load(std::memory_order_relaxed);

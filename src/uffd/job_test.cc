@@ -242,21 +242,25 @@ TEST(Job, AMemberUnderItsFairShareAsksTheLargestAboveIt) {
   ASSERT_EQ(j->try_reserve(*hog, 700, 700), 700u);
   ASSERT_EQ(j->try_reserve(*mid, 290, 290), 290u);
   ASSERT_EQ(j->try_reserve(*small, 10, 10), 10u);
-  bool below = false;
-  EXPECT_EQ(j->request_reclaim(*small, 32, &below), ::getpid());
-  EXPECT_TRUE(below);
+  const auto target = j->request_reclaim(*small, 32);
+  ASSERT_TRUE(target.has_value());
+  EXPECT_EQ(target->slot, *hog);
+  EXPECT_EQ(target->pid, ::getpid());
+  EXPECT_TRUE(j->has_reclaim_request(*hog));
+  EXPECT_FALSE(j->has_reclaim_request(*mid));
   // The hog is asked for what it holds above a fair share (1000 / 3 = 333), and the 32 needed.
   EXPECT_EQ(j->take_reclaim_request(*hog), 700u - 333u + 32u);
   EXPECT_EQ(j->take_reclaim_request(*hog), 0u) << "a request is taken once";
   EXPECT_EQ(j->take_reclaim_request(*mid), 0u);
+  EXPECT_FALSE(j->has_reclaim_request(*hog));
   // The hog itself is above its share: it evicts its own.
-  EXPECT_EQ(j->request_reclaim(*hog, 32, &below), 0);
-  EXPECT_FALSE(below);
+  EXPECT_FALSE(j->request_reclaim(*hog, 32).has_value());
   EXPECT_TRUE(j->mark_signalled(*hog));
   EXPECT_FALSE(j->mark_signalled(*hog)) << "one signal until the member takes it";
   j->clear_signalled(*hog);
   EXPECT_TRUE(j->mark_signalled(*hog));
   EXPECT_EQ(j->view().reclaim_requests, 1u);
+  EXPECT_EQ(j->signal(), SIGRTMAX - 2);
 }
 
 TEST(Job, StatisticsSumLiveMembersAndThoseThatLeft) {

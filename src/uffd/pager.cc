@@ -149,7 +149,7 @@ pager::impl::~impl() {
 }
 
 pager::pager(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
-pager::~pager() = default;
+pager::~pager() { leave_job(); }
 
 namespace {
 
@@ -394,6 +394,8 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
     uncharge(unmapped);
     if (unevictable_gone) unevictable.fetch_sub(unevictable_gone, std::memory_order_relaxed);
   }
+  // Memory the program gave back is the job's again, but for a little stock for the next faults.
+  if (job_ref jr(*this); jr) trim_reservation(*jr, reclaim_pass + job_charge_batch);
   if (unmapping) {
     // Give back the metadata pages that lie wholly inside the released range: every word there
     // is 0 now.
@@ -523,6 +525,9 @@ pager_stats pager::stats() const {
   s.wp_sweeps = ld(m.c.wp_sweeps);
   s.evict_wp_pages = ld(m.c.evict_wp_pages);
   s.forks = ld(m.c.forks);
+  s.job_reserved_pages = m.jlink.load(std::memory_order_relaxed) ? ld(m.reserved) : 0;
+  s.job_requests_served = ld(m.job_requests_served);
+  s.job_waits = ld(m.job_waits);
   const swap_backend_stats ps = m.store->stats();
   s.swap_pages_used = ps.used_slots;
   if (const auto& mm = ps.device.mm_stat) {

@@ -110,6 +110,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +132,7 @@
 #include "uswap/base/zeroed_array.h"
 #include "uswap/sync/mutex.h"
 #include "uswap/sync/rw_semaphore.h"
+#include "uswap/uffd/job.h"
 #include "uswap/uffd/pager.h"
 
 namespace uswap {
@@ -239,6 +241,22 @@ class map_read_guard {
   bool locked_;
 };
 
+// The pager's job for the duration of one operation (see pager::impl::jlink), or nothing.
+class job_ref {
+ public:
+  explicit job_ref(const pager::impl& m) noexcept;
+  ~job_ref();
+  job_ref(const job_ref&) = delete;
+  job_ref& operator=(const job_ref&) = delete;
+  explicit operator bool() const noexcept { return j_ != nullptr; }
+  job* operator->() const noexcept { return j_; }
+  job& operator*() const noexcept { return *j_; }
+
+ private:
+  const pager::impl& m_;
+  job* j_ = nullptr;
+};
+
 // A mapping record (the arena's vm_area_struct): protection and fork advice of a run of pages.
 struct vma {
   uint64_t pages = 0;
@@ -321,6 +339,22 @@ struct pager::impl {
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0};
     std::atomic<uint64_t> forks{0};
   } c;
+
+  // The job (job.h, uswap run's shared limit) or none. jlink is read by every charge; leave
+  // clears it and waits until job_users (threads between job_ref's load and its end) is 0, so no
+  // thread touches the slot after it was given back. reserved mirrors the slot's usage:
+  // resident <= reserved but for counted overcharges and a racing trim (at most one fault).
+  std::shared_ptr<job> job_owner;   // keeps the segment mapped (set by join, kept after leave)
+  std::atomic<job*> jlink{nullptr};
+  unsigned jslot = 0;
+  std::atomic<unsigned> job_users{0};
+  std::atomic<uint64_t> reserved{0};
+  std::atomic<bool> job_request_noted{false};  // a request arrived while in pager code
+  std::atomic<uint64_t> charges_since_publish{0};
+  std::atomic<uint64_t> job_requests_served{0}, job_waits{0};
+  // The slot a fork in progress reserved for its child (job_make_room_for_fork), or -1: the
+  // child adopts it (job_after_fork_child); the parent only forgets it.
+  int child_slot = -1;
 
   // A pidfd of this process, for process_madvise(MADV_DONTNEED) of a whole eviction pass with one
   // TLB flush; -1 when the kernel lacks it (per-run madvise then).
@@ -414,11 +448,25 @@ struct pager::impl {
   // (see above). Returns 0 or the errno of the unprotecting ioctl.
   int settle_pin(uint64_t idx, bool write) noexcept;
 
-  // --- The charge (fault.cc).
+  // --- The charge (fault.cc). With a job, charge reserves from it in batches, and when the job
+  // is full either evicts this pager's own pages or, under a fair share, asks the largest member
+  // for room and waits for it a while.
   void charge(uint64_t n) noexcept;
   void uncharge(uint64_t n) noexcept {
     if (n) resident.fetch_sub(n, std::memory_order_relaxed);
   }
+
+  // --- The job (job.cc's member side, in pager.cc). map_lock held (read) by the callers below.
+  bool wait_for_job_room(job& j, uint64_t excess) noexcept;
+  void serve_job_request_locked(job& j) noexcept;
+  // Gives the reservation above resident + keep back to the job.
+  void trim_reservation(job& j, uint64_t keep) noexcept;
+  void publish_job_stats(job& j) noexcept;
+  // Before a fork (map_lock held for writing): evicts what the child's copy would put over the
+  // job's limit and reserves the child's share in a slot of its own.
+  void job_make_room_for_fork() noexcept;
+  // The child of the fork adopts that slot as its own membership (after_fork_child).
+  void job_after_fork_child() noexcept;
 
   // --- The clock and eviction (reclaim.cc).
   void lru_add_locked(uint64_t idx) noexcept;
@@ -463,6 +511,16 @@ struct pager::impl {
   void forget_handlers() noexcept;
 };
 
+inline job_ref::job_ref(const pager::impl& m) noexcept : m_(m) {
+  // Dekker with leave_job: users before link here, link before users there (both seq_cst).
+  const_cast<std::atomic<unsigned>&>(m.job_users).fetch_add(1, std::memory_order_seq_cst);
+  j_ = m.jlink.load(std::memory_order_seq_cst);
+}
+
+inline job_ref::~job_ref() {
+  const_cast<std::atomic<unsigned>&>(m_.job_users).fetch_sub(1, std::memory_order_release);
+}
+
 inline map_read_guard::map_read_guard(const rw_semaphore& l, const pager::impl* owner) noexcept
     : l_(const_cast<rw_semaphore&>(l)), locked_(tls_map_writer != owner) {
   if (locked_) l_.down_read();
@@ -475,6 +533,13 @@ unsigned current_fork_generation() noexcept;
 void note_fork_handlers();
 void fork_register(pager::impl* p);
 void fork_unregister(pager::impl* p) noexcept;
+
+// CLOCK_MONOTONIC_COARSE in ns (a vDSO read): the job's idleness test.
+inline uint64_t coarse_clock_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // Pages of `bytes` for the staging buffers of one fault or eviction pass: taken from a lock-free
 // pool (a signal handler may not call malloc), mapped with mmap when the pool is empty.

@@ -104,6 +104,7 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   if (opts.reclaim_hook)
     opts.reclaim_hook(opts.reclaim_hook_arg, resident.load(std::memory_order_relaxed),
                       store->device().stats().mem_used);
+  if (job_ref jr(*this); jr) publish_job_stats(*jr);
   return total;
 }
 

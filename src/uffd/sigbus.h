@@ -24,6 +24,10 @@ bool sigbus_installed() noexcept;
 // `act` (if not null) replaces it. The shim routes the program's sigaction(SIGBUS) here.
 void sigbus_chain(const struct sigaction* act, struct sigaction* old);
 
+// Whether a signal is the job's request to serve a reclaim request (job_member.cc sends it with
+// a value of its own), as opposed to the program's own use of the same signal number.
+bool is_job_signal(const siginfo_t* si) noexcept;
+
 // Marks the page this thread is copying out for an eviction (0: none).
 void set_copying_page(uintptr_t page) noexcept;
 

@@ -43,6 +43,9 @@ struct swap_device_stats {
   uint64_t mem_used = 0;      // host bytes the device's storage takes now (ram: all of it)
   uint64_t mem_used_max = 0;  // the most it took
   std::optional<zram_mm_stat> mm_stat;  // a zram device's own mm_stat
+  uint64_t failed_reads = 0;            // io_stat: reads that could not return the page
+  uint64_t failed_writes = 0;           // writes refused (mem_limit, no memory)
+  uint64_t notify_free = 0;             // slots freed by the swap layer
 };
 
 class swap_device {

@@ -16,6 +16,11 @@
 // at its next fault, or from a signal when it is idle in a system call, see request_reclaim)
 // and waits a bounded time for room.
 //
+// fork: a member about to fork reserves its child's share (the copy of its resident pages) in a
+// slot of its own (reserve_for_child), evicting first what would not fit; the child adopts that
+// slot, so the reservation is never the parent's and never missing. A slot no child adopted
+// (the fork failed, the child died at once) is reaped by the supervisor after a while.
+//
 // Members leave at exit and before exec, returning their usage. One that dies without leaving
 // (SIGKILL, a crash) is reaped by the supervisor, which watches every member through a pidfd:
 // reap_dead returns its usage at once. A member killed while holding the job lock leaves
@@ -30,7 +35,8 @@
 // Thread-safety: every function may be called from any thread of any member; the shared state
 // is atomics and data under the job lock. A job object is one process's view of the segment.
 // Invariants (job lock held): charge == sum of usage over slots not free; a slot is free,
-// live (a member is using it) or dead (its process is gone, its usage not yet returned).
+// live (a member is using it), dead (its process is gone, its usage not yet returned) or
+// reserved for a child not yet adopted.
 #pragma once
 
 #include <pthread.h>
@@ -39,6 +45,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,13 +90,24 @@ enum job_stat : unsigned {
 struct job_options {
   uint64_t limit_pages = 0;       // the job's resident limit; required (at least 64 pages)
   uint64_t pool_limit_bytes = 0;  // the summed compressed pools' limit; default 0: none
+  // The signal that asks an idle member to serve its reclaim request (a real-time signal the
+  // members' shims take over). Default 0: SIGRTMAX - 2.
+  int signal = 0;
+};
+
+// A member asked to reclaim for another.
+struct job_target {
+  unsigned slot = 0;
+  pid_t pid = 0;
 };
 
 // One member's slot, as the supervisor reads it.
 struct job_member_view {
   unsigned slot = 0;
-  pid_t pid = 0;
+  pid_t pid = 0;      // for a child's slot not yet adopted: the parent's
   bool dead = false;  // gone without leaving, not yet reaped
+  bool for_child = false;   // reserved by a parent for the child of its fork, not yet adopted
+  uint64_t age_ns = 0;      // since it was taken (CLOCK_MONOTONIC)
   std::string comm;
   uint64_t usage = 0;  // pages reserved
   uint64_t stat[JOB_STAT_COUNT] = {};
@@ -117,18 +135,21 @@ enum : uint64_t { job_stop_none = 0, job_stop_pool_full = 1 };
 
 class job {
  public:
-  // The supervisor's job: a new memfd of the segment, mapped. EINVAL for a limit under 64 pages.
+  // The supervisor's job: a new memfd of the segment, mapped; fd() names it to the members.
+  // EINVAL for a limit under 64 pages or a bad signal.
   static result<std::unique_ptr<job>> create(const job_options& opts);
-  // A member's (or a second) view of the segment behind fd (dup'd; the caller keeps fd).
-  // EINVAL if fd is not a job segment of this version.
+  // A member's (or a second) view of the segment behind fd: mapped, the fd not kept (the
+  // caller closes it; a fork()ed child inherits the mapping). EINVAL if fd is not a job segment
+  // of this version.
   static result<std::unique_ptr<job>> attach(int fd);
   ~job();
   job(const job&) = delete;
   job& operator=(const job&) = delete;
 
-  int fd() const noexcept { return fd_; }
+  int fd() const noexcept { return fd_; }  // -1 for an attached view
   uint64_t limit_pages() const noexcept;
   uint64_t pool_limit_bytes() const noexcept;
+  int signal() const noexcept;
 
   // --- Membership.
   // A slot for process `pid` (comm: its name, for the summary); ENOSPC when every slot is taken.
@@ -139,6 +160,16 @@ class job {
   bool still_alive(unsigned slot) const noexcept;
   // Supervisor: the member of `slot` died without leaving: its usage goes back at once.
   void reap_dead(unsigned slot) noexcept;
+
+  // --- fork.
+  // A slot holding `pages` for the child of a fork `parent` is about to make; EAGAIN when they
+  // do not fit under the limit (the parent evicts more and asks again), ENOSPC without a slot.
+  result<unsigned> reserve_for_child(pid_t parent, uint64_t pages);
+  // The child takes the slot over as its own (its pid and name); EINVAL if the slot is not one
+  // reserved for a child.
+  status adopt(unsigned slot, pid_t pid, std::string_view comm);
+  // Supervisor: a slot reserved for a child and not adopted for `max_age_ns` goes back.
+  void reap_unadopted(unsigned slot, uint64_t max_age_ns) noexcept;
 
   // --- Charging (the member's pager).
   // Reserves pages: at least `need`, up to `want` when the job has room; returns what was
@@ -153,10 +184,13 @@ class job {
   uint64_t charge() const noexcept;
 
   // --- Pressure.
-  // The member with the largest usage above its fair share other than `slot`, asked to reclaim
-  // `n` pages; returns its pid (0: nobody holds more than a fair share, the caller should evict
-  // its own). `fair_below`: whether `slot` itself holds less than its fair share.
-  pid_t request_reclaim(unsigned slot, uint64_t n, bool* fair_below) noexcept;
+  // When `slot` holds less than its fair share (limit / live members): the member with the
+  // largest usage above a fair share, asked to reclaim what it holds above it and at least `n`
+  // pages. Nothing when `slot` holds a fair share or more (it should evict its own) or nobody
+  // holds more than one.
+  std::optional<job_target> request_reclaim(unsigned slot, uint64_t n) noexcept;
+  // Whether others asked this member to reclaim (one relaxed load: the fault path's check).
+  bool has_reclaim_request(unsigned slot) const noexcept;
   // Pages others asked this member to reclaim, taken (the request is cleared).
   uint64_t take_reclaim_request(unsigned slot) noexcept;
   // Whether a signal was sent to this member and not yet taken; the sender sets it, the member
@@ -179,6 +213,8 @@ class job {
   class lock_guard;
   job(int fd, shared* s) noexcept : fd_(fd), s_(s) {}
   void repair_locked() noexcept;
+  result<unsigned> take_slot_locked(uint32_t state, pid_t pid, uint64_t start,
+                                    std::string_view comm, uint64_t usage);
   friend void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n);
   int fd_ = -1;
   shared* s_ = nullptr;

@@ -85,6 +85,8 @@
 
 namespace uswap {
 
+class job;
+
 enum class fault_mode : uint8_t { sigbus, handler_thread };
 inline constexpr enum_name<fault_mode> fault_mode_names[] = {
     {fault_mode::sigbus, "sigbus"}, {fault_mode::handler_thread, "handler-thread"}};
@@ -191,6 +193,11 @@ struct pager_stats {
   uint64_t evict_wp_pages = 0;       // victims write-protected one run at a time by eviction,
                                      // because they were made writable since the last sweep
   uint64_t forks = 0;                // fork()s this pager was copied by (the parent's count)
+  // In a job (join_job): pages reserved from it now, the reclaim requests this member served
+  // and the times it waited for another member to make room.
+  uint64_t job_reserved_pages = 0;
+  uint64_t job_requests_served = 0;
+  uint64_t job_waits = 0;
   // The swap device now.
   uint64_t swap_pages_used = 0;      // slots in use
   uint64_t zram_orig_data_size = 0;  // mm_stat
@@ -280,6 +287,25 @@ class pager {
   void prepare_fork() noexcept;
   void after_fork_parent() noexcept;
   status after_fork_child() noexcept;
+
+  // --- A limit shared with other processes (uswap run's job, job.h).
+  // Joins the job as a member: from then on the pager's pages are charged to the job, reserved
+  // in batches (resident <= the reservation <= the job's limit, which takes the place of
+  // `limit`), and the pager serves the job's reclaim requests. A fork()ed child joins on its own
+  // after its parent made room for its copy. EBUSY if already in a job, ENOSPC when the job has
+  // no free slot.
+  status join_job(std::shared_ptr<job> j);
+  // Leaves the job: the reservation goes back at once (exit, exec). Charges are then against
+  // `limit` alone. Waits for the threads in the middle of a charge. Idempotent.
+  void leave_job() noexcept;
+  bool in_job() const noexcept;
+  // Serves the reclaim request others made of this member (the signal the shim takes on the
+  // job's behalf); from pager code it only notes the request for the next fault. Async-signal-
+  // safe for a thread outside pager code whose compression stream exists (see the shim).
+  void serve_job_request() noexcept;
+  // Makes the calling thread's compression stream and swap slot number now (by storing and
+  // releasing one page), so that evicting on this thread later allocates nothing.
+  void warm_up() noexcept;
 
   // Lock-free (atomic counters): callable from anywhere, a reclaim_hook included.
   pager_stats stats() const;

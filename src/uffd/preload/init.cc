@@ -166,7 +166,7 @@ void append_line(const char* line, size_t n) noexcept {
   ::close(fd);
 }
 
-void at_exit() { write_stats("exit"); }
+void at_exit() { image_ends("exit"); }
 
 void after_fork_child() {
   // The child's own figures start now.
@@ -224,6 +224,23 @@ void write_stats(const char* event) noexcept {
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
+void image_ends(const char* event) noexcept {
+  write_stats(event);
+  // Not in a vfork child, which shares its parent's pager.
+  if (ready() && getpid() == g.pid && g.pg->in_job()) {
+    shim_scope s;
+    g.pg->leave_job();
+  }
+}
+
+void image_goes_on() noexcept {
+  g.stats_written.store(false);
+  if (ready() && getpid() == g.pid && g.job && !g.pg->in_job()) {
+    shim_scope s;
+    (void)g.pg->join_job(*g.job);
+  }
+}
+
 void note_unrouted_exec(const char* path, const char* reason) noexcept {
   fprintf(stderr, "uswap: %s is %s: it runs unrouted, its memory is not limited\n", path, reason);
   char line[1024], p[512];
@@ -249,6 +266,35 @@ void unpin_cb(void* ctx, const void* addr, uint64_t len) {
   auto* p = static_cast<pager*>(ctx);
   shim_scope s;
   (void)p->unpin(addr, len);
+}
+
+// Membership of uswap run's job (USWAP_JOB names the supervisor's segment, /proc/PID/fd/N, so
+// that a process that closed every inherited descriptor still finds it). Without it the process
+// is limited on its own, and says so.
+void join_job(const char* path) {
+  const int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "uswap: cannot open the job's segment %s (%s): this process is limited on its own\n",
+            path, strerror(errno));
+    return;
+  }
+  auto j = uswap::job::attach(fd);
+  ::close(fd);
+  if (!j) {
+    fprintf(stderr, "uswap: %s: this process is limited on its own\n", j.error().to_string().c_str());
+    return;
+  }
+  auto* shared = new std::shared_ptr<uswap::job>(std::move(j).value());
+  // The main thread serves reclaim requests that come with the job's signal: its compression
+  // stream and swap slot are made now, so that serving one allocates nothing.
+  g.pg->warm_up();
+  install_job_signal((*shared)->signal());
+  if (auto st = g.pg->join_job(*shared); !st.ok()) {
+    fprintf(stderr, "uswap: cannot join the job (%s): this process is limited on its own\n",
+            st.to_string().c_str());
+    return;
+  }
+  g.job = shared;
 }
 
 // The guard pages on both sides of the arena (kernel_access.h's invariant): a buffer that ends
@@ -317,6 +363,7 @@ __attribute__((constructor)) void shim_init() {
   g.limit = o.limit;
   g.sigbus_mode = o.mode == uswap::fault_mode::sigbus;
   map_guards(g.arena_lo, g.arena_hi);
+  if (const char* jp = getenv("USWAP_JOB"); jp && *jp) join_job(jp);
 
   if (!g.pg->kernel_faults()) {
     // System calls into the arena need their pages pinned: the seccomp filter. The trampoline

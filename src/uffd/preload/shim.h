@@ -33,6 +33,7 @@
 
 #include "../sigbus.h"
 #include "uswap/base/page.h"
+#include "uswap/uffd/job.h"
 #include "uswap/uffd/pager.h"
 
 #define USWAP_EXPORT extern "C" __attribute__((visibility("default")))
@@ -59,6 +60,10 @@ struct shim_state {
   uint64_t limit = 0;
   pid_t pid = 0;  // the process the pager belongs to (a vfork child shares it, and is not it)
   std::atomic<bool> stats_written{false};  // this image's line is out (exit, or exec)
+  // The job (uswap run's shared limit, USWAP_JOB) the pager is a member of, and the signal its
+  // reclaim requests come with; none: nullptr, 0.
+  std::shared_ptr<uswap::job>* job = nullptr;  // never destroyed, as owner
+  int job_signal = 0;
 };
 extern shim_state g;
 
@@ -115,13 +120,21 @@ T fail_with(int err, T fail) noexcept {
 }
 
 // A set without the signals the pager needs delivered (SIGBUS in sigbus mode, SIGSYS with
-// seccomp): the kernel kills a thread that takes a forced one while blocking it. Returns `set`
-// itself when nothing had to go, else `copy` filled in.
+// seccomp: the kernel kills a thread that takes a forced one while blocking it; the job's
+// reclaim signal: an idle member must hear it). Returns `set` itself when nothing had to go,
+// else `copy` filled in.
 const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexcept;
+// Takes the job's reclaim signal over (signals.cc): the pager serves requests that come with it,
+// the program's own handler for that number gets the rest.
+void install_job_signal(int sig) noexcept;
 
 // Statistics (init.cc): one JSON line for this process image to USWAP_STATS_FILE, at exit or
 // just before an exec replaces the image; and a line naming an exec the shim cannot follow.
 void write_stats(const char* event) noexcept;
+// The end of this process image (exit, _exit, exec): its statistics line, and its share of the
+// job back at once. image_goes_on: an exec failed, the image is still there (and in the job).
+void image_ends(const char* event) noexcept;
+void image_goes_on() noexcept;
 // A sample of the unrouted-memory peak, if 10 ms passed since the last one.
 void sample_if_due() noexcept;
 void note_unrouted_exec(const char* path, const char* reason) noexcept;

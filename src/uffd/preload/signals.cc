@@ -18,6 +18,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../kernel_access.h"
 #include "shim.h"
@@ -28,17 +29,44 @@ const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexc
   if (!set || !ready()) return set;
   const bool bus = g.sigbus_mode && sigismember(set, SIGBUS) == 1;
   const bool sys = g.seccomp && sigismember(set, SIGSYS) == 1;
-  if (!bus && !sys) return set;
+  const bool job = g.job_signal != 0 && sigismember(set, g.job_signal) == 1;
+  if (!bus && !sys && !job) return set;
   *copy = *set;
   if (bus) sigdelset(copy, SIGBUS);
   if (sys) sigdelset(copy, SIGSYS);
+  if (job) sigdelset(copy, g.job_signal);
   return copy;
 }
 
 namespace {
 
 bool pager_signal(int sig) noexcept {
-  return ready() && ((sig == SIGBUS && g.sigbus_mode) || (sig == SIGSYS && g.seccomp));
+  return ready() && ((sig == SIGBUS && g.sigbus_mode) || (sig == SIGSYS && g.seccomp) ||
+                     (g.job_signal != 0 && sig == g.job_signal));
+}
+
+// The program's own action for the job's signal number (it may use that real-time signal too).
+struct sigaction program_job_action {};
+
+void job_signal_handler(int sig, siginfo_t* si, void* uc) {
+  if (uswap::is_job_signal(si)) {
+    const int saved = errno;
+    g.pg->serve_job_request();
+    errno = saved;
+    return;
+  }
+  const struct sigaction a = program_job_action;
+  if (a.sa_flags & SA_SIGINFO) {
+    if (a.sa_sigaction) a.sa_sigaction(sig, si, uc);
+  } else if (a.sa_handler == SIG_DFL) {
+    // The default action of a real-time signal ends the process: as the program would have.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    lc().sigaction(sig, &dfl, nullptr);
+    ::syscall(SYS_tgkill, ::getpid(), ::syscall(SYS_gettid), sig);
+  } else if (a.sa_handler != SIG_IGN) {
+    a.sa_handler(sig);
+  }
 }
 
 template <class T>
@@ -47,6 +75,22 @@ T next_fn(const char* name) {
 }
 
 }  // namespace
+}  // namespace uswap::shim
+
+namespace uswap::shim {
+
+void install_job_signal(int sig) noexcept {
+  struct sigaction act {};
+  act.sa_sigaction = job_signal_handler;
+  sigemptyset(&act.sa_mask);
+  // SA_RESTART: a member idle in read(2) or wait(2) goes back to it; calls that never restart
+  // (epoll_wait, select) see EINTR, as with any signal.
+  act.sa_flags = SA_SIGINFO | SA_RESTART;
+  program_job_action.sa_handler = SIG_DFL;
+  lc().sigaction(sig, &act, nullptr);
+  g.job_signal = sig;
+}
+
 }  // namespace uswap::shim
 
 using namespace uswap::shim;
@@ -64,10 +108,14 @@ USWAP_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigactio
   }
   if (pager_signal(sig) && !in_pager_code()) {
     shim_scope s;
-    if (sig == SIGBUS)
+    if (sig == SIGBUS && g.sigbus_mode) {
       uswap::sigbus_chain(act, old);
-    else
+    } else if (sig == SIGSYS && g.seccomp) {
       uswap::kernel_access_chain(act, old);
+    } else {
+      if (old) *old = program_job_action;
+      if (act) program_job_action = *act;
+    }
     return 0;
   }
   return lc().sigaction(sig, act, old);

@@ -230,13 +230,13 @@ namespace {
 
 // An exec that returns failed: the image goes on, and will write its line again at its end.
 struct exec_failed_guard {
-  ~exec_failed_guard() { g.stats_written.store(false); }
+  ~exec_failed_guard() { image_goes_on(); }
 };
 
 int do_execve(const char* path, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execve");
   check_target(path);
-  write_stats("exec");
+  image_ends("exec");
   exec_failed_guard again;
   if (!must_copy()) return real(path, argv, envp);
   arg_copy c(path, argv, envp);
@@ -248,7 +248,7 @@ int do_execvpe(const char* file, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execvpe");
   char buf[4096];
   check_target(uswap::search_path(file, buf, sizeof buf));
-  write_stats("exec");
+  image_ends("exec");
   exec_failed_guard again;
   if (!must_copy()) return real(file, argv, envp);
   arg_copy c(file, argv, envp);
@@ -280,7 +280,7 @@ USWAP_EXPORT int execvp(const char* file, char* const argv[]) {
 
 USWAP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(int, char* const[], char* const[])>("fexecve");
-  write_stats("exec");
+  image_ends("exec");
   exec_failed_guard again;
   if (!must_copy()) return real(fd, argv, envp);
   arg_copy c(nullptr, argv, envp);
@@ -320,7 +320,7 @@ USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
 // A process that ends with _exit (a fork child that is done, redis' BGSAVE child) runs no exit
 // handlers: its statistics line is written here.
 USWAP_EXPORT void _exit(int status) {
-  write_stats("exit");
+  image_ends("exit");
   ::syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }

@@ -1,0 +1,250 @@
+// The pager as a member of a job (job.h): joining and leaving, the reservation, serving and
+// making reclaim requests, publishing counters, and what fork does to membership. The charge
+// itself is in fault.cc.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "pager_impl.h"
+#include "sigbus.h"
+
+namespace uswap {
+
+namespace {
+
+// sigqueue's value on the job's reclaim signal, so that the shim tells it from a signal the
+// program sends itself with the same number.
+constexpr int job_signal_magic = 0x75737770;  // "uswp"
+
+void process_comm(char (&out)[16]) noexcept {
+  std::memset(out, 0, sizeof out);
+  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  const ssize_t n = ::read(fd, out, sizeof out - 1);
+  ::close(fd);
+  if (n > 0) out[std::strcspn(out, "\n")] = 0;
+}
+
+// Asks the member to serve its request now: a signal to its main thread (the thread whose
+// compression stream the shim made ready, see pager::serve_job_request), once until it takes it.
+void nudge(job& j, const job_target& t) noexcept {
+  if (!j.mark_signalled(t.slot)) return;
+  siginfo_t si;
+  std::memset(&si, 0, sizeof si);
+  si.si_signo = j.signal();
+  si.si_code = SI_QUEUE;
+  si.si_pid = ::getpid();
+  si.si_uid = ::getuid();
+  si.si_value.sival_int = job_signal_magic;
+  if (::syscall(SYS_rt_tgsigqueueinfo, t.pid, t.pid, j.signal(), &si) != 0)
+    j.clear_signalled(t.slot);  // gone, or its main thread is: it serves at its next fault
+}
+
+}  // namespace
+
+bool is_job_signal(const siginfo_t* si) noexcept {
+  return si && si->si_code == SI_QUEUE && si->si_value.sival_int == job_signal_magic;
+}
+
+status pager::join_job(std::shared_ptr<job> j) {
+  impl& m = *impl_;
+  if (!j) return error(EINVAL, "pager: no job to join");
+  if (m.jlink.load(std::memory_order_relaxed)) return error(EBUSY, "pager: already in a job");
+  if (m.detached()) return error(EINVAL, "pager: a detached copy cannot join a job");
+  char comm[16];
+  process_comm(comm);
+  auto slot = j->join(::getpid(), comm);
+  if (!slot) return slot.error();
+  map_read_guard g(m.map_lock, &m);
+  // What is mapped already counts from now on (a process joins before it runs, with ~nothing).
+  const uint64_t res = m.resident.load(std::memory_order_relaxed);
+  const uint64_t got = res ? j->try_reserve(*slot, res, res) : 0;
+  if (got < res) j->force_reserve(*slot, res - got);
+  m.reserved.store(res, std::memory_order_relaxed);
+  m.jslot = *slot;
+  m.job_owner = std::move(j);
+  m.jlink.store(m.job_owner.get(), std::memory_order_seq_cst);
+  m.publish_job_stats(*m.job_owner);
+  return {};
+}
+
+void pager::leave_job() noexcept {
+  impl& m = *impl_;
+  job* j = m.jlink.exchange(nullptr, std::memory_order_seq_cst);
+  if (!j) return;
+  // Threads that loaded the link before it went finish first (job_ref's other half).
+  while (m.job_users.load(std::memory_order_seq_cst) != 0) sched_yield();
+  m.publish_job_stats(*j);
+  j->leave(m.jslot);
+  m.reserved.store(0, std::memory_order_relaxed);
+}
+
+void pager::warm_up() noexcept {
+  pager_scope in_pager;
+  alignas(64) uint8_t page[page_size];
+  for (size_t i = 0; i < page_size; ++i) page[i] = static_cast<uint8_t>(i * 7 + 1);
+  swap_entry e;
+  uint32_t bytes = 0;
+  if (impl_->store->store(page, &e, &bytes) == 0) impl_->store->release(e);
+}
+
+bool pager::in_job() const noexcept {
+  return impl_->jlink.load(std::memory_order_relaxed) != nullptr;
+}
+
+void pager::serve_job_request() noexcept {
+  impl& m = *impl_;
+  if (m.detached()) return;
+  // Inside pager code (a fault, a reclaim, a shim call into the pager), the locks it holds are
+  // this thread's: the next charge serves the request. Off the main thread, a compression
+  // stream may not exist yet, and making one allocates: the same.
+  if (pager_depth() != 0 || ::gettid() != ::getpid()) {
+    m.job_request_noted.store(true, std::memory_order_relaxed);
+    return;
+  }
+  pager_scope in_pager;
+  map_read_guard g(m.map_lock, &m);
+  job_ref jr(m);
+  if (jr) m.serve_job_request_locked(*jr);
+}
+
+void pager::impl::serve_job_request_locked(job& j) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
+  job_request_noted.store(false, std::memory_order_relaxed);
+  j.clear_signalled(jslot);
+  const uint64_t want = j.take_reclaim_request(jslot);
+  if (want != 0) {
+    const uint64_t n = std::min(want, resident.load(std::memory_order_relaxed));
+    if (n != 0) shrink(n, n);
+    job_requests_served.fetch_add(1, std::memory_order_relaxed);
+  }
+  trim_reservation(j, 0);
+  publish_job_stats(j);
+}
+
+bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
+  const auto t = j.request_reclaim(jslot, excess + reclaim_pass);
+  if (!t) return false;  // this member holds a fair share: it evicts its own
+  job_waits.fetch_add(1, std::memory_order_relaxed);
+  // A member that has not charged for a while is blocked in a system call or working on what it
+  // has: it will not see the request at a fault soon.
+  constexpr uint64_t idle_ns = 2 * 1000 * 1000;
+  for (unsigned ms = 0; ms < 200; ++ms) {
+    if (coarse_clock_ns() - j.last_active_ns(t->slot) > idle_ns) nudge(j, *t);
+    const timespec one_ms{0, 1000 * 1000};
+    ::nanosleep(&one_ms, nullptr);
+    if (const uint64_t got = j.try_reserve(jslot, excess, excess + job_charge_batch)) {
+      reserved.fetch_add(got, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  return false;  // nobody made room: evict what this member has
+}
+
+void pager::impl::trim_reservation(job& j, uint64_t keep) noexcept {
+  uint64_t r = reserved.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t want = resident.load(std::memory_order_relaxed) + keep;
+    if (r <= want) return;
+    if (reserved.compare_exchange_weak(r, want, std::memory_order_relaxed)) {
+      j.unreserve(jslot, r - want);
+      return;
+    }
+  }
+}
+
+void pager::impl::publish_job_stats(job& j) noexcept {
+  auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  uint64_t v[JOB_STAT_COUNT] = {};
+  const swap_backend_stats ps = store->stats();
+  v[JOB_RESIDENT] = ld(resident);
+  v[JOB_SWAP_PAGES] = ps.used_slots;
+  v[JOB_POOL_BYTES] = ps.device.mem_used;
+  v[JOB_POOL_PEAK] = ps.device.mem_used_max;
+  if (const auto& mm = ps.device.mm_stat) {
+    v[JOB_ORIG_DATA] = mm->orig_data_size;
+    v[JOB_COMPR_DATA] = mm->compr_data_size;
+    v[JOB_SAME_PAGES] = mm->same_pages;
+    v[JOB_HUGE_PAGES] = mm->huge_pages;
+    v[JOB_COMPACTED] = mm->pages_compacted;
+  }
+  v[JOB_PGFAULT] = ld(c.faults) + ld(c.wp_faults);
+  v[JOB_PGMAJFAULT] = ld(c.swap_ins) - std::min(ld(c.swap_ins), ld(c.readahead));
+  v[JOB_WP_FAULTS] = ld(c.wp_faults);
+  v[JOB_SWAP_INS] = ld(c.swap_ins);
+  v[JOB_SWAP_OUTS] = ld(c.swap_outs);
+  v[JOB_OVERCHARGES] = ld(c.overcharges);
+  v[JOB_FAILED_READS] = ps.device.failed_reads;
+  v[JOB_FAILED_WRITES] = ps.device.failed_writes + ld(c.swap_out_failures);
+  v[JOB_NOTIFY_FREE] = ps.device.notify_free;
+  j.publish(jslot, v, coarse_clock_ns());
+}
+
+void pager::impl::job_make_room_for_fork() noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);  // nothing faults in while the share is reserved
+  child_slot = -1;
+  job_ref jr(*this);
+  if (!jr) return;
+  // The child starts with a copy of what is resident: others + this process + the child must
+  // fit. Evict down to half of what the others leave, reserve the child's share; if members
+  // grew meanwhile, evict more and try again.
+  for (unsigned attempt = 0; attempt < 8; ++attempt) {
+    const uint64_t limit = jr->limit_pages(), all = jr->charge();
+    const uint64_t mine = reserved.load(std::memory_order_relaxed);
+    const uint64_t others = all - std::min(all, mine);
+    const uint64_t fit = limit > others ? (limit - others) / 2 : 0;
+    const uint64_t res = resident.load(std::memory_order_relaxed);
+    if (res > fit) shrink(res - fit, res - fit);
+    trim_reservation(*jr, 0);
+    auto slot = jr->reserve_for_child(::getpid(), resident.load(std::memory_order_relaxed));
+    if (slot) {
+      child_slot = static_cast<int>(*slot);
+      return;
+    }
+    if (slot.error().code() != EAGAIN) return;  // no slot: the child will be limited alone
+  }
+}
+
+void pager::impl::job_after_fork_child() noexcept {
+  job* j = jlink.load(std::memory_order_relaxed);
+  if (!j) return;
+  job_users.store(0, std::memory_order_relaxed);  // the parent's threads are not here
+  job_request_noted.store(false, std::memory_order_relaxed);
+  charges_since_publish.store(0, std::memory_order_relaxed);
+  job_requests_served.store(0, std::memory_order_relaxed);
+  job_waits.store(0, std::memory_order_relaxed);
+  char comm[16];
+  process_comm(comm);
+  const uint64_t res = resident.load(std::memory_order_relaxed);
+  if (child_slot >= 0 && j->adopt(static_cast<unsigned>(child_slot), ::getpid(), comm).ok()) {
+    jslot = static_cast<unsigned>(child_slot);
+    reserved.store(j->usage(jslot), std::memory_order_relaxed);
+  } else {
+    // The parent could not reserve a share: join with what fits and count the rest.
+    auto slot = j->join(::getpid(), comm);
+    if (!slot) {
+      jlink.store(nullptr, std::memory_order_relaxed);  // limited alone (its limit is the job's)
+      reserved.store(0, std::memory_order_relaxed);
+      child_slot = -1;
+      return;
+    }
+    jslot = *slot;
+    const uint64_t got = res ? j->try_reserve(jslot, res, res) : 0;
+    if (got < res) {
+      j->force_reserve(jslot, res - got);
+      c.overcharges.fetch_add(1, std::memory_order_relaxed);
+    }
+    reserved.store(res, std::memory_order_relaxed);
+  }
+  child_slot = -1;
+  publish_job_stats(*j);
+}
+
+}  // namespace uswap
