@@ -5,7 +5,7 @@
 //
 // Every thread uses its own zcomp stream, as zram does, so the multi-threaded runs show that no
 // lock is shared. Run with --benchmark_repetitions=N --benchmark_enable_random_interleaving=true
-// to get alternating rounds and their median (docs/BENCHMARKS.md).
+// to get alternating rounds and their median (docs/METHODOLOGY.md).
 #include <benchmark/benchmark.h>
 
 #include <cstring>

@@ -15,7 +15,7 @@
 //
 // One unit of work is a dependent multiply-add chain of a few ns. The wait clock is
 // CLOCK_MONOTONIC (lockstat::now_ns), read twice per acquisition in every lock's run alike.
-// Compare locks only within one run and as ratios (docs/BENCHMARKS.md says how figures are made):
+// Compare locks only within one run and as ratios (docs/METHODOLOGY.md says how figures are made):
 //   build/bench/sync_bench --benchmark_enable_random_interleaving=true --benchmark_repetitions=5
 //
 // Thread-safety: each benchmark's shared state is reset by thread 0 before the start barrier

@@ -15,7 +15,7 @@
 //       lock stretches when its holder is preempted.
 //
 // Run with --benchmark_repetitions=N --benchmark_enable_random_interleaving=true for alternating
-// rounds (docs/BENCHMARKS.md).
+// rounds (docs/METHODOLOGY.md).
 #include <benchmark/benchmark.h>
 
 #include <memory>

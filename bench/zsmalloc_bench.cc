@@ -16,7 +16,7 @@
 //                           and after compaction of a half-freed pool
 //
 // Run with --benchmark_repetitions=N --benchmark_enable_random_interleaving=true for alternating
-// rounds (docs/BENCHMARKS.md).
+// rounds (docs/METHODOLOGY.md).
 #include <benchmark/benchmark.h>
 
 #include <cstring>

@@ -64,7 +64,7 @@ TYPED_TEST(RwLockTest, WritersExcludeReadersAndWriters) {
 }
 
 // Only rw_semaphore promises this: glibc's pthread_rwlock (under std::shared_mutex) prefers
-// readers by default and starves the writer here indefinitely (observed; see docs/DESIGN.md).
+// readers by default and starves the writer here indefinitely (observed; see docs/design/sync.md).
 TEST(RwSemaphore, WriterGetsInUnderAFloodOfReaders) {
   rw_semaphore sem;
   std::atomic<bool> stop{false};

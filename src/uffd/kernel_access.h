@@ -1,5 +1,5 @@
 // Kernel-mode access to pager memory for every system call, through seccomp (the remedy for
-// UFFD_USER_MODE_ONLY's EFAULTs; docs/DESIGN.md, "Kernel-mode faults").
+// UFFD_USER_MODE_ONLY's EFAULTs; docs/design/uswap-run.md, "Kernel access through seccomp").
 //
 // With the userfaultfd any process may open, a fault the kernel takes inside a system call on an
 // evicted or write-protected arena page is never delivered: read(2) into such a page fails with

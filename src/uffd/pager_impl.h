@@ -1,112 +1,59 @@
 // The pager's state (pager.h) and the functions its fault paths share: the arena's mapping
 // records, the page state words, the clock, the charge against the limit, and the entry points
-// the SIGBUS handler and the handler threads call.
+// the SIGBUS handler and the handler threads call. The design, with the arguments behind the
+// rules below, is docs/design/uffd.md.
 //
-// The arena (vma.cc): every page of it is in exactly one of three kinds of range, kept as maps
-// keyed by first page under map_lock: a mapping (a `vma`: protection, fork advice), free space
-// (PROT_NONE, registered with the userfaultfd), or foreign (a mapping the program made there that
-// the pager does not manage: not registered). map_lock is the arena's mmap_lock: faults, pins,
-// discards and reclaim hold it for reading, so the records cannot change under them, and a page
-// a fault is about to resolve lies in a mapping; everything that changes the records (map,
-// map_fixed, unmap, protect, remap, adopt_foreign, fork) holds it for writing, and so runs with
-// no fault, reclaim or pin in progress: those paths may change page states without racing
-// anything but the SIGBUS "copying page" case (none: no eviction runs). Functions below that say
-// "(read held)", "(write held)", "page lock held" or "_locked" assert it in DCHECK builds
-// (sync/lockdep.h: held by the calling thread).
+// The arena (vma.cc): every page is in exactly one mapping (a `vma`), free extent (PROT_NONE,
+// registered) or foreign range (the program's own mapping, not registered), kept as maps keyed by
+// first page. map_lock is the arena's mmap_lock: faults, pins, discards and reclaim hold it for
+// reading, so the records cannot change under them; map, map_fixed, unmap, protect, remap,
+// adopt_foreign and fork hold it for writing, and so run with no fault, reclaim or pin in
+// progress and may change page states directly. Functions below that say "(read held)", "(write
+// held)", "page lock held" or "_locked" assert it in DCHECK builds (sync/lockdep.h).
 //
-// Page state: one 64-bit word per arena page (the kernel's PTE plus the struct page flags the
-// pager needs), with the page lock in its top two bits:
-//   bits 0-1   PS_NONE (never written or discarded: reads as zeros, no memory, no slot)
-//              PS_MAPPED (a PTE exists: a private page, or the zero page)
-//              PS_SWAPPED (no PTE; the contents are in the page store under handles[i])
-//   PG_unevictable  PS_MAPPED in a mapping without PROT_READ: eviction cannot copy it out, so it
-//                   is off the clock until the mapping is readable again (set and cleared under
-//                   map_lock held for writing)
-//   PG_referenced   faulted or written since the clock hand last passed
-//   PG_active       referenced again while PG_referenced was set, or refaulted soon after its
-//                   eviction: the hand takes it down to PG_referenced before it can be evicted
-//   PG_stamp_exact  PS_MAPPED: no sweep overlapped the last writable event (see below)
-//   PG_uffd_wp      the PTE carries the uffd-wp bit (set by eviction, by the clock's write
-//                   tracking, or by a read refault with UFFDIO_COPY_MODE_WP)
-//   PG_swapcache    MAPPED and handles[i] still holds identical contents (implies PG_uffd_wp)
-//   PG_lru          on the clock list
-//   PG_isolated     taken off the clock list by a reclaimer that has not finished with it
-//   bits 16-31      pin count
-//   bits 32-61      PS_SWAPPED / PS_NONE after eviction: the eviction's nonresident_age (mod
-//                   2^30), the kernel's workingset shadow entry. PS_MAPPED: the write stamp,
-//                   sweep_started (mod 2^30) read just after the page was last made writable
-//                   (see "Write-protect sweeps")
-//   bits 62-63      page lock (held, waiters): uswap::bit_lock
-// Who may change what:
-//   - the state, PG_uffd_wp, PG_swapcache, the pin count, bits 32-61 and handles[i]: the page
-//     lock's holder (or map_lock's writer, who excludes every holder);
-//   - PG_lru and the list links: under lru_lock; PG_isolated: set under lru_lock, cleared under
-//     lru_lock or by the page lock's holder that owns the isolation (it is the reclaimer's claim);
-//   - PG_referenced, PG_active: set by the page lock's holder, cleared under lru_lock or by the
-//     page lock's holder.
-// Every change is an atomic read-modify-write of the bits it names (never a blind store of the
-// word), so holders and non-holders never overwrite each other's bits.
+// Page state: one 64-bit word per arena page (the PTE plus the struct page flags the pager needs):
+//   bits 0-1   PS_NONE (reads as zeros: no memory, no slot), PS_MAPPED (a PTE exists: a private
+//              page or the zero page), PS_SWAPPED (no PTE; handles[i] is the swap entry that
+//              holds the contents in the swap backend)
+//   bits 2-9   PG_unevictable, PG_referenced, PG_uffd_wp, PG_swapcache (MAPPED and handles[i]
+//              still holds identical contents; implies PG_uffd_wp), PG_lru, PG_isolated,
+//              PG_active, PG_stamp_exact (below)
+//   bits 16-31 pin count
+//   bits 32-61 SWAPPED / NONE after eviction: the eviction's nonresident_age (mod 2^30, the
+//              workingset shadow); MAPPED: the write stamp (below)
+//   bits 62-63 page lock (held, waiters): uswap::bit_lock
+// Who may change what: the state, PG_uffd_wp, PG_swapcache, the pin count, bits 32-61 and
+// handles[i]: the page lock's holder (or map_lock's writer); PG_lru and the clock links: under
+// lru_lock; PG_isolated: set under lru_lock, cleared under it or by the page lock's holder that
+// owns the isolation; PG_referenced and PG_active: set by the page lock's holder, cleared under
+// lru_lock or by that holder. Every change is an atomic read-modify-write of the bits it names,
+// never a blind store of the word, so holders and non-holders never overwrite each other's bits.
 //
-// Invariants (quiescent; check_invariants verifies them):
-//   - resident == pages in PS_MAPPED (+ charges in flight, 0 when quiescent);
-//   - PG_lru <=> on the clock list <=> lru_nr counts it; PG_lru => PS_MAPPED; no PG_isolated;
-//     PS_MAPPED => PG_lru or PG_unevictable (not both);
-//   - a handle is held exactly by PS_SWAPPED pages and PS_MAPPED pages with PG_swapcache, and
-//     the store holds exactly that many pages;
-//   - a page outside every mapping has the word 0, and so does a page of a mapping that was never
-//     touched or was discarded without an eviction age to remember;
-//   - mappings, free extents and foreign ranges are disjoint and cover the arena.
+// Write-protect sweeps (the argument: docs/design/uffd.md, "Write-protect sweeps"): twice per lap
+// of the clock, reclaim write-protects every unpinned resident page with one UFFDIO_WRITEPROTECT
+// per mapping. sweep_started (S) is incremented before a sweep's first ioctl, sweep_done (D) set
+// to its number after all its ioctls succeeded, sweep_finished (F) after it ended; sweeps are
+// serialised by sweep_mu, so S - F <= 1. Every access to S is a read-modify-write (acq_rel; no
+// fences: GCC's TSan does not support them). Every writable event (UFFDIO_COPY without MODE_WP,
+// UFFDIO_ZEROPAGE, an unprotecting UFFDIO_WRITEPROTECT, an adopted PTE) is followed, under the page
+// lock, by stamp = RMW(S) in bits 32-61; PG_stamp_exact says F already equalled the stamp before
+// the event (no sweep overlapped it). pin and unpin RMW S after changing the pin count. Holding the
+// page lock, eviction treats a PTE as write-protected when PG_uffd_wp is set or D > stamp
+// (1 <= (D - stamp) mod 2^30 < 2^29, and S - D < 2^28).
 //
-// Write-protect sweeps (write tracking in bulk, as MGLRU's page-table walk ages in bulk):
-// twice per lap of the clock, reclaim write-protects every resident page of every mapping with
-// one UFFDIO_WRITEPROTECT per mapping (one TLB flush each; the kernel skips non-present PTEs),
-// instead of one ioctl, and so one TLB-flush IPI, per page the hand spares or evicts. A write to
-// a swept page takes one write-protect fault, which unprotects the page and marks it referenced
-// (the clock's reference tracking). A victim that has not been made writable since a completed
-// sweep is still write-protected, so eviction copies it out without a write-protect of its own.
-//   - Counters: sweep_started (S) is incremented before a sweep's first ioctl, sweep_done (D)
-//     set to its number after all its ioctls succeeded, sweep_finished (F) after it ended either
-//     way. Sweeps are serialised by sweep_mu, so S - F <= 1.
-//   - Every access to S is a read-modify-write (acq_rel: fetch_add(1) by a sweep, fetch_add(0)
-//     to read it elsewhere). RMWs read the latest value and form one release sequence, so of two
-//     threads that each do [their own writes; RMW of S], the one whose RMW comes second in S's
-//     modification order sees everything the other did before its RMW. (No fences: GCC's TSan
-//     does not support them.) All arguments below are this one fact.
-//   - Every "writable event" (UFFDIO_COPY without MODE_WP, UFFDIO_ZEROPAGE, an unprotecting
-//     UFFDIO_WRITEPROTECT, a PTE adopted from outside) happens under the page lock and is
-//     followed, under that lock, by stamp = RMW(S) into bits 32-61. Sweep `stamp` itself may
-//     have been running during the event and protected the PTE after it; sweeps below it had
-//     finished (they are serialised). PG_stamp_exact records that F, read before the event's
-//     ioctl, already equalled the stamp: then no sweep overlapped it.
-//   - Sweep k does RMW(S) (k - 1 -> k), then reads the mappings under map_mu and the pin
-//     counts, then issues its ioctls. If a page's stamp is < k, the event's RMW preceded sweep
-//     k's, so the event's ioctl happened before sweep k's ioctl, which then write-protected the
-//     PTE (the PTE lock orders them), unless it skipped the page as pinned.
-//   - Pinned pages are skipped: pin(write) promises a writable page that a system call may
-//     write without a fault. pin does [pin count += 1; pinned += 1; s0 = RMW(S)], a sweep
-//     [RMW(S); read pinned and the pin counts]. If pin's RMW came first, the sweep sees the pin
-//     and skips the page; otherwise s0 >= k, and pin(write) waits until F >= s0 and then
-//     unprotects the page itself unless no sweep can have touched it since its last writable
-//     event (PG_stamp_exact and stamp == s0). unpin does [pin count -= 1; pinned -= 1;
-//     stamp = RMW(S)]: if the sweep's RMW came first, the stamp is >= k; otherwise the sweep
-//     saw the decrement. So a sweep that skipped the page is numbered <= the new stamp and never
-//     counts as covering it; PG_stamp_exact survives only if the stamp did not change.
-//   - So eviction, holding the victim's page lock (no writable event can intervene), may treat
-//     the PTE as write-protected when PG_uffd_wp is set or D > stamp (a completed sweep numbered
-//     after the stamp covered the unpinned page): 1 <= (D - stamp) mod 2^30 < 2^29, and
-//     S - D < 2^28 (a stamp newer than D would otherwise wrap into range). Such a victim stays
-//     write-protected and page-locked from before its copy until its page is dropped, exactly
-//     as one eviction protected itself: a racing write faults and waits for the page lock.
-//   - PG_uffd_wp still means "this PTE is write-protected" (never the other way round: a sweep
-//     protects pages without setting it, since it holds no page locks). Protecting more than
-//     PG_uffd_wp says is always safe; a write there just faults once and unprotects.
+// Invariants (quiescent; check_invariants verifies them): resident == pages in PS_MAPPED (+
+// charges in flight); PG_lru <=> on the clock <=> counted in lru_nr; PG_lru => PS_MAPPED; no
+// PG_isolated; PS_MAPPED => PG_lru or PG_unevictable, not both; a handle is held exactly by
+// PS_SWAPPED pages and PS_MAPPED pages with PG_swapcache, and the swap backend stores exactly that
+// many pages; a page outside every mapping has the word 0; mappings, free extents and foreign
+// ranges are disjoint and cover the arena.
 //
-// Lock order: map_lock -> sweep_mu -> page locks (ascending index when more than one is taken
-// blocking) -> lru_lock -> the page store's locks. Reclaim takes page locks only with try_lock,
-// so it may run while its caller holds none; fault paths charge (and so reclaim) before taking
-// any page lock. map_lock is not recursive: no path holding it (for reading or writing) takes it
-// again, and the SIGBUS handler is never entered from pager code but for the copying page, which
-// it resolves without the lock.
+// Lock order: map_lock -> sweep_mu (try-lock only) -> page locks (ascending index when more than
+// one is taken blocking) -> lru_lock -> the swap backend's locks (swap, zram, zsmalloc). Reclaim
+// takes page locks only with try_lock, so it may run while its caller holds none; fault paths
+// charge (and so reclaim) before taking any page lock. map_lock is not recursive: no path holding
+// it takes it again, and the SIGBUS handler is never entered from pager code but for the copying
+// page, which it resolves without the lock. The whole stack's order: docs/ARCHITECTURE.md.
 #pragma once
 
 #include <sys/types.h>
@@ -484,8 +431,8 @@ struct pager::impl {
   void evict_drop(eviction_pass& p) noexcept;           // MADV_DONTNEED the pages
   unsigned evict_commit(eviction_pass& p) noexcept;     // new states; unlock
   void putback(const uint32_t* victims, unsigned n) noexcept;
-  // Write-protects every unpinned resident page of every mapping; false when another sweep
-  // runs or map_mu is busy (the sweep stays wanted).
+  // Write-protects every unpinned resident page of every mapping (map_lock read held); false
+  // when another sweep holds sweep_mu (the sweep stays wanted).
   bool sweep() noexcept;
 
   // --- Releasing pages (pager.cc): every page of the range goes to word 0 (NONE, no slot, no

@@ -1,10 +1,10 @@
 // zspage_arena: where a zram device's zsmalloc pool gets zspage memory (a zs_page_allocator).
 //
 // Why not malloc (zsmalloc's default): every new zspage is fresh memory, and the first touch of
-// each 4 KiB page is a page fault. On this project's VM a fault costs more than compressing the
-// page that fills it, so filling an empty device ran at a sixth of the speed of rewriting a full
-// one (measured with perf: ~60% of initial-write time in faults taken by init_zspage). The kernel
-// has no such cost: zsmalloc takes pages from the buddy allocator without zeroing them.
+// each 4 KiB page is a page fault. On a virtualised host a fault can cost more than compressing
+// the page that fills it, so filling an empty device would run far slower than rewriting a full
+// one. The kernel has no such cost: zsmalloc takes pages from the buddy allocator without zeroing
+// them.
 //
 // The arena maps 2 MiB chunks aligned to 2 MiB and asks for transparent huge pages
 // (MADV_HUGEPAGE), so a chunk faults in once (when the host grants a huge page) instead of 512

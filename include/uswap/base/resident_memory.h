@@ -3,12 +3,10 @@
 // workload measures its own first touches instead of what it exists to measure.
 //
 // Why MAP_POPULATE alone is not enough: it makes the guest kernel allocate and clear every page,
-// but on a guest whose page tables the hypervisor shadows (this machine is a PVM guest) the
-// user mapping of each page is still built lazily, on the first user-mode access. Measured on
-// the 2-core AMD EPYC PVM guest (2026-11-30, 256 MiB): a 4 KiB memcpy into a MAP_POPULATE page
-// costs 10-16 us on its first write and 0.2 us afterwards; after one user-mode read per page the
-// first write also costs 0.2 us. map_resident_memory therefore populates and then reads one byte
-// of every page, once, at creation (about 15 us per page on that machine, before any timing).
+// but on a guest whose page tables the hypervisor shadows (a PVM guest) the user mapping of each
+// page is still built lazily, on the first user-mode access, and the first write to a page then
+// costs many times what later ones do. map_resident_memory therefore populates and then reads one
+// byte of every page, once, at creation, before any timing.
 //
 // Thread-safety: map_resident_memory and unmap_resident_memory are reentrant; the memory
 // returned is the caller's. Invariant: on success every page of [base, base + bytes) is mapped,

@@ -3,8 +3,8 @@
 // fill_compressible() reproduces fio's buffer_compress_percentage (lib/rand.c,
 // __fill_random_buf_percentage): the buffer is cut into chunks of `chunk` bytes (fio's
 // buffer_compress_chunk, default 512); each chunk starts with (100 - percentage)% random bytes and
-// ends with zeros. percentage = 50 gives the "50%-compressible" set that docs/BENCHMARKS.md and the
-// zram comparison with the kernel use: each 4 KiB page is eight runs of 256 random bytes followed
+// ends with zeros. percentage = 50 gives the "50%-compressible" set that the zram benchmarks and the
+// comparison with the kernel's zram use (docs/METHODOLOGY.md): each 4 KiB page is eight runs of 256 random bytes followed
 // by 256 zero bytes. percentage = 0 is fully random (incompressible), 100 all zeros.
 //
 // Thread-safety: pure functions of their arguments (the generator state is local).

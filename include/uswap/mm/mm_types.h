@@ -15,8 +15,10 @@
 // shootdown gives the kernel: reclaim's try_to_unmap takes the same lock to replace the pte, so
 // once it has, no thread is still reading or writing the frame it is about to write to swap.
 //
-// Locking (mm/rmap.c's order): mmap_lock (rw_semaphore; read for faults and accesses, write for
-// mmap and munmap) -> page lock -> anon_vma root lock -> pte lock -> swap / lru locks.
+// Locking (mm/rmap.c's order; the whole stack's is in docs/ARCHITECTURE.md): mmap_lock
+// (rw_semaphore; read for faults and accesses, write for mmap, munmap, fork, exit, exec) -> page
+// lock -> i_mmap lock -> anon_vma root lock -> page_table_lock or pte lock -> swap locks -> zram
+// slot lock; lru_lock and the page-cache and swap-cache shard locks are leaves.
 // A fault may reclaim (direct reclaim) while holding mmap_lock for read; reclaim takes no
 // mmap_lock and only trylocks pages, so it cannot wait on the faulting thread.
 //

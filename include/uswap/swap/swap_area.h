@@ -1,46 +1,14 @@
-// swap_area: one swap device, after the kernel's swap_info_struct and mm/swapfile.c.
+// swap_area: one swap device, after the kernel's swap_info_struct and mm/swapfile.c. The design
+// (the cluster life cycle, the allocator's order, the freer tag, the initial free-list order) is
+// docs/design/swap.md; the lock order of the whole stack is in docs/ARCHITECTURE.md.
 //
-// An area of N page-sized slots keeps
-//   - swap_map: one byte per slot (format in swap.h); slot 0 is the header (SWAP_MAP_BAD);
-//   - cluster_info: one 64-bit word per SWAPFILE_CLUSTER (256) slots holding the cluster's usage
-//     count, which list it is on, and the cluster lock (seed 000 packs the lock into this word:
-//     bit 2 is held, bit 3 waiters, see below), so a cluster's lock and count share one line;
-//   - the cluster lists free / nonfull / frag / full / discard (the 2024 allocator's lists; their
-//     links live in a separate array protected by the device lock, so cluster_info stays 8
-//     bytes, 8 to a cache line, as in the seed);
-//   - a current cluster per CPU (here: per thread slot, see swap_system) from which allocation
-//     takes consecutive slots, so concurrent allocators work in different clusters;
-//   - inuse_pages, lowest_bit and highest_bit; the swap count continuation table.
-//
-// Initial free-list order (the seed's false-sharing fix): clusters whose cluster_info words share
-// a cache line (SWAP_CLUSTER_COLS = 64 / 8 = 8 of them) are put far apart in the free list by
-// building it column by column: 0, 8, 16, ..., 1, 9, 17, ... So the first clusters handed to
-// different CPUs have their locks in different cache lines.
-//
-// Cluster life cycle (the 2024 allocator, used by every lock mode so that modes differ only in
-// locking): FREE -> taken by an allocator (off-list) -> FRAG while partly used -> FULL when all
-// 256 slots are in use; a free in a FULL or FRAG cluster moves it to NONFULL; the last free
-// moves it to FREE, or to DISCARD when the area discards freed clusters. A discarded cluster is
-// handed to the backing store's discard callback exactly once, with no swap lock held, then
-// returns to FREE. The allocator prefers its current cluster, then NONFULL, FREE and FRAG, as
-// the 2024 allocator does on a device without discard (nonfull before free keeps free clusters
-// whole), with one refinement of uswap's, the freer tag below.
-//
-// The freer tag: each cluster remembers the thread slot (CPU) whose free last released one of
-// its slots. A new cluster is first sought among the NONFULL clusters that this thread slot
-// freed into last or whose tag is clear; a NONFULL cluster tagged by another thread slot is
-// passed over once, its tag cleared and the cluster rotated to the list's tail, and is taken
-// when it comes round again untagged, that is when its freer has not freed into it since. Only
-// if no FREE cluster is left either does the allocator take a NONFULL cluster whatever its tag.
-// Why: swap-in and munmap release slots in about the order swap-out allocated them, so the CPU
-// that made a cluster nonfull keeps freeing into it, front to back. The kernel hands such a
-// cluster to the next CPU that needs one, which then allocates the freshly freed slots right
-// behind the freer: both CPUs take the same cluster lock and write the same swap_map lines for
-// every page until the freer is through (swapbench, 2 threads: 0.7-2.9% of cluster-lock
-// acquisitions contended with the kernel's order, 0.01% with the tag; docs/BENCHMARKS.md).
-// A cluster under such a drain becomes FREE, whole, once it ends, so taking a FREE cluster
-// meanwhile costs no lasting fragmentation; a cluster whose freeing stopped half-way is taken
-// at the second look.
+// An area of N page-sized slots keeps swap_map (one byte per slot, format in swap.h; slot 0 is
+// the header, SWAP_MAP_BAD), cluster_info (one 64-bit word per SWAPFILE_CLUSTER slots), the
+// cluster lists free / nonfull / frag / full / discard (links in a separate array, so a
+// cluster_info word stays 8 bytes, 8 to a cache line, as in the seed), a current cluster per
+// thread slot (swap_system's stand-in for a CPU), inuse_pages, lowest_bit, highest_bit and the
+// swap count continuation table. Every lock mode runs the same allocator; the modes differ only
+// in which lock is held.
 //
 // cluster_info word layout:
 //   bits 0..1   unused
@@ -49,8 +17,9 @@
 //   bits 4..7   cluster_flag: the list the cluster is on
 //   bits 8..16  usage count: slots in use, bad slots and the slots past the end of the area
 //   bits 32..47 freer tag: 1 + the thread slot that last freed a slot here (mod 0xffff), 0 none;
-//               a hint for the allocator, written under the cluster lock (global: device lock)
-//               and cleared by an allocator that passes the cluster over
+//               a hint for the allocator, which passes over a nonfull cluster another thread slot
+//               is freeing into; written under the cluster lock (global: device lock) and
+//               cleared by an allocator that passes the cluster over
 //
 // Locking, by swap_lock_mode:
 //   global   the device lock (lock_, the kernel's si->lock) is held around every operation; the
@@ -67,6 +36,8 @@
 // The lists and their links are changed only under the device lock; a cluster's flag only
 // under its cluster lock (global: the device lock); a swap_map byte only under its cluster's lock
 // (global: the device lock). inuse_pages, lowest_bit, highest_bit are atomics in every mode.
+// slot_free_notify is called under the freed slot's cluster lock (global: the device lock),
+// discard_fn with no swap lock held.
 //
 // Thread-safety: every public member may be called from any thread, except check_invariants()
 // and cluster_list(), which are for quiescent states (no operation in flight); the callbacks in

@@ -43,7 +43,7 @@ namespace uswap::lockdep {
 enum class mode : uint8_t { exclusive, shared };
 
 // Locks one thread may hold at once. An uffd eviction pass holds the page locks of up to 256
-// victims, and the page store's locks nest inside them.
+// victims, and the swap backend's locks nest inside them.
 inline constexpr unsigned max_lock_depth = 512;
 
 #if USWAP_DCHECK_ON

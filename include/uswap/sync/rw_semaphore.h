@@ -16,7 +16,7 @@
 // A writer at the head is only woken, and takes the lock itself if it is free: a writer that is
 // already running may take a free lock before it ("lock stealing"), which avoids the convoy of
 // strict hand-over, where every acquisition waits for a sleeping thread to be scheduled (the
-// brief records fork_test -50% in the kernel until writer lock stealing fixed it). When the head
+// kernel's anon_vma rwsem convoyed on fork_test until writer lock stealing). When the head
 // of the queue, reader or writer, has waited longer than handoff_ns and finds (or a releasing
 // thread finds) the lock stolen, the hand-off bit is set: nobody may steal any more, so the head
 // gets the lock at the next release (a writer takes it, readers are granted it and the bit is

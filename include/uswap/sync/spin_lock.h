@@ -7,8 +7,8 @@
 //                     cpu_relax() until it succeeds; release stores IDLE.
 //
 // When not to use them: anywhere real. In userspace a spinner can spend its whole time slice
-// waiting for a preempted holder, so with more threads than cores they collapse (docs/
-// BENCHMARKS.md shows it). The zram `slot_cas` mode uses cas_spin_lock precisely to reproduce the
+// waiting for a preempted holder, so with more threads than cores they collapse (sync_bench
+// shows it). The zram `slot_cas` mode uses cas_spin_lock precisely to reproduce the
 // seed; everything else uses mutex, bit_lock or rw_semaphore.
 //
 // Thread-safety: the usual mutex contract; unlock only by the holder (checked by lockdep.h in

@@ -13,7 +13,7 @@
 namespace uswap {
 
 struct default_spin_policy {
-  // Rounds of (pause; relaxed load) before parking. About 2-5 us on current x86 cores.
+  // Rounds of (pause; relaxed load) before parking: about a futex sleep and wake-up's cost.
   static constexpr int spins = 128;
 };
 

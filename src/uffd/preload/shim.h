@@ -16,7 +16,7 @@
 //   - fork: the pager's pthread_atfork handlers give the child a pager of its own;
 //   - signals: the program's handlers for SIGBUS (sigbus mode) and SIGSYS (seccomp) are chained
 //     behind the pager's, and neither signal is ever blocked.
-// See docs/DESIGN.md, "uswap run".
+// See docs/design/uswap-run.md.
 //
 // Thread-safety: shim_state is written once by the constructor before `ready` is published
 // (release); afterwards it is read-only but for the atomics. Every entry point may be called
