@@ -130,6 +130,9 @@ void pager::impl::serve_job_request_locked(job& j) noexcept {
 
 bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
   USWAP_ASSERT_HELD(map_lock);
+  constexpr uint64_t wait_backoff_ns = uint64_t{1000} * 1000 * 1000;
+  const uint64_t failed = job_wait_failed_ns.load(std::memory_order_relaxed);
+  if (failed != 0 && coarse_clock_ns() - failed < wait_backoff_ns) return false;
   const auto t = j.request_reclaim(jslot, excess + reclaim_pass);
   if (!t) return false;  // this member holds a fair share: it evicts its own
   job_waits.fetch_add(1, std::memory_order_relaxed);
@@ -142,9 +145,11 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
     ::nanosleep(&one_ms, nullptr);
     if (const uint64_t got = j.try_reserve(jslot, excess, excess + job_charge_batch)) {
       reserved.fetch_add(got, std::memory_order_relaxed);
+      job_wait_failed_ns.store(0, std::memory_order_relaxed);
       return true;
     }
   }
+  job_wait_failed_ns.store(coarse_clock_ns(), std::memory_order_relaxed);
   return false;  // nobody made room: evict what this member has
 }
 

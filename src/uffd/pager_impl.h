@@ -299,6 +299,9 @@ struct pager::impl {
   std::atomic<bool> job_request_noted{false};  // a request arrived while in pager code
   std::atomic<uint64_t> charges_since_publish{0};
   std::atomic<uint64_t> job_requests_served{0}, job_waits{0};
+  // When a wait for room last came back empty-handed (coarse ns): for a second after, a full job
+  // means evicting this pager's own pages, not waiting again at every fault.
+  std::atomic<uint64_t> job_wait_failed_ns{0};
   // The slot a fork in progress reserved for its child (job_make_room_for_fork), or -1: the
   // child adopts it (job_after_fork_child); the parent only forgets it.
   int child_slot = -1;

@@ -5,6 +5,7 @@
 #                       8-byte values) under --limit LIMIT (default 64M)
 #   run_test.sh shim    USWAP SHIM_TEST_PROGRAM          the shim's promises, checked inside C
 #   run_test.sh cli     USWAP STATIC_PROGRAM             errors, refusals and the summary
+#   run_test.sh job     USWAP JOB_PROGRAM MODE           processes sharing one --limit
 # MODE: sigbus | handler-thread; ACCESS: auto | user-mode-only.
 set -u
 what=$1
@@ -78,6 +79,20 @@ cli)
   [ $? -eq 127 ] && grep -q "cannot run" "$tmp/o" || fail "missing program: $(cat "$tmp/o")"
   "$uswap" run --limit 8M -- sh -c 'exit 7' >"$tmp/o" 2>&1
   [ $? -eq 7 ] || fail "the program's exit status was not passed on"
+  # --stats-dir: the job's files exist while it runs, in cgroup v2's and zram's formats.
+  "$uswap" run --limit 8M --stats-dir "$tmp/sd" -- sh -c "sleep 0.7; cat $tmp/sd/memory.max $tmp/sd/memory.stat $tmp/sd/mm_stat" >"$tmp/o" 2>&1
+  [ "$(head -n 1 "$tmp/o")" = 8388608 ] || fail "memory.max while the job ran: $(cat "$tmp/o")"
+  for want in "^anon [0-9]" "^swap [0-9]" "^pgfault [0-9]" "^pgmajfault [0-9]" "^workingset_refault_anon [0-9]"; do
+    grep -q "$want" "$tmp/o" || fail "memory.stat lacks '$want': $(cat "$tmp/o")"
+  done
+  [ "$(sed -n 's/^ *\([0-9]\+ \+\)\{8\}[0-9]\+$/ok/p' "$tmp/o")" = ok ] || fail "mm_stat is not 9 numbers: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M --limit-per-process --stats-dir "$tmp/sd2" -- true >"$tmp/o" 2>&1
+  [ $? -eq 2 ] && grep -q "limit-per-process" "$tmp/o" || fail "--stats-dir with --limit-per-process: $(cat "$tmp/o")"
+  # --limit-per-process: no job in the summary or the JSON.
+  "$uswap" run --limit 8M --limit-per-process --json -- true >"$tmp/o" 2>&1
+  [ "$(tail -n 1 "$tmp/o" | jq 'has("job")')" = false ] || fail "--limit-per-process still made a job: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M --json -- true >"$tmp/o" 2>&1
+  [ "$(tail -n 1 "$tmp/o" | jq .job.limit_bytes)" = 8388608 ] || fail "no job in the JSON: $(cat "$tmp/o")"
   # A program that pages: the human summary names every figure.
   "$uswap" run --limit 1M -- dd if=/dev/urandom of=/dev/null bs=4M count=4 status=none >"$tmp/o" 2>&1
   for want in "peak resident" "swap-outs" "swap-ins" "ratio" "ms in faults" "unrouted"; do
@@ -109,8 +124,44 @@ cli)
   timeout 120 "$uswap" run --limit 256K -- sort -S 16M /dev/null >"$tmp/o" 2>&1
   [ $? -eq 0 ] || fail "sort under a 256K limit did not finish: $(cat "$tmp/o")"
   ;;
+job)
+  # One limit for the tree: every process's pages read back (the program checks), the job's
+  # charge never passed the limit by more than one reclaim pass, nothing was mapped above it.
+  prog=$3 mode=$4 limit_arg=32M
+  "$prog" "$mode" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
+  "$uswap" run --limit "$limit_arg" --json -- "$prog" "$mode" >"$tmp/paged.out" 2>"$tmp/paged.err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "under uswap run it exited $rc: $(cat "$tmp/paged.out" "$tmp/paged.err")"
+  json=$(tail -n 1 "$tmp/paged.err")
+  echo "job: $(jq -c .job <<<"$json")"
+  limit=$(numfmt --from=iec "$limit_arg")
+  pass=$((limit / 4096 / 32 * 4096))  # a reclaim pass: 1/32 of the limit (32 to 256 pages)
+  [ $pass -lt $((32 * 4096)) ] && pass=$((32 * 4096))
+  peak=$(jq .job.peak_resident_bytes <<<"$json")
+  [ "${peak:-0}" -gt 0 ] || fail "no job statistics: $json"
+  [ "${peak:-0}" -le $((limit + pass)) ] || fail "the job's peak $peak passed the limit $limit by more than a pass ($pass)"
+  [ "$(jq .job.overcharges <<<"$json")" = 0 ] || fail "overcharges: $(jq -c .job <<<"$json")"
+  outs=$(jq .job.swap_outs <<<"$json")
+  case $mode in
+  forktree)
+    [ "$outs" -gt 0 ] || fail "nothing was paged"
+    [ "$(jq .job.processes <<<"$json")" -ge 5 ] || fail "fewer than 5 processes joined" ;;
+  hog)
+    [ "$outs" -gt 0 ] || fail "nothing was paged"
+    # The hog (the child, the higher pid) faults nothing after filling its memory: it swaps out
+    # only by serving the other's requests for room while it sits in read(2).
+    [ "$(jq .job.reclaim_requests <<<"$json")" -gt 0 ] || fail "nobody asked the hog for room"
+    hog_outs=$(jq '[.processes[] | select(.event == "exit")] | max_by(.pid) | .swap_outs' <<<"$json")
+    [ "${hog_outs:-0}" -gt 0 ] || fail "the idle hog kept all its pages: the other process evicted its own" ;;
+  killed)
+    # The dead child held 0.7 of the limit and its parent then needed 0.9: the child's share
+    # came back before the parent had to evict anything (the parent waits for room meanwhile).
+    [ "$(jq .job.processes_reaped <<<"$json")" -ge 1 ] || fail "the killed member was not reaped"
+    [ "$outs" -eq 0 ] || fail "the parent had to page ($outs swap-outs): the dead child's share did not come back" ;;
+  esac
+  ;;
 *)
-  echo "usage: $0 sort|shim|cli ..."
+  echo "usage: $0 sort|shim|cli|job ..."
   exit 2
   ;;
 esac

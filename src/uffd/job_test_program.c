@@ -1,0 +1,134 @@
+/* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
+ * page a process wrote reads back, whatever the others did meanwhile. Run as
+ *   job_test_program forktree|hog|killed
+ * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
+ * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
+ * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
+ *   forktree  a parent, two children and two grandchildren, each with memory of its own and the
+ *             copies it inherited, all alive at once
+ *   hog       one process fills most of the limit and waits, idle in read(2); another then needs
+ *             most of the limit too: the idle one must give room (the job's signal)
+ *   killed    a child fills most of the limit and is killed; its parent then needs nearly all
+ *             of it: the share of the dead must come back at once
+ * Exits 0 when every check in every process holds. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "c_check.h"
+
+static size_t limit;
+
+static uint64_t *fill(size_t bytes, uint64_t tag) {
+  uint64_t *p = malloc(bytes);
+  if (!p) return NULL;
+  for (size_t i = 0; i < bytes / 8; ++i) p[i] = (i % 4) ? 0 : tag * 0x9e3779b97f4a7c15ull + i;
+  return p;
+}
+
+static int intact(const uint64_t *p, size_t bytes, uint64_t tag) {
+  for (size_t i = 0; i < bytes / 8; ++i)
+    if (p[i] != ((i % 4) ? 0 : tag * 0x9e3779b97f4a7c15ull + i)) return 0;
+  return 1;
+}
+
+static size_t part(double fraction) { return ((size_t)(limit * fraction)) & ~(size_t)4095; }
+
+/* Waits for a child; whether it exited 0. */
+static int child_ok(pid_t pid) {
+  int st = 0;
+  if (waitpid(pid, &st, 0) != pid) return 0;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* A process of the tree: checks what it inherited, makes memory of its own, forks `depth` more
+ * levels of `width` children, and checks everything again once they are done. */
+static int tree(const uint64_t *inherited, size_t inherited_bytes, uint64_t inherited_tag,
+                uint64_t tag, int depth, int width) {
+  if (inherited && !intact(inherited, inherited_bytes, inherited_tag)) return 1;
+  const size_t mine_bytes = part(0.3);
+  uint64_t *mine = fill(mine_bytes, tag);
+  if (!mine) return 2;
+  pid_t kids[4];
+  for (int k = 0; depth > 0 && k < width; ++k) {
+    kids[k] = fork();
+    if (kids[k] == 0) _exit(tree(mine, mine_bytes, tag, tag * 10 + (uint64_t)k + 1, depth - 1, 1));
+  }
+  int bad = 0;
+  /* While the children run: this process's own memory, then the inherited copy again. */
+  if (!intact(mine, mine_bytes, tag)) bad |= 4;
+  if (inherited && !intact(inherited, inherited_bytes, inherited_tag)) bad |= 8;
+  for (int k = 0; depth > 0 && k < width; ++k)
+    if (!child_ok(kids[k])) bad |= 16;
+  if (!intact(mine, mine_bytes, tag)) bad |= 32;
+  free(mine);
+  return bad;
+}
+
+static void forktree(void) { CHECK(tree(NULL, 0, 0, 1, 2, 2) == 0); }
+
+static void hog(void) {
+  int ready[2], go[2];
+  CHECK(pipe(ready) == 0 && pipe(go) == 0);
+  const size_t hog_bytes = part(0.8), need_bytes = part(0.8);
+  const pid_t h = fork();
+  if (h == 0) {
+    uint64_t *mem = fill(hog_bytes, 7);
+    char c = 1;
+    if (!mem || write(ready[1], &c, 1) != 1) _exit(1);
+    /* Idle in a system call: only the job's signal can make it give room now. */
+    if (read(go[0], &c, 1) != 1) _exit(2);
+    _exit(intact(mem, hog_bytes, 7) ? 0 : 3);
+  }
+  char c;
+  CHECK(read(ready[0], &c, 1) == 1);
+  uint64_t *need = fill(need_bytes, 8);
+  CHECK(need != NULL && intact(need, need_bytes, 8));
+  CHECK(write(go[1], &c, 1) == 1);
+  CHECK(child_ok(h));
+  CHECK(need != NULL && intact(need, need_bytes, 8));
+  free(need);
+}
+
+static void killed(void) {
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  const pid_t v = fork();
+  if (v == 0) {
+    uint64_t *mem = fill(part(0.7), 9);
+    char c = 1;
+    if (!mem || write(ready[1], &c, 1) != 1) _exit(1);
+    raise(SIGKILL);
+    _exit(2);
+  }
+  char c;
+  CHECK(read(ready[0], &c, 1) == 1);
+  int st = 0;
+  CHECK(waitpid(v, &st, 0) == v && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  uint64_t *mem = fill(part(0.9), 10);
+  CHECK(mem != NULL && intact(mem, part(0.9), 10));
+  free(mem);
+}
+
+int main(int argc, char **argv) {
+  const char *l = getenv("USWAP_LIMIT");
+  limit = l ? strtoull(l, NULL, 10) : (32u << 20);
+  if (argc != 2) {
+    fprintf(stderr, "usage: job_test_program forktree|hog|killed\n");
+    return 2;
+  }
+  if (strcmp(argv[1], "forktree") == 0)
+    forktree();
+  else if (strcmp(argv[1], "hog") == 0)
+    hog();
+  else if (strcmp(argv[1], "killed") == 0)
+    killed();
+  else
+    CHECK(!"unknown mode");
+  return check_exit(argv[1]);
+}
