@@ -139,7 +139,7 @@ void job_supervisor::poll(int timeout_ms) {
   }
   if (!stats_dir_.empty() && mono_ns() >= next_view_ns_) {
     write_stats_dir(job_->view());
-    next_view_ns_ = mono_ns() + 500 * 1000 * 1000;
+    next_view_ns_ = mono_ns() + 100 * 1000 * 1000;
   }
 }
 

@@ -382,10 +382,12 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
   for (unsigned i = 0; i < mapped; ++i) touch_chunk(run[i]);
   if (mapped > 0) {
     *woke = true;
-    if (kind == PS_NONE)
+    if (kind == PS_NONE) {
       c.zero_fills.fetch_add(mapped, std::memory_order_relaxed);
-    else
+    } else {
       c.swap_ins.fetch_add(mapped, std::memory_order_relaxed);
+      c.major_faults.fetch_add(1, std::memory_order_relaxed);
+    }
     if (mapped > 1) c.readahead.fetch_add(mapped - 1, std::memory_order_relaxed);
     c.faults.fetch_add(1, std::memory_order_relaxed);
     if (pin) {

@@ -220,7 +220,7 @@ status pager::impl::after_fork_child() noexcept {
        {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
         &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated,
         &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
-        &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks})
+        &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks, &c.major_faults})
     ctr->store(0, std::memory_order_relaxed);
   peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
   job_after_fork_child();

@@ -181,7 +181,7 @@ void pager::impl::publish_job_stats(job& j) noexcept {
     v[JOB_COMPACTED] = mm->pages_compacted;
   }
   v[JOB_PGFAULT] = ld(c.faults) + ld(c.wp_faults);
-  v[JOB_PGMAJFAULT] = ld(c.swap_ins) - std::min(ld(c.swap_ins), ld(c.readahead));
+  v[JOB_PGMAJFAULT] = ld(c.major_faults);
   v[JOB_WP_FAULTS] = ld(c.wp_faults);
   v[JOB_SWAP_INS] = ld(c.swap_ins);
   v[JOB_SWAP_OUTS] = ld(c.swap_outs);

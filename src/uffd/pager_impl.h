@@ -285,6 +285,7 @@ struct pager::impl {
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0};
     std::atomic<uint64_t> forks{0};
+    std::atomic<uint64_t> major_faults{0};  // faults that read their page back (pgmajfault)
   } c;
 
   // The job (job.h, uswap run's shared limit) or none. jlink is read by every charge; leave
