@@ -52,6 +52,9 @@ struct run_config {
   bool allow_unrouted = false;
   bool no_write_tracking = false;
   bool per_process = false;  // --limit-per-process: no job, each process its own limit
+  uint64_t pool_limit = 0;   // the job's compressed pools (0: none)
+  std::string backing;       // the file pools write back into past pool_limit
+  uint64_t backing_size = 0;
   std::string stats_dir;
   std::vector<std::string> command;
 };
@@ -175,6 +178,13 @@ void run_result::print(std::ostream& os) const {
     if (t.members_reaped) os << "; " << t.members_reaped << " ended without leaving (their share came back)";
     if (t.stat[JOB_OVERCHARGES]) os << "; " << t.stat[JOB_OVERCHARGES] << " overcharges";
     os << "\n";
+    if (t.pool_limit_bytes)
+      os << "uswap run: job: compressed pools held to " << mib(t.pool_limit_bytes);
+    if (t.pool_limit_bytes && t.backing_bytes)
+      os << "; " << t.stat[JOB_BD_WRITES] << " pages written back to the backing file ("
+         << mib(t.backing_bytes) << "), " << t.stat[JOB_BD_READS] << " read back";
+    if (t.pool_limit_bytes) os << "\n";
+    if (!t.stopped.empty()) os << "uswap run: the job was stopped: " << t.stopped << "\n";
   }
 }
 
@@ -191,8 +201,13 @@ int check_options(const run_config& c) {
     problem = "unknown compression algorithm '" + c.comp + "'";
   else if (c.limit < 64 * 4096)
     problem = "--limit must be at least 256K";
-  else if (c.per_process && !c.stats_dir.empty())
-    problem = "--stats-dir shows the job's memory: it does not go with --limit-per-process";
+  else if (c.per_process && (!c.stats_dir.empty() || c.pool_limit || !c.backing.empty()))
+    problem = "--stats-dir, --pool-limit and --backing are the job's: they do not go with "
+              "--limit-per-process";
+  else if (!c.backing.empty() && c.pool_limit == 0)
+    problem = "--backing takes what the compressed pools cannot hold: it needs --pool-limit";
+  else if (c.pool_limit && c.pool_limit < 64 * 4096)
+    problem = "--pool-limit must be at least 256K";
   if (problem.empty()) return 0;
   std::cerr << "uswap run: " << problem << "\n";
   return 2;
@@ -217,7 +232,8 @@ int check_routable(const run_config& c) {
 
 // The child: the program with the shim preloaded and its settings in USWAP_* variables.
 [[noreturn]] void exec_program(const run_config& c, const std::string& preload,
-                               const char* stats_path, const std::string& job_path) {
+                               const char* stats_path, const std::string& job_path,
+                               const std::string& backing_path) {
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
   ::setenv("USWAP_COMP", c.comp.c_str(), 1);
@@ -232,6 +248,10 @@ int check_routable(const run_config& c) {
     ::unsetenv("USWAP_JOB");
   else
     ::setenv("USWAP_JOB", job_path.c_str(), 1);
+  if (backing_path.empty())
+    ::unsetenv("USWAP_BACKING");
+  else
+    ::setenv("USWAP_BACKING", backing_path.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -301,7 +321,13 @@ int run_program(const run_config& c) {
   if (const char* old = ::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
   std::unique_ptr<job_supervisor> sup;
   if (!c.per_process) {
-    auto s = job_supervisor::create(c.limit, 0, c.stats_dir);
+    job_supervisor::options o;
+    o.limit = c.limit;
+    o.pool_limit = c.pool_limit;
+    o.backing = c.backing;
+    o.backing_size = c.backing_size;
+    o.stats_dir = c.stats_dir;
+    auto s = job_supervisor::create(o);
     if (!s) {
       std::cerr << "uswap run: " << s.error().to_string() << "\n";
       ::unlink(stats_path);
@@ -310,13 +336,14 @@ int run_program(const run_config& c) {
     sup = std::move(*s);
   }
   const std::string job_path = sup ? sup->member_path() : std::string();  // names this process
+  const std::string backing_path = sup ? sup->backing_path() : std::string();
   const pid_t pid = ::fork();
   if (pid < 0) {
     std::cerr << "uswap run: fork: " << std::strerror(errno) << "\n";
     ::unlink(stats_path);
     return 1;
   }
-  if (pid == 0) exec_program(c, preload, stats_path, job_path);
+  if (pid == 0) exec_program(c, preload, stats_path, job_path, backing_path);
   run_result r;
   r.exit_status = wait_for(pid, sup.get());
   if (sup) r.job = sup->finish();
@@ -337,6 +364,14 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "Most bytes of the job's memory (every process it starts) resident at once");
   sub->add_flag("--limit-per-process", c.per_process,
                 "--limit applies to each process on its own, not to the whole job");
+  add_size_option(*sub, "--pool-limit", c.pool_limit,
+                  "Most bytes the job's compressed pools may hold (zram's mem_limit, for the whole "
+                  "job); past it cold pages go to --backing, or the job is stopped, named (0: none)");
+  sub->add_option("--backing", c.backing,
+                  "File the pools write cold pages back into past --pool-limit (zram's backing_dev, "
+                  "one for the job; created if missing)");
+  add_size_option(*sub, "--backing-size", c.backing_size,
+                  "Size of the --backing file (0: its size, or 1G for a new one)");
   sub->add_option("--stats-dir", c.stats_dir,
                   "Keep memory.current, memory.max, memory.peak, memory.stat, mm_stat and io_stat "
                   "(cgroup v2 and zram formats) up to date in this directory while the job runs");

@@ -1,7 +1,9 @@
 // The supervisor side of uswap run's job. See run_job.h.
 #include "run_job.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -53,8 +55,12 @@ job_totals totals_of(const job_view& v) {
 }  // namespace
 
 nlohmann::json job_totals::to_json() const {
-  return {{"limit_bytes", limit_bytes},
+  nlohmann::json j = {{"limit_bytes", limit_bytes},
           {"pool_limit_bytes", pool_limit_bytes},
+          {"backing_bytes", backing_bytes},
+          {"backing_used_bytes", backing_used_bytes},
+          {"bd_writes", stat[JOB_BD_WRITES]},
+          {"bd_reads", stat[JOB_BD_READS]},
           {"peak_resident_bytes", peak_charge_bytes},
           {"peak_footprint_bytes", peak_footprint_bytes},
           {"processes", members_joined},
@@ -66,22 +72,68 @@ nlohmann::json job_totals::to_json() const {
           {"swap_ins", stat[JOB_SWAP_INS]},
           {"swap_outs", stat[JOB_SWAP_OUTS]},
           {"overcharges", stat[JOB_OVERCHARGES]}};
+  if (!stopped.empty()) j["stopped"] = stopped;
+  return j;
 }
 
-result<std::unique_ptr<job_supervisor>> job_supervisor::create(uint64_t limit, uint64_t pool_limit,
-                                                               std::string stats_dir) {
-  job_options o;
-  o.limit_pages = limit / page_size;
-  o.pool_limit_bytes = pool_limit;
-  auto j = job::create(o);
-  if (!j) return j.error();
-  if (!stats_dir.empty() && ::mkdir(stats_dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return error(errno, "--stats-dir " + stats_dir + ": " + std::strerror(errno));
+result<std::unique_ptr<job_supervisor>> job_supervisor::create(const options& o) {
   std::unique_ptr<job_supervisor> s(new job_supervisor());
+  job_options jo;
+  jo.limit_pages = o.limit / page_size;
+  jo.pool_limit_bytes = o.pool_limit;
+  if (!o.backing.empty()) {
+    const int fd = ::open(o.backing.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return error(errno, "--backing " + o.backing + ": " + std::strerror(errno));
+    s->backing_fd_ = fd;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return error(errno, "--backing " + o.backing + ": " + std::strerror(errno));
+    uint64_t size = o.backing_size ? o.backing_size : static_cast<uint64_t>(st.st_size);
+    if (size == 0) size = uint64_t{1} << 30;
+    if (!S_ISBLK(st.st_mode) && static_cast<uint64_t>(st.st_size) < size &&
+        ::ftruncate(fd, static_cast<off_t>(size)) != 0)
+      return error(errno, "--backing " + o.backing + ": cannot make it " + std::to_string(size) +
+                              " bytes: " + std::strerror(errno));
+    s->backing_bytes_ = size & ~uint64_t{page_size - 1};
+    jo.backing_blocks = s->backing_bytes_ / page_size;
+    if (jo.backing_blocks == 0) return error(EINVAL, "--backing " + o.backing + ": less than a page");
+  }
+  auto j = job::create(jo);
+  if (!j) return j.error();
+  if (!o.stats_dir.empty() && ::mkdir(o.stats_dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return error(errno, "--stats-dir " + o.stats_dir + ": " + std::strerror(errno));
   s->job_ = std::move(*j);
-  s->stats_dir_ = std::move(stats_dir);
+  s->stats_dir_ = o.stats_dir;
   if (!s->stats_dir_.empty()) s->write_stats_dir(s->job_->view());
   return s;
+}
+
+job_supervisor::~job_supervisor() {
+  for (const auto& [slot, w] : watched_) ::close(w.pidfd);
+  if (backing_fd_ >= 0) ::close(backing_fd_);
+}
+
+std::string job_supervisor::backing_path() const {
+  if (backing_fd_ < 0) return {};
+  return "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(backing_fd_);
+}
+
+// A member could not be held at the job's limits (its pool full, nothing more to write back):
+// every process of the job is stopped, as the kernel's OOM killer would end one, but named.
+void job_supervisor::stop_if_asked(const job_view& v) {
+  if (v.stop_reason == job_stop_none || !stopped_.empty()) return;
+  char msg[512];
+  std::snprintf(msg, sizeof msg,
+                "its compressed pools reached --pool-limit %.1f MiB and %s, so --limit %.1f MiB "
+                "could not be kept: every process of the job was stopped",
+                double(v.pool_limit_bytes) / 1048576,
+                v.backing_blocks ? "the backing file could take no more of them"
+                                 : "there is no --backing file to write them back to",
+                double(v.limit_pages * page_size) / 1048576);
+  stopped_ = msg;
+  for (const job_member_view& m : v.members)
+    if (!m.dead && !m.for_child && m.pid > 0) ::kill(m.pid, SIGKILL);
+  // Said at once, whatever the report's format: the program's own output ends here.
+  std::fprintf(stderr, "uswap run: stopping the job: %s\n", msg);
 }
 
 std::string job_supervisor::member_path() const {
@@ -137,6 +189,7 @@ void job_supervisor::poll(int timeout_ms) {
       watched_.erase(slots[i]);
     }
   }
+  if (job_->stop_reason() != job_stop_none) stop_if_asked(job_->view());
   if (!stats_dir_.empty() && mono_ns() >= next_view_ns_) {
     write_stats_dir(job_->view());
     next_view_ns_ = mono_ns() + 100 * 1000 * 1000;
@@ -149,7 +202,11 @@ job_totals job_supervisor::finish() {
   watched_.clear();
   const job_view v = job_->view();
   if (!stats_dir_.empty()) write_stats_dir(v);
-  return totals_of(v);
+  job_totals t = totals_of(v);
+  t.backing_bytes = backing_bytes_;
+  t.backing_used_bytes = v.backing_blocks_used * page_size;
+  t.stopped = stopped_;
+  return t;
 }
 
 // cgroup v2's memory.* files and zram's mm_stat / io_stat, summed over the job's members.
@@ -192,6 +249,11 @@ void job_supervisor::write_stats_dir(const job_view& v) {
                 static_cast<unsigned long long>(s[JOB_FAILED_WRITES]), 0ull,
                 static_cast<unsigned long long>(s[JOB_NOTIFY_FREE]));
   put_file(stats_dir_, "io_stat", io);
+  char bd[96];
+  std::snprintf(bd, sizeof bd, "%8llu %8llu %8llu\n", static_cast<unsigned long long>(s[JOB_BD_COUNT]),
+                static_cast<unsigned long long>(s[JOB_BD_READS]),
+                static_cast<unsigned long long>(s[JOB_BD_WRITES]));
+  put_file(stats_dir_, "bd_stat", bd);
 }
 
 }  // namespace uswap::tools

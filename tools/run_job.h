@@ -23,6 +23,9 @@ namespace uswap::tools {
 struct job_totals {
   uint64_t limit_bytes = 0;
   uint64_t pool_limit_bytes = 0;
+  uint64_t backing_bytes = 0;         // the backing file's size (0: none)
+  uint64_t backing_used_bytes = 0;    // written back and still held at the end
+  std::string stopped;                // why the job was stopped, or empty
   uint64_t peak_charge_bytes = 0;     // most reserved by the members at once (memory.peak)
   uint64_t peak_footprint_bytes = 0;  // most resident + compressed pools published at once
   uint64_t members_joined = 0;        // process images that took part
@@ -34,12 +37,22 @@ struct job_totals {
 
 class job_supervisor {
  public:
-  // A job of `limit` bytes (its pools: pool_limit, 0 none); `stats_dir` (may be empty) gets
-  // the live view.
-  static result<std::unique_ptr<job_supervisor>> create(uint64_t limit, uint64_t pool_limit,
-                                                        std::string stats_dir);
-  // What a member process puts in USWAP_JOB: /proc/<this pid>/fd/<the segment's fd>.
+  struct options {
+    uint64_t limit = 0;          // bytes resident, for the whole job
+    uint64_t pool_limit = 0;     // bytes of compressed pools (0: none)
+    std::string backing;         // the backing file pools write back into past pool_limit
+    uint64_t backing_size = 0;   // its size (0: the file's, or 1 GiB for a new or empty one)
+    std::string stats_dir;       // the live view (empty: none)
+  };
+  static result<std::unique_ptr<job_supervisor>> create(const options& o);
+  ~job_supervisor();
+  // What a member process puts in USWAP_JOB: /proc/<this pid>/fd/<the segment's fd>, and in
+  // USWAP_BACKING (empty without a backing file).
   std::string member_path() const;
+  std::string backing_path() const;
+  // Why the job was stopped (empty while it runs): the supervisor stops every process of a job
+  // that cannot be held at its limits, and says so.
+  const std::string& stopped() const noexcept { return stopped_; }
   // One round of the watch: new members get a pidfd, gone ones are reaped, the live view is
   // written when due. Waits at most timeout_ms for a member to end.
   void poll(int timeout_ms);
@@ -50,8 +63,12 @@ class job_supervisor {
   job_supervisor() = default;
   void watch_new_members();
   void write_stats_dir(const job_view& v);
+  void stop_if_asked(const job_view& v);
   std::unique_ptr<job> job_;
   std::string stats_dir_;
+  int backing_fd_ = -1;
+  uint64_t backing_bytes_ = 0;
+  std::string stopped_;
   struct watched {
     int pidfd;
     pid_t pid;

@@ -2,6 +2,8 @@
 #include "uswap/backend/swap_device.h"
 
 #include <atomic>
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "uswap/base/page.h"
@@ -45,6 +47,41 @@ class zram_swap_device final : public swap_device {
     z_->set_mem_limit(bytes);
     return {};
   }
+  uint64_t compact() override { return z_->compact(); }
+  // A cursor walks the device a chunk at a time: huge pages are written back first, then pages
+  // left idle since the cursor last passed (each chunk is marked idle as the cursor leaves it,
+  // and any read or write clears the mark), so what goes is what was not used for a lap.
+  uint64_t write_back_cold(uint64_t max_pages) override {
+    if (!z_->options().backing_dev.size() || max_pages == 0) return 0;
+    constexpr uint64_t chunk = 64 * 1024;
+    const uint64_t nr = z_->nr_pages();
+    uint64_t done = 0;
+    for (uint64_t step = 0; step <= nr / chunk + 1 && done < max_pages; ++step) {
+      if (wb_cursor_ == 0 || wb_cursor_ >= nr) wb_cursor_ = 1;  // slot 0 is the swap header
+      const uint64_t first = wb_cursor_, n = std::min(chunk, nr - first);
+      for (zram_writeback_type t : {zram_writeback_type::huge, zram_writeback_type::idle}) {
+        if (done >= max_pages) break;
+        zram_writeback_params p;
+        p.type = t;
+        p.first_page = first;
+        p.nr_pages = n;
+        p.max_pages = max_pages - done;
+        auto r = z_->writeback(p);
+        if (r.ok()) {
+          done += *r;
+        } else if (r.error().code() == ENOSPC) {
+          // The backing file is full: another lap would only rescan the device for nothing.
+          // The cursor stays, so that the pages found here go first once blocks come back.
+          return done;
+        }
+      }
+      (void)z_->mark_idle_range(first, n);
+      wb_cursor_ = first + n;
+    }
+    return done;
+  }
+  std::vector<uint64_t> backing_blocks() const override { return z_->backing_blocks(); }
+  zram_block_allocator* backing_allocator() const override { return z_->backing_allocator(); }
   swap_device_stats stats() const override {
     swap_device_stats s;
     s.mm_stat = z_->mm_stat();
@@ -55,6 +92,10 @@ class zram_swap_device final : public swap_device {
     s.failed_reads = io.failed_reads;
     s.failed_writes = io.failed_writes;
     s.notify_free = io.notify_free;
+    const zram_bd_stat bd = z_->bd_stat();
+    s.bd_count = bd.bd_count;
+    s.bd_reads = bd.bd_reads;
+    s.bd_writes = bd.bd_writes;
     return s;
   }
   std::string mm_stat_text() const override { return z_->mm_stat_text(); }
@@ -63,6 +104,7 @@ class zram_swap_device final : public swap_device {
 
  private:
   std::unique_ptr<zram_device> z_;
+  uint64_t wb_cursor_ = 1;  // where write_back_cold goes on (one caller at a time)
 };
 
 // brd / pmem: the slots are plain host memory. A freed slot's bytes stay until its next write,
@@ -98,6 +140,10 @@ class ram_swap_device final : public swap_device {
   status set_mem_limit(uint64_t) override {
     return error(ENOTSUP, "ram swap device: no mem_limit (it is all allocated at creation)");
   }
+  uint64_t compact() override { return 0; }
+  uint64_t write_back_cold(uint64_t) override { return 0; }
+  std::vector<uint64_t> backing_blocks() const override { return {}; }
+  zram_block_allocator* backing_allocator() const override { return nullptr; }
   swap_device_stats stats() const override {
     swap_device_stats s;
     for (uint64_t i = 0; i < nr_pages_; ++i) s.stored_pages += present_[i].load(std::memory_order_relaxed);

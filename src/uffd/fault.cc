@@ -133,6 +133,17 @@ void pager::impl::charge(uint64_t n) noexcept {
       fruitless = 0;
       continue;
     }
+    // The job's compressed pool is at its limit and nothing more could be written back: the
+    // job cannot be held at its limits. The supervisor stops it and says which limit; this
+    // fault waits for that rather than map above the limit.
+    if (jr && jr->pool_limit_bytes() &&
+        last_store_error.load(std::memory_order_relaxed) == ENOSPC && !balance_pool(*jr)) {
+      jr->set_stop_reason(job_stop_pool_full);
+      for (int i = 0; i < 1000 && jr->stop_reason() != job_stop_none; ++i) {
+        const timespec ten_ms{0, 10 * 1000 * 1000};
+        ::nanosleep(&ten_ms, nullptr);
+      }
+    }
     // Nothing evictable right now: every mapped page is pinned, locked by a fault, or isolated
     // by another reclaimer that has not finished. Let those finish; if they never free
     // anything, map above the limit rather than fail the fault (a fault cannot fail).

@@ -119,7 +119,9 @@ void pager::impl::prepare_fork() noexcept {
 
 void pager::impl::after_fork_parent() noexcept {
   if (!in_fork) return;
-  child_slot = -1;  // the child's now (or, if the fork failed, the supervisor reaps it)
+  // The child's now, unless fork() says it failed (fork_returned).
+  fork_child_slot = child_slot;
+  child_slot = -1;
   set_arena_fork_flag(false);
   in_fork = false;
   c.forks.fetch_add(1, std::memory_order_relaxed);
@@ -223,6 +225,9 @@ status pager::impl::after_fork_child() noexcept {
         &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks, &c.major_faults})
     ctr->store(0, std::memory_order_relaxed);
   peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // The backing blocks the parent retained for this copy of the device are this child's own.
+  fork_blocks.clear();
+  fork_child_slot = -1;
   job_after_fork_child();
 
   if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
@@ -230,6 +235,18 @@ status pager::impl::after_fork_child() noexcept {
 }
 
 void pager::prepare_fork() noexcept { impl_->prepare_fork(); }
+
+void pager::fork_returned(bool child_created) noexcept {
+  impl& m = *impl_;
+  if (!child_created) {
+    if (zram_block_allocator* a = m.store->device().backing_allocator())
+      for (uint64_t b : m.fork_blocks) a->release(b);
+    if (m.fork_child_slot >= 0)
+      if (job_ref jr(m); jr) jr->leave(static_cast<unsigned>(m.fork_child_slot));
+  }
+  m.fork_blocks.clear();
+  m.fork_child_slot = -1;
+}
 void pager::after_fork_parent() noexcept { impl_->after_fork_parent(); }
 status pager::after_fork_child() noexcept { return impl_->after_fork_child(); }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "uswap/base/atomic_max.h"
+#include "uswap/base/dcheck.h"
 #include "uswap/base/page.h"
 
 namespace uswap {
@@ -21,7 +22,7 @@ namespace uswap {
 namespace {
 
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
-constexpr uint32_t job_version = 1;
+constexpr uint32_t job_version = 2;
 
 enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
 
@@ -90,7 +91,11 @@ struct job::shared {
   std::atomic<uint64_t> peak_footprint;
   std::atomic<uint64_t> reclaim_requests;
   std::atomic<uint64_t> stop_reason;
+  uint64_t backing_blocks;
+  std::atomic<uint64_t> block_hint;
+  std::atomic<uint64_t> blocks_in_use;
   member members[job_max_members];
+  // The block table follows: backing_blocks holder counts (std::atomic<uint16_t>).
 };
 
 // The job lock. A holder that died leaves the mutex EOWNERDEAD: the state it was changing is
@@ -127,14 +132,17 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   if (sig < SIGRTMIN || sig > SIGRTMAX)
     return error(EINVAL, "job: the reclaim signal must be a real-time signal (" +
                              std::to_string(SIGRTMIN) + ".." + std::to_string(SIGRTMAX) + ")");
+  if (opts.backing_blocks > (uint64_t{1} << 32))
+    return error(EINVAL, "job: a backing file of more than 16 TiB (2^32 blocks)");
+  const size_t bytes = sizeof(shared) + opts.backing_blocks * sizeof(std::atomic<uint16_t>);
   const int fd = static_cast<int>(::memfd_create("uswap-job", MFD_CLOEXEC));
   if (fd < 0) return error(errno, std::string("job: memfd_create: ") + std::strerror(errno));
-  if (::ftruncate(fd, sizeof(shared)) != 0) {
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     const int e = errno;
     ::close(fd);
     return error(e, std::string("job: sizing the segment: ") + std::strerror(e));
   }
-  void* p = ::mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     const int e = errno;
     ::close(fd);
@@ -146,6 +154,7 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   s->pool_limit_bytes = opts.pool_limit_bytes;
   s->max_members = job_max_members;
   s->signal = sig;
+  s->backing_blocks = opts.backing_blocks;
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -153,29 +162,31 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   pthread_mutex_init(&s->lock, &a);
   pthread_mutexattr_destroy(&a);
   s->version = job_version;
-  std::atomic_thread_fence(std::memory_order_release);
+  // Members map the segment only after a fork or exec of the creator (system calls order them).
   s->magic = job_magic;
-  return std::unique_ptr<job>(new job(fd, s));
+  return std::unique_ptr<job>(new job(fd, s, bytes));
 }
 
 result<std::unique_ptr<job>> job::attach(int fd) {
   struct stat st;
   if (::fstat(fd, &st) != 0) return error(errno, std::string("job: fd ") + std::to_string(fd) + ": " + std::strerror(errno));
-  if (static_cast<uint64_t>(st.st_size) != sizeof(shared))
+  const auto bytes = static_cast<size_t>(st.st_size);
+  if (bytes < sizeof(shared))
     return error(EINVAL, "job: fd " + std::to_string(fd) + " is not a job segment (size " +
                              std::to_string(st.st_size) + ")");
-  void* p = ::mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return error(errno, std::string("job: mapping the segment: ") + std::strerror(errno));
   auto* s = static_cast<shared*>(p);
-  if (s->magic != job_magic || s->version != job_version || s->max_members != job_max_members) {
-    ::munmap(p, sizeof(shared));
+  if (s->magic != job_magic || s->version != job_version || s->max_members != job_max_members ||
+      bytes != sizeof(shared) + s->backing_blocks * sizeof(std::atomic<uint16_t>)) {
+    ::munmap(p, bytes);
     return error(EINVAL, "job: fd " + std::to_string(fd) + " is not a job segment of this uswap");
   }
-  return std::unique_ptr<job>(new job(-1, s));
+  return std::unique_ptr<job>(new job(-1, s, bytes));
 }
 
 job::~job() {
-  if (s_) ::munmap(s_, sizeof(shared));
+  if (s_) ::munmap(s_, bytes_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -414,6 +425,78 @@ void job::set_stop_reason(uint64_t reason) noexcept {
   s_->stop_reason.compare_exchange_strong(none, reason, std::memory_order_relaxed);
 }
 
+uint64_t job::stop_reason() const noexcept { return s_->stop_reason.load(std::memory_order_relaxed); }
+
+std::atomic<uint16_t>* job::block_refs() const noexcept {
+  return reinterpret_cast<std::atomic<uint16_t>*>(reinterpret_cast<char*>(s_) + sizeof(shared));
+}
+
+uint64_t job::backing_blocks() const noexcept { return s_->backing_blocks; }
+
+uint64_t job::reserve_block() noexcept {
+  const uint64_t n = s_->backing_blocks;
+  if (n == 0) return no_block;
+  std::atomic<uint16_t>* refs = block_refs();
+  uint64_t hint = s_->block_hint.load(std::memory_order_relaxed);
+  const uint64_t start = hint % n;
+  for (uint64_t k = 0; k < n; ++k) {
+    const uint64_t b = (start + k) % n;
+    uint16_t zero = 0;
+    if (refs[b].load(std::memory_order_relaxed) == 0 &&
+        refs[b].compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) {
+      // Only if no release lowered the hint meanwhile (it is a hint: a lost update costs a scan).
+      s_->block_hint.compare_exchange_strong(hint, b + 1, std::memory_order_relaxed);
+      s_->blocks_in_use.fetch_add(1, std::memory_order_relaxed);
+      return b;
+    }
+  }
+  return no_block;
+}
+
+void job::retain_block(uint64_t block) noexcept {
+  if (block >= s_->backing_blocks) return;
+  const uint16_t before = block_refs()[block].fetch_add(1, std::memory_order_acq_rel);
+  USWAP_DCHECK(before != 0 && before != UINT16_MAX);  // retained by a holder, never overflowed
+  (void)before;
+}
+
+void job::release_block(uint64_t block) noexcept {
+  if (block >= s_->backing_blocks) return;
+  const uint16_t before = block_refs()[block].fetch_sub(1, std::memory_order_acq_rel);
+  USWAP_DCHECK(before != 0);
+  if (before == 1) {
+    s_->blocks_in_use.fetch_sub(1, std::memory_order_relaxed);
+    // Lowest free block first, as the kernel's alloc_block_bdev: the file stays dense and a
+    // freed block is the next one handed out.
+    fetch_min(s_->block_hint, block);
+  }
+}
+
+uint64_t job::blocks_in_use() const noexcept {
+  return s_->blocks_in_use.load(std::memory_order_relaxed);
+}
+
+uint64_t job::pool_bytes() const noexcept {
+  uint64_t sum = 0;
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  for (unsigned i = 0; i < hint; ++i)
+    if (s_->members[i].state.load(std::memory_order_relaxed) == slot_live)
+      sum += s_->members[i].stat[JOB_POOL_BYTES].load(std::memory_order_relaxed);
+  return sum;
+}
+
+uint64_t job::published(unsigned slot, job_stat s) const noexcept {
+  return slot < job_max_members ? s_->members[slot].stat[s].load(std::memory_order_relaxed) : 0;
+}
+
+uint64_t job_blocks::reserve() noexcept {
+  const uint64_t b = j_.reserve_block();
+  return b == job::no_block ? zram_block_allocator::no_block : b;
+}
+void job_blocks::retain(uint64_t block) noexcept { j_.retain_block(block); }
+void job_blocks::release(uint64_t block) noexcept { j_.release_block(block); }
+uint64_t job_blocks::nr_blocks() const noexcept { return j_.backing_blocks(); }
+
 uint64_t job_view::total(job_stat s) const noexcept {
   uint64_t v = s >= JOB_CUMULATIVE ? exited[s] : 0;
   for (const auto& m : members) v += m.stat[s];
@@ -424,6 +507,8 @@ job_view job::view() const {
   job_view v;
   v.limit_pages = s_->limit_pages;
   v.pool_limit_bytes = s_->pool_limit_bytes;
+  v.backing_blocks = s_->backing_blocks;
+  v.backing_blocks_used = blocks_in_use();
   {
     lock_guard g(*this);
     v.charge = s_->charge;

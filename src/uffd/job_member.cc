@@ -153,6 +153,42 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
   return false;  // nobody made room: evict what this member has
 }
 
+bool pager::impl::balance_pool(job& j, uint64_t mine_cap) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
+  const uint64_t limit = j.pool_limit_bytes();
+  if (limit == 0) return true;
+  std::unique_lock<std::mutex> g(pool_mu, std::try_to_lock);
+  if (!g.owns_lock()) return true;  // another reclaimer balances right now
+  swap_device& dev = store->device();
+  const uint64_t mine = dev.stats().mem_used;
+  // The job's pools as published, with this one as it is now.
+  const uint64_t published = j.pool_bytes();
+  const uint64_t others = published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
+  const uint64_t total = others + mine;
+  // Room for a pass of compressed pages before the limit. Over it, every member shrinks its pool
+  // in proportion to its size (each at its own reclaim passes): cold pages to the backing file,
+  // then compaction. The device refuses to grow past what is left for it (zram's mem_limit).
+  const uint64_t headroom = uint64_t{reclaim_pass} * page_size / 2;
+  const uint64_t target = limit > headroom ? limit - headroom : 0;
+  uint64_t keep = mine;
+  if (total > target && total > 0)
+    keep = static_cast<uint64_t>(double(mine) * double(target) / double(total));
+  keep = std::min(keep, mine_cap);
+  const bool over = keep < mine;
+  if (over) {
+    const uint64_t excess = mine - keep;
+    if (!opts.backing_dev.empty()) (void)dev.write_back_cold(2 * (excess / page_size) + reclaim_pass);
+    (void)dev.compact();
+  }
+  const uint64_t after = dev.stats().mem_used;
+  const uint64_t room = limit > others ? limit - others : 0;
+  (void)dev.set_mem_limit(std::max<uint64_t>(std::max(room, after), page_size));
+  publish_job_stats(j);
+  // Over its share, the pool is balanced only if it shrank: a page's worth of bytes under the
+  // limit is no room for zsmalloc, which grows by whole zspages.
+  return over ? after < mine : others + after + page_size <= limit;
+}
+
 void pager::impl::trim_reservation(job& j, uint64_t keep) noexcept {
   uint64_t r = reserved.load(std::memory_order_relaxed);
   for (;;) {
@@ -186,6 +222,9 @@ void pager::impl::publish_job_stats(job& j) noexcept {
   v[JOB_SWAP_INS] = ld(c.swap_ins);
   v[JOB_SWAP_OUTS] = ld(c.swap_outs);
   v[JOB_OVERCHARGES] = ld(c.overcharges);
+  v[JOB_BD_COUNT] = ps.device.bd_count;
+  v[JOB_BD_READS] = ps.device.bd_reads;
+  v[JOB_BD_WRITES] = ps.device.bd_writes;
   v[JOB_FAILED_READS] = ps.device.failed_reads;
   v[JOB_FAILED_WRITES] = ps.device.failed_writes + ld(c.swap_out_failures);
   v[JOB_NOTIFY_FREE] = ps.device.notify_free;
@@ -195,6 +234,20 @@ void pager::impl::publish_job_stats(job& j) noexcept {
 void pager::impl::job_make_room_for_fork() noexcept {
   USWAP_ASSERT_HELD_WRITE(map_lock);  // nothing faults in while the share is reserved
   child_slot = -1;
+  fork_blocks.clear();
+  fork_child_slot = -1;
+  reserve_child_share();
+  // The child's copy of the zram device refers to the same backing blocks (those written back
+  // just now included): they are held for it before the fork, so that this process freeing one
+  // cannot let another member overwrite it. (A fork whose return fork_returned never saw,
+  // glibc's own, is taken to have succeeded.)
+  if (zram_block_allocator* a = store->device().backing_allocator()) {
+    fork_blocks = store->device().backing_blocks();
+    for (uint64_t b : fork_blocks) a->retain(b);
+  }
+}
+
+void pager::impl::reserve_child_share() noexcept {
   job_ref jr(*this);
   if (!jr) return;
   // The child starts with a copy of what is resident: others + this process + the child must
@@ -208,6 +261,14 @@ void pager::impl::job_make_room_for_fork() noexcept {
     const uint64_t res = resident.load(std::memory_order_relaxed);
     if (res > fit) shrink(res - fit, res - fit);
     trim_reservation(*jr, 0);
+    // The child's copy of the zram device counts as a pool of its own: with a pool limit, this
+    // pool goes down to half of what the others leave (after the eviction above filled it).
+    if (const uint64_t pool_limit = jr->pool_limit_bytes()) {
+      const uint64_t published = jr->pool_bytes();
+      const uint64_t others_pool =
+          published - std::min(published, jr->published(jslot, JOB_POOL_BYTES));
+      balance_pool(*jr, pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0);
+    }
     auto slot = jr->reserve_for_child(::getpid(), resident.load(std::memory_order_relaxed));
     if (slot) {
       child_slot = static_cast<int>(*slot);

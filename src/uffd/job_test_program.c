@@ -10,6 +10,10 @@
  *             most of the limit too: the idle one must give room (the job's signal)
  *   killed    a child fills most of the limit and is killed; its parent then needs nearly all
  *             of it: the share of the dead must come back at once
+ *   pool      (with --pool-limit and --backing) four times the limit of data that compresses to
+ *             about half, read back twice: the pool stays at its limit, the rest is written back
+ *   forkwb    (the same) a child of a fork reads back pages its parent had written back, while
+ *             the parent frees them and writes new ones into the same backing file
  * Exits 0 when every check in every process holds. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -34,6 +38,35 @@ static uint64_t *fill(size_t bytes, uint64_t tag) {
 static int intact(const uint64_t *p, size_t bytes, uint64_t tag) {
   for (size_t i = 0; i < bytes / 8; ++i)
     if (p[i] != ((i % 4) ? 0 : tag * 0x9e3779b97f4a7c15ull + i)) return 0;
+  return 1;
+}
+
+/* Pages that compress to about half: a random half page, then zeros. */
+static uint64_t *fill_random(size_t bytes, uint64_t seed) {
+  uint64_t *p = malloc(bytes);
+  if (!p) return NULL;
+  uint64_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < bytes / 8; ++i) {
+    if ((i % 512) < 256) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      p[i] = x;
+    } else {
+      p[i] = 0;
+    }
+  }
+  return p;
+}
+
+static int intact_random(const uint64_t *p, size_t bytes, uint64_t seed) {
+  uint64_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < bytes / 8; ++i) {
+    if ((i % 512) < 256) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      if (p[i] != x) return 0;
+    } else if (p[i] != 0) {
+      return 0;
+    }
+  }
   return 1;
 }
 
@@ -115,11 +148,42 @@ static void killed(void) {
   free(mem);
 }
 
+static void pool(void) {
+  const size_t bytes = part(4.0);
+  uint64_t *p = fill_random(bytes, 11);
+  CHECK(p != NULL);
+  for (int round = 0; round < 2; ++round) CHECK(p != NULL && intact_random(p, bytes, 11));
+  free(p);
+}
+
+static void forkwb(void) {
+  const size_t bytes = part(3.0);
+  uint64_t *old = fill_random(bytes, 21);
+  CHECK(old != NULL);
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  const pid_t c = fork();
+  if (c == 0) {
+    /* Let the parent free and rewrite first, then read everything inherited back. */
+    char x;
+    if (read(ready[0], &x, 1) != 1) _exit(1);
+    _exit(intact_random(old, bytes, 21) ? 0 : 2);
+  }
+  free(old);  /* its slots and backing blocks go: only the child still holds them */
+  uint64_t *fresh = fill_random(bytes, 22);
+  CHECK(fresh != NULL);
+  char x = 1;
+  CHECK(write(ready[1], &x, 1) == 1);
+  CHECK(child_ok(c));
+  CHECK(fresh != NULL && intact_random(fresh, bytes, 22));
+  free(fresh);
+}
+
 int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|hog|killed\n");
+    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -128,6 +192,10 @@ int main(int argc, char **argv) {
     hog();
   else if (strcmp(argv[1], "killed") == 0)
     killed();
+  else if (strcmp(argv[1], "pool") == 0)
+    pool();
+  else if (strcmp(argv[1], "forkwb") == 0)
+    forkwb();
   else
     CHECK(!"unknown mode");
   return check_exit(argv[1]);

@@ -234,6 +234,8 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   bo.zram.name = "uffd-zram";
   bo.zram.comp_algorithm = o.comp_algorithm;
   bo.zram.huge_page_chunks = false;
+  bo.zram.backing_dev = o.backing_dev;
+  bo.zram.backing_allocator = o.backing_allocator;
   bo.swap.lock_mode = swap_lock_mode::percpu;
   bo.swap.slot_cache = slot_cache_policy::off;
   auto store = swap_backend::create(bo);
@@ -536,6 +538,9 @@ pager_stats pager::stats() const {
     s.zram_mem_used_total = mm->mem_used_total;
     s.zram_mem_used_max = mm->mem_used_max;
   }
+  s.bd_count = ps.device.bd_count;
+  s.bd_writes = ps.device.bd_writes;
+  s.bd_reads = ps.device.bd_reads;
   return s;
 }
 

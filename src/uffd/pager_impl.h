@@ -303,6 +303,14 @@ struct pager::impl {
   // When a wait for room last came back empty-handed (coarse ns): for a second after, a full job
   // means evicting this pager's own pages, not waiting again at every fault.
   std::atomic<uint64_t> job_wait_failed_ns{0};
+  // The job's pool limit: one balancer at a time (it keeps the device's writeback cursor), and
+  // the errno of the last store that failed (ENOSPC at the device's share of the pool).
+  std::mutex pool_mu;
+  std::atomic<int> last_store_error{0};
+  // Backing blocks retained for the child of the last fork, and the job slot reserved for it,
+  // until fork() returned (fork_returned): released if the fork failed.
+  std::vector<uint64_t> fork_blocks;
+  int fork_child_slot = -1;
   // The slot a fork in progress reserved for its child (job_make_room_for_fork), or -1: the
   // child adopts it (job_after_fork_child); the parent only forgets it.
   int child_slot = -1;
@@ -416,7 +424,13 @@ struct pager::impl {
   // Before a fork (map_lock held for writing): evicts what the child's copy would put over the
   // job's limit and reserves the child's share in a slot of its own.
   void job_make_room_for_fork() noexcept;
+  void reserve_child_share() noexcept;
   // The child of the fork adopts that slot as its own membership (after_fork_child).
+  // The job's pool limit (map_lock held): when the members' pools together pass it, this pool
+  // shrinks in proportion to its size (and to mine_cap at most), writing cold pages back (with
+  // a backing file) and compacting, and the zram device refuses to grow past what the others
+  // leave. Returns whether the pools have room for more, or over their share, whether this one shrank.
+  bool balance_pool(job& j, uint64_t mine_cap = UINT64_MAX) noexcept;
   void job_after_fork_child() noexcept;
 
   // --- The clock and eviction (reclaim.cc).

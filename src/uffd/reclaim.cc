@@ -84,6 +84,7 @@ void pager::impl::lru_add(const uint64_t* idx, unsigned n) noexcept {
 uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   USWAP_ASSERT_HELD(map_lock);  // reclaim runs under it: the mappings cannot change
   c.reclaim_passes.fetch_add(1, std::memory_order_relaxed);
+  if (job_ref jr(*this); jr && jr->pool_limit_bytes()) balance_pool(*jr);
   uint64_t total = 0;
   // Each pass scans at most one lap of the clock and evicts up to a batch. A pass that stops
   // short (it met the first page it spared) is accepted once the minimum is reached: starting
@@ -335,11 +336,14 @@ void pager::impl::evict_copy_out(eviction_pass& p) noexcept {
     }
     uint32_t csize = 0;
     swap_entry e;
-    if (store->store(buf.data, &e, &csize) != 0) {
+    if (const int err = store->store(buf.data, &e, &csize); err != 0) {
       p.kind[i] = eviction_pass::failed;
       c.swap_out_failures.fetch_add(1, std::memory_order_relaxed);
+      last_store_error.store(err, std::memory_order_relaxed);
       continue;
     }
+    if (last_store_error.load(std::memory_order_relaxed) != 0)
+      last_store_error.store(0, std::memory_order_relaxed);
     p.newh[i] = e.val;
     c.compressed_bytes.fetch_add(csize, std::memory_order_relaxed);
   }

@@ -88,6 +88,21 @@ cli)
   [ "$(sed -n 's/^ *\([0-9]\+ \+\)\{8\}[0-9]\+$/ok/p' "$tmp/o")" = ok ] || fail "mm_stat is not 9 numbers: $(cat "$tmp/o")"
   "$uswap" run --limit 8M --limit-per-process --stats-dir "$tmp/sd2" -- true >"$tmp/o" 2>&1
   [ $? -eq 2 ] && grep -q "limit-per-process" "$tmp/o" || fail "--stats-dir with --limit-per-process: $(cat "$tmp/o")"
+  # A job that cannot be held at --limit + --pool-limit (no backing file, or a full one) is
+  # stopped, named, rather than left to crawl over its limit.
+  "$uswap" run --limit 8M --pool-limit 2M --backing "$tmp/small" --backing-size 16M --json -- python3 -c 'import os; x = os.urandom(64 << 20); print(len(x))' >"$tmp/o" 2>&1
+  rc=$?
+  [ $rc -eq 137 ] && grep -q "the backing file could take no more" "$tmp/o" ||
+    fail "a job whose backing file filled up was not stopped with a message (exit $rc): $(tail -c 600 "$tmp/o")"
+  "$uswap" run --limit 8M --pool-limit 2M --json -- python3 -c 'import os; x = os.urandom(64 << 20); print(len(x))' >"$tmp/o" 2>&1
+  rc=$?
+  [ $rc -eq 137 ] && grep -q "stopping the job: its compressed pools reached --pool-limit 2.0 MiB" "$tmp/o" &&
+    [ "$(tail -n 1 "$tmp/o" | jq -r '.job.stopped | test("--pool-limit")')" = true ] ||
+    fail "a job past --limit + --pool-limit was not stopped with a message (exit $rc): $(tail -c 600 "$tmp/o")"
+  [ "$(tail -n 1 "$tmp/o" | jq .job.peak_footprint_bytes)" -le $(((8 + 2 + 1) << 20)) ] ||
+    fail "the stopped job's footprint passed its limits: $(tail -n 1 "$tmp/o")"
+  "$uswap" run --limit 8M --backing "$tmp/b" -- true >"$tmp/o" 2>&1
+  [ $? -eq 2 ] && grep -q "needs --pool-limit" "$tmp/o" || fail "--backing without --pool-limit: $(cat "$tmp/o")"
   # --limit-per-process: no job in the summary or the JSON.
   "$uswap" run --limit 8M --limit-per-process --json -- true >"$tmp/o" 2>&1
   [ "$(tail -n 1 "$tmp/o" | jq 'has("job")')" = false ] || fail "--limit-per-process still made a job: $(cat "$tmp/o")"
@@ -127,9 +142,16 @@ cli)
 job)
   # One limit for the tree: every process's pages read back (the program checks), the job's
   # charge never passed the limit by more than one reclaim pass, nothing was mapped above it.
-  prog=$3 mode=$4 limit_arg=32M
+  prog=$3 mode=$4 limit_arg=32M pool_args=()
+  # forkwb's backing file is small enough that the blocks its parent frees are handed out again
+  # while the child still reads them (a child whose blocks were not held for it reads the new
+  # data: a checksum mismatch, SIGBUS).
+  case $mode in
+  pool) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 512M) ;;
+  forkwb) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 192M) ;;
+  esac
   "$prog" "$mode" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
-  "$uswap" run --limit "$limit_arg" --json -- "$prog" "$mode" >"$tmp/paged.out" 2>"$tmp/paged.err"
+  "$uswap" run --limit "$limit_arg" ${pool_args[@]+"${pool_args[@]}"} --json -- "$prog" "$mode" >"$tmp/paged.out" 2>"$tmp/paged.err"
   rc=$?
   [ $rc -eq 0 ] || fail "under uswap run it exited $rc: $(cat "$tmp/paged.out" "$tmp/paged.err")"
   json=$(tail -n 1 "$tmp/paged.err")
@@ -141,6 +163,7 @@ job)
   [ "${peak:-0}" -gt 0 ] || fail "no job statistics: $json"
   [ "${peak:-0}" -le $((limit + pass)) ] || fail "the job's peak $peak passed the limit $limit by more than a pass ($pass)"
   [ "$(jq .job.overcharges <<<"$json")" = 0 ] || fail "overcharges: $(jq -c .job <<<"$json")"
+  [ "$(jq -r '.job.stopped // ""' <<<"$json")" = "" ] || fail "the job was stopped: $(jq -r .job.stopped <<<"$json")"
   outs=$(jq .job.swap_outs <<<"$json")
   case $mode in
   forktree)
@@ -153,6 +176,21 @@ job)
     [ "$(jq .job.reclaim_requests <<<"$json")" -gt 0 ] || fail "nobody asked the hog for room"
     hog_outs=$(jq '[.processes[] | select(.event == "exit")] | max_by(.pid) | .swap_outs' <<<"$json")
     [ "${hog_outs:-0}" -gt 0 ] || fail "the idle hog kept all its pages: the other process evicted its own" ;;
+  pool | forkwb)
+    # The pools stayed at --pool-limit: resident + pools within the limits (+ a pass of
+    # compressed pages in flight), the rest went to the backing file and came back intact (the
+    # program checks every page; in forkwb a child reads what its parent freed and overwrote).
+    foot=$(jq .job.peak_footprint_bytes <<<"$json")
+    pool_limit=$((8 << 20))
+    [ "${foot:-0}" -le $((limit + pool_limit + pass)) ] || fail "the job's footprint $foot passed limit + pool limit ($((limit + pool_limit)))"
+    [ "$(jq .job.bd_writes <<<"$json")" -gt 0 ] || fail "nothing was written back"
+    [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing was read back from the backing file"
+    if [ "$mode" = forkwb ]; then
+      # More pages were written than the file has blocks: freed blocks were handed out again
+      # while the child still held the ones it inherited.
+      [ $(($(jq .job.bd_writes <<<"$json") * 4096)) -gt "$(jq .job.backing_bytes <<<"$json")" ] ||
+        fail "the backing file was never reused, so the child's blocks were not put to the test: $(jq -c .job <<<"$json")"
+    fi ;;
   killed)
     # The dead child held 0.7 of the limit and its parent then needed 0.9: the child's share
     # came back before the parent had to evict anything (the parent waits for room meanwhile).

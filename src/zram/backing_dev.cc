@@ -23,7 +23,10 @@ status errno_status(int err, const std::string& what) {
 }  // namespace
 
 result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& path,
-                                                       uint64_t size_bytes) {
+                                                       uint64_t size_bytes,
+                                                       zram_block_allocator* shared) {
+  // A shared allocator hands out the file's blocks: the file is as large as it says.
+  if (shared) size_bytes = shared->nr_blocks() << page_shift;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return errno_status(errno, "backing_dev: open " + path);
   struct stat st{};
@@ -56,19 +59,29 @@ result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& path,
     return error(EINVAL, "backing_dev: " + path + " is larger than 16 TiB (2^32 pages)");
   }
   try {
-    return std::unique_ptr<backing_dev>(new backing_dev(path, fd, nr_pages));
+    return std::unique_ptr<backing_dev>(new backing_dev(path, fd, nr_pages, shared));
   } catch (const std::bad_alloc&) {
     ::close(fd);
     return error(ENOMEM, "backing_dev: no memory for the bitmap of " + path);
   }
 }
 
-backing_dev::backing_dev(std::string path, int fd, uint64_t nr_pages)
-    : path_(std::move(path)), fd_(fd), nr_pages_(nr_pages), bitmap_((nr_pages + 63) / 64, 0) {}
+backing_dev::backing_dev(std::string path, int fd, uint64_t nr_pages, zram_block_allocator* shared)
+    : shared_(shared), path_(std::move(path)), fd_(fd), nr_pages_(nr_pages),
+      bitmap_(shared ? 0 : (nr_pages + 63) / 64, 0) {}
 
 backing_dev::~backing_dev() { ::close(fd_); }
 
 uint64_t backing_dev::reserve() {
+  if (shared_) {
+    const uint64_t b = shared_->reserve();
+    if (b == zram_block_allocator::no_block) return invalid_block;
+    if (b >= nr_pages_) {  // an allocator larger than the file: never hand out what is not there
+      shared_->release(b);
+      return invalid_block;
+    }
+    return b;
+  }
   std::lock_guard<mutex> guard(bitmap_lock_);
   const uint64_t words = bitmap_.size();
   // Start where the last search stopped (the kernel rescans from 0; the hint avoids quadratic
@@ -87,6 +100,10 @@ uint64_t backing_dev::reserve() {
 }
 
 void backing_dev::release(uint64_t block) {
+  if (shared_) {
+    shared_->release(block);
+    return;
+  }
   std::lock_guard<mutex> guard(bitmap_lock_);
   bitmap_[block / 64] &= ~(uint64_t{1} << (block % 64));
 }

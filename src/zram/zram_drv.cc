@@ -451,7 +451,7 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
   z->num_comps = static_cast<unsigned>(algs.size());
 
   if (!o.backing_dev.empty()) {
-    auto bd = backing_dev::open(o.backing_dev, o.backing_dev_size);
+    auto bd = backing_dev::open(o.backing_dev, o.backing_dev_size, o.backing_allocator);
     if (!bd.ok()) return bd.error();
     z->bdev = std::move(*bd);
   }

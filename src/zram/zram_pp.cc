@@ -45,9 +45,10 @@ void release_pp_slots(zram& z, const std::vector<pp_slot>& ctl, size_t from) {
 // word `wanted` accepts (looked at with the slot locked for write), marked ZRAM_PP_SLOT, largest
 // first. Free slots are never wanted.
 template <class Wanted>
-std::vector<pp_slot> scan_pp_slots(zram& z, uint64_t first, uint64_t last, Wanted wanted) {
+std::vector<pp_slot> scan_pp_slots(zram& z, uint64_t first, uint64_t last, Wanted wanted,
+                                   uint64_t max = 0) {
   std::vector<pp_slot> ctl;
-  for (uint64_t i = first; i < last; ++i) {
+  for (uint64_t i = first; i < last && (max == 0 || ctl.size() < max); ++i) {
     zram::slot_guard g(z, i, slot_access::write);
     const uint64_t w = z.word(i);
     if (!zram::slot_allocated(w) || !wanted(w)) continue;
@@ -61,10 +62,17 @@ std::vector<pp_slot> scan_pp_slots(zram& z, uint64_t first, uint64_t last, Wante
 }  // namespace
 
 uint64_t zram_device::mark_idle(std::optional<uint32_t> min_age_seconds) {
+  return mark_idle_range(0, z_->nr_pages, min_age_seconds);
+}
+
+uint64_t zram_device::mark_idle_range(uint64_t first_page, uint64_t nr_pages,
+                                      std::optional<uint32_t> min_age_seconds) {
   zram& z = *z_;
   const uint32_t t = z.now();
   uint64_t marked = 0;
-  for (uint64_t i = 0; i < z.nr_pages; ++i) {
+  const uint64_t end = first_page < z.nr_pages ? first_page + std::min(nr_pages, z.nr_pages - first_page)
+                                               : first_page;
+  for (uint64_t i = first_page; i < end; ++i) {
     zram::slot_guard g(z, i, slot_access::write);
     const uint64_t w = z.word(i);
     // ZRAM_SAME slots are never post-processed and ZRAM_WB ones cannot be idle (kernel too).
@@ -98,7 +106,7 @@ result<uint64_t> zram_device::writeback(const zram_writeback_params& params) {
     if (want_huge && !(w & bit(ZRAM_HUGE))) return false;
     if (want_incompressible && !(w & bit(ZRAM_INCOMPRESSIBLE))) return false;
     return true;
-  });
+  }, params.max_pages);
 
   // zram_writeback_slots(): synchronous writes, one page at a time.
   uint64_t written = 0;
@@ -268,6 +276,21 @@ result<uint64_t> zram_device::recompress(const zram_recompress_params& params) {
   if (k < ctl.size()) release_pp_slots(z, ctl, k);
   if (!failure.ok()) return failure;
   return recompressed;
+}
+
+std::vector<uint64_t> zram_device::backing_blocks() const {
+  zram& z = *z_;
+  std::vector<uint64_t> blocks;
+  if (!z.bdev || z.stats.bd_count.load(std::memory_order_relaxed) == 0) return blocks;
+  for (uint64_t i = 0; i < z.nr_pages; ++i) {
+    zram::slot_guard g(z, i, slot_access::read);
+    if (z.word(i) & bit(ZRAM_WB)) blocks.push_back(z.table[i].handle & wb_block_mask);
+  }
+  return blocks;
+}
+
+zram_block_allocator* zram_device::backing_allocator() const noexcept {
+  return z_->bdev ? z_->bdev->shared() : nullptr;
 }
 
 uint64_t zram_device::compact() {

@@ -13,7 +13,8 @@
 // different offsets. The swap layer guarantees that one offset is never written and read, or
 // freed and written, at the same time: a slot is written and read only by the holder of a
 // reference to it, and freed only when no reference is left. stats() may run at any time (its
-// figures are then a sum of racy reads, not a cut).
+// figures are then a sum of racy reads, not a cut). write_back_cold is called by one thread at a
+// time (it keeps a cursor); it runs concurrently with everything else.
 // Invariant: a slot the swap layer has freed holds nothing on the device (slot_free_notify never
 // leaves an object behind), so the device stores at most as many pages as slots are in use.
 #pragma once
@@ -23,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
@@ -46,6 +48,9 @@ struct swap_device_stats {
   uint64_t failed_reads = 0;            // io_stat: reads that could not return the page
   uint64_t failed_writes = 0;           // writes refused (mem_limit, no memory)
   uint64_t notify_free = 0;             // slots freed by the swap layer
+  uint64_t bd_count = 0;                // bd_stat: pages in the backing file now
+  uint64_t bd_reads = 0;                // pages read back from it
+  uint64_t bd_writes = 0;               // pages written to it
 };
 
 class swap_device {
@@ -68,6 +73,16 @@ class swap_device {
   virtual uint32_t stored_size(uint64_t offset) const = 0;
   // zram's mem_limit (0: none); ENOTSUP for a device without one.
   virtual status set_mem_limit(uint64_t bytes) = 0;
+  // Makes the device's own memory smaller without losing a page: compaction (pages freed), and
+  // with a backing file, writing back up to max_pages cold pages (huge ones first, then those
+  // not read since the device's cursor last passed them); how many were written back. 0 for a
+  // device without either.
+  virtual uint64_t compact() = 0;
+  virtual uint64_t write_back_cold(uint64_t max_pages) = 0;
+  // The backing-file blocks the device's written-back pages hold (a fork's copy holds them too),
+  // and the allocator they came from; none without a shared backing file.
+  virtual std::vector<uint64_t> backing_blocks() const = 0;
+  virtual zram_block_allocator* backing_allocator() const = 0;
   virtual swap_device_stats stats() const = 0;
   // The device's mm_stat line as /sys/block/zramN/mm_stat prints it, or "" (ram).
   virtual std::string mm_stat_text() const = 0;

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "uswap/base/status.h"
+#include "uswap/zram/zram.h"
 
 namespace uswap {
 
@@ -74,6 +75,7 @@ enum job_stat : unsigned {
   JOB_SAME_PAGES,       // mm_stat same_pages
   JOB_HUGE_PAGES,       // mm_stat huge_pages
   JOB_COMPACTED,        // mm_stat pages_compacted
+  JOB_BD_COUNT,         // bd_stat: pages in the backing file now
   JOB_CUMULATIVE,       // --- the counters below only grow
   JOB_PGFAULT = JOB_CUMULATIVE,  // faults resolved (missing + write-protect)
   JOB_PGMAJFAULT,       // faults that read a page back from zram
@@ -84,12 +86,17 @@ enum job_stat : unsigned {
   JOB_FAILED_READS,     // io_stat
   JOB_FAILED_WRITES,
   JOB_NOTIFY_FREE,
+  JOB_BD_READS,         // bd_stat: pages read back from the backing file
+  JOB_BD_WRITES,        // pages written back to it
   JOB_STAT_COUNT
 };
 
 struct job_options {
   uint64_t limit_pages = 0;       // the job's resident limit; required (at least 64 pages)
   uint64_t pool_limit_bytes = 0;  // the summed compressed pools' limit; default 0: none
+  // Blocks of the backing file the members' zram devices write back into (one table of holders
+  // for all of them, so that one file serves the whole job). Default 0: no backing file.
+  uint64_t backing_blocks = 0;
   // The signal that asks an idle member to serve its reclaim request (a real-time signal the
   // members' shims take over). Default 0: SIGRTMAX - 2.
   int signal = 0;
@@ -116,6 +123,8 @@ struct job_member_view {
 struct job_view {
   uint64_t limit_pages = 0;
   uint64_t pool_limit_bytes = 0;
+  uint64_t backing_blocks = 0;        // the shared backing file's size in blocks (0: none)
+  uint64_t backing_blocks_used = 0;
   uint64_t charge = 0;          // pages reserved by members now
   uint64_t peak_charge = 0;
   uint64_t peak_footprint = 0;  // most of (resident pages * 4 KiB + pool bytes) seen published
@@ -132,6 +141,20 @@ struct job_view {
 
 // Why the job cannot go on (set once; the supervisor stops the job and says so).
 enum : uint64_t { job_stop_none = 0, job_stop_pool_full = 1 };
+
+// The job's backing-file blocks as a zram device's allocator (zram_options::backing_allocator):
+// every member's device writes back into the one file.
+class job_blocks final : public zram_block_allocator {
+ public:
+  explicit job_blocks(job& j) noexcept : j_(j) {}
+  uint64_t reserve() noexcept override;
+  void retain(uint64_t block) noexcept override;
+  void release(uint64_t block) noexcept override;
+  uint64_t nr_blocks() const noexcept override;
+
+ private:
+  job& j_;
+};
 
 class job {
  public:
@@ -206,18 +229,35 @@ class job {
   job_view view() const;
 
   void set_stop_reason(uint64_t reason) noexcept;
+  uint64_t stop_reason() const noexcept;
+
+  // --- The shared backing file's blocks (zram_block_allocator's contract, see zram.h): a holder
+  // count per block; reserve finds a free one from a rotating hint. A process killed while it
+  // held blocks leaves them held until the job ends (the file goes with the job).
+  static constexpr uint64_t no_block = ~uint64_t{0};
+  uint64_t backing_blocks() const noexcept;
+  uint64_t reserve_block() noexcept;
+  void retain_block(uint64_t block) noexcept;
+  void release_block(uint64_t block) noexcept;
+  uint64_t blocks_in_use() const noexcept;
+  // The members' compressed pools now, as they last published them, and one member's last
+  // published counter.
+  uint64_t pool_bytes() const noexcept;
+  uint64_t published(unsigned slot, job_stat s) const noexcept;
 
  private:
   struct shared;
   struct member;
   class lock_guard;
-  job(int fd, shared* s) noexcept : fd_(fd), s_(s) {}
+  job(int fd, shared* s, size_t bytes) noexcept : fd_(fd), s_(s), bytes_(bytes) {}
+  std::atomic<uint16_t>* block_refs() const noexcept;
   void repair_locked() noexcept;
   result<unsigned> take_slot_locked(uint32_t state, pid_t pid, uint64_t start,
                                     std::string_view comm, uint64_t usage);
   friend void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n);
   int fd_ = -1;
   shared* s_ = nullptr;
+  size_t bytes_ = 0;  // the mapping: the shared header and the block table after it
 };
 
 }  // namespace uswap

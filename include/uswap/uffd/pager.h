@@ -82,6 +82,7 @@
 
 #include "uswap/base/enum_names.h"
 #include "uswap/base/status.h"
+#include "uswap/zram/zram.h"
 
 namespace uswap {
 
@@ -151,6 +152,11 @@ struct pager_options {
   // without a write-protect call per victim (see above). false: no sweeps; references come from
   // faults only and every victim is write-protected by eviction. Default true.
   bool track_writes = true;
+  // A backing file for the zram device's writeback (zram_options::backing_dev; a job's members
+  // share one through backing_allocator). Writeback happens when the pool meets its share of a
+  // job's pool limit. Default none.
+  std::string backing_dev = {};
+  zram_block_allocator* backing_allocator = nullptr;
   // Testing only: called by eviction for each victim after its contents were copied out and
   // stored and before its page is dropped, with the victim's address; a test uses it to force
   // a write into that window. Default nullptr.
@@ -204,6 +210,9 @@ struct pager_stats {
   uint64_t zram_compr_data_size = 0;
   uint64_t zram_mem_used_total = 0;
   uint64_t zram_mem_used_max = 0;
+  uint64_t bd_count = 0;             // bd_stat: pages in the backing file now
+  uint64_t bd_writes = 0;            // pages written back to it
+  uint64_t bd_reads = 0;             // pages read back from it
 };
 
 class pager {
@@ -287,6 +296,10 @@ class pager {
   void prepare_fork() noexcept;
   void after_fork_parent() noexcept;
   status after_fork_child() noexcept;
+  // In the parent, once fork() returned: what prepare_fork set aside for the child (its share of
+  // a job, the backing blocks its copy of the zram device refers to) is the child's when one was
+  // created, and goes back when the fork failed. The shim's fork() calls it.
+  void fork_returned(bool child_created) noexcept;
 
   // --- A limit shared with other processes (uswap run's job, job.h).
   // Joins the job as a member: from then on the pager's pages are charged to the job, reserved

@@ -130,6 +130,20 @@ std::string_view to_string(zram_lock_mode mode) noexcept;
 // "global_rwlock", "slot_cas", "slot_bitlock" (EINVAL lists them otherwise).
 result<zram_lock_mode> parse_zram_lock_mode(std::string_view name);
 
+// Where a zram device's backing-file blocks come from when several devices write back into one
+// file (the processes of one `uswap run` job share theirs): 4 KiB blocks, reserved with one
+// holder, retained by a fork's copy of a device, free when the last holder releases. Every
+// member must be callable from any thread, concurrently.
+class zram_block_allocator {
+ public:
+  virtual ~zram_block_allocator() = default;
+  static constexpr uint64_t no_block = ~uint64_t{0};
+  virtual uint64_t reserve() noexcept = 0;  // a free block, held once; no_block when full
+  virtual void retain(uint64_t block) noexcept = 0;
+  virtual void release(uint64_t block) noexcept = 0;
+  virtual uint64_t nr_blocks() const noexcept = 0;
+};
+
 struct zram_options {
   // Device size in bytes (the kernel's disksize), rounded up to whole pages. Required: 0 is EINVAL.
   uint64_t disksize = 0;
@@ -151,6 +165,10 @@ struct zram_options {
   // Size of the backing file in bytes: 0 (the default) uses the file's current size; otherwise
   // the file is extended to it if shorter. A zero-sized backing file is EINVAL, as in the kernel.
   uint64_t backing_dev_size = 0;
+  // The backing file's blocks are handed out by this allocator, shared with other devices
+  // writing into the same file, instead of by the device's own bitmap (the file's size is then
+  // the allocator's nr_blocks). Default nullptr: the device's own.
+  zram_block_allocator* backing_allocator = nullptr;
   // Checksum every stored object (see "Integrity" above). Default true.
   bool checksum = true;
   // zsmalloc's chain size (CONFIG_ZSMALLOC_CHAIN_SIZE), 1..16. Default 8.
@@ -251,6 +269,9 @@ struct zram_writeback_params {
   // end of the device.
   uint64_t first_page = 0;
   uint64_t nr_pages = 0;
+  // At most this many slots (the first found in the range); 0 (default): no bound (the kernel's
+  // writeback_limit, per call).
+  uint64_t max_pages = 0;
 };
 
 // recompress's type=.
@@ -326,6 +347,13 @@ class zram_device {
   // min_age, only those last accessed more than min_age seconds ago (and clears the mark on the
   // others), as the kernel's "echo SECONDS > idle". Returns the number of slots marked idle.
   uint64_t mark_idle(std::optional<uint32_t> min_age_seconds = std::nullopt);
+  // The same over slots [first_page, first_page + nr_pages) only (clamped to the device).
+  uint64_t mark_idle_range(uint64_t first_page, uint64_t nr_pages,
+                           std::optional<uint32_t> min_age_seconds = std::nullopt);
+  // The backing blocks the written-back slots hold, one entry per slot: a fork's copy of the
+  // device refers to the same blocks, and must hold them too (zram_block_allocator::retain).
+  std::vector<uint64_t> backing_blocks() const;
+  zram_block_allocator* backing_allocator() const noexcept;
   // writeback_store(): moves the selected slots to the backing file; returns how many moved.
   // EINVAL without a backing file; ENOSPC when it filled up (the slots moved so far stay moved).
   result<uint64_t> writeback(const zram_writeback_params& params = {});

@@ -268,23 +268,26 @@ void unpin_cb(void* ctx, const void* addr, uint64_t len) {
   (void)p->unpin(addr, len);
 }
 
-// Membership of uswap run's job (USWAP_JOB names the supervisor's segment, /proc/PID/fd/N, so
-// that a process that closed every inherited descriptor still finds it). Without it the process
-// is limited on its own, and says so.
-void join_job(const char* path) {
+// uswap run's job (USWAP_JOB names the supervisor's segment, /proc/PID/fd/N, so that a process
+// that closed every inherited descriptor still finds it). Without it the process is limited on
+// its own, and says so.
+std::shared_ptr<uswap::job>* attach_job(const char* path) {
   const int fd = ::open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     fprintf(stderr, "uswap: cannot open the job's segment %s (%s): this process is limited on its own\n",
             path, strerror(errno));
-    return;
+    return nullptr;
   }
   auto j = uswap::job::attach(fd);
   ::close(fd);
   if (!j) {
     fprintf(stderr, "uswap: %s: this process is limited on its own\n", j.error().to_string().c_str());
-    return;
+    return nullptr;
   }
-  auto* shared = new std::shared_ptr<uswap::job>(std::move(j).value());
+  return new std::shared_ptr<uswap::job>(std::move(j).value());
+}
+
+void join_job(std::shared_ptr<uswap::job>* shared) {
   // The main thread serves reclaim requests that come with the job's signal: its compression
   // stream and swap slot are made now, so that serving one allocates nothing.
   g.pg->warm_up();
@@ -330,6 +333,13 @@ __attribute__((constructor)) void shim_init() {
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
   // environment strings were in.
   if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
+  // The job, and with it the backing file all its processes write back into.
+  std::shared_ptr<uswap::job>* job = nullptr;
+  if (const char* jp = getenv("USWAP_JOB"); jp && *jp) job = attach_job(jp);
+  if (const char* b = getenv("USWAP_BACKING"); job && b && *b && (*job)->backing_blocks()) {
+    o.backing_dev = b;
+    o.backing_allocator = new uswap::job_blocks(**job);  // as long as the process
+  }
 
   // The arena's place: the one an ancestor's filter tests, if there is one.
   uintptr_t inherited_lo = 0, inherited_hi = 0, inherited_tramp = 0;
@@ -363,7 +373,7 @@ __attribute__((constructor)) void shim_init() {
   g.limit = o.limit;
   g.sigbus_mode = o.mode == uswap::fault_mode::sigbus;
   map_guards(g.arena_lo, g.arena_hi);
-  if (const char* jp = getenv("USWAP_JOB"); jp && *jp) join_job(jp);
+  if (job) join_job(job);
 
   if (!g.pg->kernel_faults()) {
     // System calls into the arena need their pages pinned: the seccomp filter. The trampoline

@@ -317,6 +317,20 @@ USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
   return do_execve(path, args, env);
 }
 
+// fork(): the pager's pthread_atfork handlers give the child its copy; once fork() returned, the
+// parent says whether a child exists, so that what was set aside for it goes back if not.
+USWAP_EXPORT pid_t fork(void) {
+  static auto real = next_fn<pid_t (*)(void)>("fork");
+  const pid_t pid = real();
+  if (pid != 0 && ready() && getpid() == g.pid) {
+    const int saved = errno;
+    shim_scope s;
+    g.pg->fork_returned(pid > 0);
+    errno = saved;
+  }
+  return pid;
+}
+
 // A process that ends with _exit (a fork child that is done, redis' BGSAVE child) runs no exit
 // handlers: its statistics line is written here.
 USWAP_EXPORT void _exit(int status) {
