@@ -373,8 +373,9 @@ void add_run_command(CLI::App& app, command_table& table) {
   add_size_option(*sub, "--backing-size", c.backing_size,
                   "Size of the --backing file (0: its size, or 1G for a new one)");
   sub->add_option("--stats-dir", c.stats_dir,
-                  "Keep memory.current, memory.max, memory.peak, memory.stat, mm_stat and io_stat "
-                  "(cgroup v2 and zram formats) up to date in this directory while the job runs");
+                  "Keep memory.current, memory.max, memory.peak, memory.swap.current, memory.stat, "
+                  "mm_stat, io_stat and bd_stat (cgroup v2 and zram formats) up to date in this "
+                  "directory while the job runs");
   sub->add_option("--comp", c.comp, "zram compression: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
   add_size_option(*sub, "--max-size", c.max_size,

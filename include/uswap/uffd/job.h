@@ -28,6 +28,11 @@
 // charge from the members' usage: usage and charge change only under the lock, so the sum is
 // exact and nothing leaks.
 //
+// Pool and backing file: each member publishes its zram pool's size; a member whose pools
+// together pass the job's pool limit shrinks its own in proportion (pager balance_pool). The
+// job's backing file is shared: its blocks have holder counts in the segment (a block written
+// back before a fork is held by parent and child until both free it), handed out lowest first.
+//
 // Statistics: each member publishes its counters (resident, pool, faults, swap-ins...) into its
 // slot; the supervisor sums live slots and the totals of members that left for the live view
 // (memory.current, memory.stat, mm_stat) and the summary.
