@@ -263,7 +263,8 @@ def run(argv, env, cwd, timeout, pool=None):
     out.seek(0)
     digest = hashlib.sha256(out.read()).hexdigest()
     err.seek(0)
-    tail = err.read().decode(errors="replace")[-2000:]
+    # All of it: uswap's JSON line (the last) can be long, one entry per process of the job.
+    tail = err.read().decode(errors="replace")
     return {"exit_status": rc, "wall_s": round(wall, 2), "stdout_sha256": digest,
             "footprint_bytes": peak, "timed_out": timed_out, "stderr_tail": tail}
 
@@ -333,12 +334,14 @@ def main():
                                 cmd = [uswap, "run", *a.uswap_arg, "--limit", str(limit), "--json", "--"] + argv
                                 res = run(cmd, env, work, a.timeout)
                                 j = uswap_json(res["stderr_tail"])
-                                res["uswap"] = {k: j[k] for k in ("job", "stopped") if j and k in j}
+                                res["uswap"] = {k: j[k] for k in ("job",) if j and k in j}
                                 res["oom_kills"] = 0
                             res["completed"] = (res["exit_status"] == plain["exit_status"] and
                                                 res["stdout_sha256"] == plain["stdout_sha256"] and
                                                 not res["timed_out"])
-                            del res["stderr_tail"]
+                            tail = res.pop("stderr_tail")
+                            if not res["completed"]:
+                                res["stderr_end"] = tail[-1000:]
                             row[side].append(res)
                             log(f"{case.name} {int(frac * 100)}% round {r + 1} {side}: "
                                 f"{'ok' if res['completed'] else 'FAILED'} {res['wall_s']} s, "

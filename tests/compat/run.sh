@@ -395,6 +395,14 @@ run_case() {
         | select(.vm_hwm_bytes > $b)
         | "pid \(.pid) (\(.program)): peak RSS (VmHWM) \(.vm_hwm_bytes | mib) exceeds limit \($L | mib) + zram_mem_used_max \($z | mib) + 48 MiB = \($b | mib) by \((.vm_hwm_bytes - $b) | mib)"' \
         <<<"$procs_json")
+      # Write tracking pays for itself: a process's write-protect faults (a sweep's cost) never
+      # outnumber its swap-ins ten to one, unless there are too few to matter (10k: ~10 ms).
+      while read -r over; do
+        [ -n "$over" ] && fail "$over"
+      done < <(jq -r '.[] | (.wp_faults // 0) as $w | (.swap_ins // 0) as $i
+        | select($w > 10000 and $w > 10 * $i)
+        | "pid \(.pid) (\(.program)): \($w) write-protect faults for \($i) swap-ins: write tracking costs more than ten times what it saves"' \
+        <<<"$procs_json")
     fi
     # The largest single process of the whole run (GNU time), against the largest pool.
     local bound=$((limit + max_zram + SLACK))
@@ -440,7 +448,7 @@ run_case() {
                  max_vm_hwm_bytes: (if $max_hwm > 0 then $max_hwm else null end),
                  max_zram_mem_used_max: $max_zram, swap_outs: $swap_outs,
                  processes: ($procs | map({pid, program, vm_hwm_bytes, peak_resident_bytes,
-                   zram_mem_used_max, swap_outs, swap_ins, routed_peak_bytes,
+                   zram_mem_used_max, swap_outs, swap_ins, wp_faults, routed_peak_bytes,
                    unrouted_anon_peak_bytes})), unrouted_execs: $unrouted}
               else null end),
        result: $result, reasons: $reasons, date: $date}' >>"$results" ||
