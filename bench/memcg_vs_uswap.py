@@ -131,7 +131,8 @@ def build_case():
               + "\n".join(rules))
 
     def describe(in_dir):
-        return (["make", "-j2", "-s", "-f", os.path.join(in_dir, "Makefile"), f"IN={in_dir}"], [])
+        # -B: every run compiles everything (the objects of the run before are in its cwd).
+        return (["make", "-B", "-j2", "-s", "-f", os.path.join(in_dir, "Makefile"), f"IN={in_dir}"], [])
 
     case = Case("build", None, prepare)
     case.describe = describe

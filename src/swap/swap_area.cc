@@ -3,6 +3,7 @@
 #include "uswap/swap/swap_area.h"
 
 #include "thread_slot.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/sync/lockdep.h"
 
 #include <algorithm>
@@ -32,17 +33,6 @@ std::string fmt(const char* format, ...) {
   std::vsnprintf(buf, sizeof buf, format, ap);
   va_end(ap);
   return buf;
-}
-
-void atomic_min(std::atomic<uint64_t>& a, uint64_t v) noexcept {
-  uint64_t cur = a.load(std::memory_order_relaxed);
-  while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
-void atomic_max(std::atomic<uint64_t>& a, uint64_t v) noexcept {
-  uint64_t cur = a.load(std::memory_order_relaxed);
-  while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
 }
 
 }  // namespace
@@ -388,8 +378,8 @@ void swap_area::inuse_add(percpu_cluster& pc, int64_t delta) noexcept {
 }
 
 void swap_area::swap_range_free(uint64_t offset, unsigned cpu) noexcept {
-  atomic_min(lowest_bit_, offset);
-  atomic_max(highest_bit_, offset);
+  fetch_min(lowest_bit_, offset);
+  fetch_max(highest_bit_, offset);
   inuse_add(percpu_[cpu % nr_cpu_slots_], -1);
   if (slot_free_notify_) slot_free_notify_(offset);
 }

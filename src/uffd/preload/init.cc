@@ -40,6 +40,7 @@
 
 #include "../kernel_access.h"
 #include "shim.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/base/page.h"
 #include "uswap/base/units.h"
 
@@ -86,12 +87,6 @@ uint64_t round_up_pow2(uint64_t v) {
 std::atomic<uint64_t> peak_anon{0}, peak_unrouted{0};
 std::atomic<uint64_t> last_sample_ns{0};
 
-void update_max(std::atomic<uint64_t>& m, uint64_t v) noexcept {
-  uint64_t cur = m.load(std::memory_order_relaxed);
-  while (v > cur && !m.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-  }
-}
-
 // RssAnon from /proc/self/statm: resident - shared (file and shmem), in bytes.
 uint64_t rss_anon() noexcept {
   const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -107,8 +102,8 @@ uint64_t rss_anon() noexcept {
 
 void sample_with(uint64_t routed, uint64_t pool) noexcept {
   const uint64_t anon = rss_anon();
-  update_max(peak_anon, anon);
-  update_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
+  fetch_max(peak_anon, anon);
+  fetch_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
 }
 
 uint64_t coarse_ns() noexcept {
