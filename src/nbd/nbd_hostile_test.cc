@@ -19,9 +19,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -128,8 +128,9 @@ class NbdHostileTest : public ::testing::Test {
     srv_ = std::make_unique<nbdkit_server>(params);
     ASSERT_TRUE(srv_->ready()) << "nbdkit did not start:\n" << srv_->log();
     witness_ = std::make_unique<witness>(srv_->uri());
-    ASSERT_TRUE(testing::eventually([&] { return witness_->passes() >= 1 || !witness_->error().empty(); }))
-        << "the witness never completed a pass";
+    ASSERT_TRUE(testing::eventually([&] {
+      return witness_->passes() >= 1 || !witness_->error().empty();
+    })) << "the witness never completed a pass";
     ASSERT_EQ(witness_->error(), "");
   }
 
@@ -174,35 +175,39 @@ class NbdHostileTest : public ::testing::Test {
   std::unique_ptr<witness> witness_;
 };
 
-// Asserts that request `what` on `c` got NBD error `want` (0: success) and a reply at all.
-#define EXPECT_NBD_ERROR(reply, want, what)                                         \
-  do {                                                                              \
-    const auto& r_ = (reply);                                                       \
-    EXPECT_TRUE(r_.has_value()) << what << ": the connection ended";                \
-    if (r_) { EXPECT_EQ(r_->error, static_cast<uint32_t>(want)) << what; }          \
+// Expects `reply` (a raw_nbd_client reply, described by `what`) to be there, with NBD error
+// `want` (0: success); no value means the server ended the connection instead.
+#define EXPECT_NBD_ERROR(reply, want, what)                          \
+  do {                                                               \
+    const auto& r_ = (reply);                                        \
+    EXPECT_TRUE(r_.has_value()) << what << ": the connection ended"; \
+    if (r_) {                                                        \
+      EXPECT_EQ(r_->error, static_cast<uint32_t>(want)) << what;     \
+    }                                                                \
   } while (0)
 
 // ---------------------------------------------------------------------------------------------
 // Disconnects in the middle of a request
 
 TEST_F(NbdHostileTest, AWriteWhosePayloadIsCutShortChangesNothing) {
-  // One worker thread per connection: see KilledClients below for why a client dying with
-  // replies in flight needs it with nbdkit 1.32.5.
+  // One worker thread per connection: see NbdHostileKilledClients below for why a client dying
+  // with replies in flight needs it with nbdkit 1.32.5.
   ASSERT_NO_FATAL_FAILURE(start({"--threads=1"}));
   constexpr uint64_t off = 8 << 20, len = 256 * 1024;
   raw_nbd_client c = open_raw();
   const auto before = gen_bytes(off, len, 1);
   EXPECT_NBD_ERROR(c.write(off, before.data(), len), 0, "the first write");
 
-  // Header and a tenth of the payload, then the end of the sending side: nbdkit reads EOF in the
-  // middle of the payload and must drop the request, not write what it got.
+  // The header and none, one, a tenth or all but one byte of the payload, then the end of the
+  // sending side: nbdkit reads EOF in the middle of the payload and must drop the request, not
+  // write what it got.
   const auto after = gen_bytes(off, len, 2);
   for (const uint64_t sent : {uint64_t{0}, uint64_t{1}, len / 10, len - 1}) {
     raw_nbd_client d = open_raw();
     ASSERT_TRUE(d.send_request(NBD_CMD_WRITE, off, len, 0, after.data(), sent));
     d.shutdown_write();
-    EXPECT_TRUE(d.end_of_stream()) << "nbdkit kept a connection whose write payload ended after "
-                                   << sent << " bytes";
+    EXPECT_TRUE(d.end_of_stream())
+        << "nbdkit kept a connection whose write payload ended after " << sent << " bytes";
   }
   // The same with the socket closed at once (a killed client) and with only part of a header.
   {
@@ -239,7 +244,8 @@ TEST_F(NbdHostileTest, ADisconnectWithManyRequestsInFlightLeavesEveryPageWhole) 
     std::vector<uint8_t> buf(chunk);
     for (uint64_t k = 0; k < 64 && c.connected(); ++k) {
       const uint64_t first = (k * chunk / page_size) % pages;
-      for (uint64_t i = 0; i < chunk / page_size; ++i) gen_page(buf.data() + i * page_size, first + i, g);
+      for (uint64_t i = 0; i < chunk / page_size; ++i)
+        gen_page(buf.data() + i * page_size, first + i, g);
       c.send_request(NBD_CMD_WRITE, off + first * page_size, chunk, 0, buf.data(), chunk);
       // Short reads: their replies, never read, must fit in the socket's buffer, or nbdkit
       // would block sending them and this client sending its writes.
@@ -319,13 +325,13 @@ TEST_F(NbdHostileTest, ZeroLengthRequestsAreRefusedWithoutEndingTheConnection) {
   // refuses it as out of range (backend_valid_range wants count > 0), so with the out-of-range
   // errors: ENOSPC for write and write-zeroes, EINVAL for the rest; the plugin never sees it.
   const std::pair<uint16_t, uint32_t> cases[] = {
-      {NBD_CMD_READ, NBD_EINVAL},  {NBD_CMD_WRITE, NBD_ENOSPC}, {NBD_CMD_WRITE_ZEROES, NBD_ENOSPC},
-      {NBD_CMD_TRIM, NBD_EINVAL},  {NBD_CMD_CACHE, NBD_EINVAL},
+      {NBD_CMD_READ, NBD_EINVAL}, {NBD_CMD_WRITE, NBD_ENOSPC}, {NBD_CMD_WRITE_ZEROES, NBD_ENOSPC},
+      {NBD_CMD_TRIM, NBD_EINVAL}, {NBD_CMD_CACHE, NBD_EINVAL},
   };
   for (const auto& [type, want] : cases)
     for (const uint64_t off : {uint64_t{0}, uint64_t{4097}, export_size}) {
-      const std::string what = "command " + std::to_string(type) + " of length 0 at " +
-                               std::to_string(off);
+      const std::string what =
+          "command " + std::to_string(type) + " of length 0 at " + std::to_string(off);
       EXPECT_NBD_ERROR(c.request(type, off, 0), want, what);
       ASSERT_TRUE(c.connected()) << what;
     }
@@ -455,7 +461,8 @@ TEST(NbdHostile, FourGiBTrimZeroAndCacheRequestsDoExactlyTheirRange) {
     const auto d = gen_bytes(p, 8, 6);
     for (uint64_t i = 0; i < 8; ++i) {
       const uint64_t b = p + i;
-      EXPECT_EQ(r->data[i], b >= first_whole && b < end_whole ? 0 : d[i]) << "after trim: byte " << b;
+      EXPECT_EQ(r->data[i], b >= first_whole && b < end_whole ? 0 : d[i])
+          << "after trim: byte " << b;
     }
   }
   EXPECT_TRUE(srv.alive()) << srv.log();
@@ -478,18 +485,23 @@ TEST_F(NbdHostileTest, UnalignedRequestsOfEveryKindReadBackExactly) {
   // Inside one page, across one boundary, a page and a byte, the last byte of a page, odd runs
   // of many pages; zero with and without holes, trim (whole pages inside freed only).
   const op ops[] = {
-      {NBD_CMD_WRITE, 1, 3, 0},          {NBD_CMD_WRITE, 4095, 2, 0},
-      {NBD_CMD_WRITE, 4097, 4097, NBD_CMD_FLAG_FUA}, {NBD_CMD_WRITE, 12345, 65537, 0},
-      {NBD_CMD_WRITE, 8191, 1, 0},       {NBD_CMD_WRITE_ZEROES, 100001, 9000, NBD_CMD_FLAG_NO_HOLE},
+      {NBD_CMD_WRITE, 1, 3, 0},
+      {NBD_CMD_WRITE, 4095, 2, 0},
+      {NBD_CMD_WRITE, 4097, 4097, NBD_CMD_FLAG_FUA},
+      {NBD_CMD_WRITE, 12345, 65537, 0},
+      {NBD_CMD_WRITE, 8191, 1, 0},
+      {NBD_CMD_WRITE_ZEROES, 100001, 9000, NBD_CMD_FLAG_NO_HOLE},
       {NBD_CMD_WRITE_ZEROES, 200003, 30000, 0},
       {NBD_CMD_WRITE_ZEROES, 300007, 5, NBD_CMD_FLAG_FAST_ZERO},
-      {NBD_CMD_TRIM, 400009, 3 * 4096, 0}, {NBD_CMD_TRIM, 500011, 100, 0},
-      {NBD_CMD_WRITE, region - 7, 7, 0}, {NBD_CMD_CACHE, 3, 70001, 0},
+      {NBD_CMD_TRIM, 400009, 3 * 4096, 0},
+      {NBD_CMD_TRIM, 500011, 100, 0},
+      {NBD_CMD_WRITE, region - 7, 7, 0},
+      {NBD_CMD_CACHE, 3, 70001, 0},
   };
   uint64_t g = 100;
   for (const op& o : ops) {
-    const std::string what = "command " + std::to_string(o.type) + " at +" +
-                             std::to_string(o.off) + " len " + std::to_string(o.len);
+    const std::string what = "command " + std::to_string(o.type) + " at +" + std::to_string(o.off) +
+                             " len " + std::to_string(o.len);
     std::vector<uint8_t> data;
     if (o.type == NBD_CMD_WRITE) {
       data = gen_bytes(base + o.off, o.len, ++g);
@@ -501,9 +513,9 @@ TEST_F(NbdHostileTest, UnalignedRequestsOfEveryKindReadBackExactly) {
       const uint64_t end = ((base + o.off + o.len) & page_mask) - base;
       if (end > first) std::memset(model.data() + first, 0, end - first);
     }
-    EXPECT_NBD_ERROR(c.request(o.type, base + o.off, static_cast<uint32_t>(o.len), o.flags,
-                               data.data()),
-                     0, what);
+    EXPECT_NBD_ERROR(
+        c.request(o.type, base + o.off, static_cast<uint32_t>(o.len), o.flags, data.data()), 0,
+        what);
   }
   // Read back in odd pieces over odd offsets.
   for (uint64_t at = 0; at < region;) {
@@ -648,8 +660,8 @@ TEST_F(NbdHostileTest, HandshakesCutShortOrMalformedEndOnlyThoseConnections) {
     EXPECT_NBD_ERROR(c.read(0, 4096), 0, "a read after the failed options");
   }
   // The old way in (NBD_OPT_EXPORT_NAME, with and without the 124 zero bytes) still works.
-  for (const uint32_t flags : {NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES,
-                               NBD_FLAG_C_FIXED_NEWSTYLE}) {
+  for (const uint32_t flags :
+       {NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES, NBD_FLAG_C_FIXED_NEWSTYLE}) {
     raw_nbd_client c(srv_->socket());
     ASSERT_TRUE(c.read_greeting() && c.send_client_flags(flags));
     ASSERT_TRUE(c.export_name());
@@ -794,8 +806,8 @@ class serve_process {
   int sockets() const {
     std::error_code ec;
     int n = 0;
-    for (const auto& fd : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(nbdkit_pid_) + "/fd", ec)) {
+    for (const auto& fd :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(nbdkit_pid_) + "/fd", ec)) {
       std::error_code link_ec;
       n += std::filesystem::read_symlink(fd.path(), link_ec).string().rfind("socket:", 0) == 0;
     }
@@ -834,9 +846,9 @@ constexpr uint64_t doomed_pages = 2048, doomed_chunk_pages = 16;
 }
 
 struct kill_run {
-  int survived = 0;       // kills after which nbdkit still served
-  bool died = false;      // nbdkit died
-  std::string failure;    // a problem of the test itself (no progress, no fork...)
+  int survived = 0;     // kills after which nbdkit still served
+  bool died = false;    // nbdkit died
+  std::string failure;  // a problem of the test itself (no progress, no fork...)
 };
 
 // Runs `rounds` doomed clients one after another against `srv`, each SIGKILLed once it has had
@@ -850,9 +862,8 @@ kill_run kill_clients(const serve_process& srv, int rounds, int depth, int other
     return run;
   };
   auto torn_down = [&] {
-    return testing::eventually([&] {
-      return !srv.nbdkit_alive() || srv.nbdkit_connections() == other_connections;
-    });
+    return testing::eventually(
+        [&] { return !srv.nbdkit_alive() || srv.nbdkit_connections() == other_connections; });
   };
   if (!torn_down()) return give_up("nbdkit kept an earlier connection");
   for (int k = 1; k <= rounds; ++k) {
@@ -874,8 +885,7 @@ kill_run kill_clients(const serve_process& srv, int rounds, int depth, int other
     ::close(progress[0]);
     if (replies < 64)
       return give_up("client " + std::to_string(k) + " exited early, status " + std::to_string(st));
-    if (!torn_down())
-      return give_up("nbdkit never tore down killed client " + std::to_string(k));
+    if (!torn_down()) return give_up("nbdkit never tore down killed client " + std::to_string(k));
     if (!srv.nbdkit_alive()) {
       run.died = true;
       return run;
@@ -940,15 +950,17 @@ TEST(NbdHostileKilledClients, UswapServeWithOneThreadSurvivesEveryClientKilledMi
 // a test property, of how many kills it survives. What it asserts is that a death is nbdkit's
 // known assertion (raw_send_socket: `sock >= 0'), not anything of the plugin, and that until then
 // every page is whole.
-TEST(NbdHostileKilledClients, UswapServeWithDefaultThreadsCountsTheClientsKilledMidWriteItSurvives) {
+TEST(NbdHostileKilledClients,
+     UswapServeWithDefaultThreadsCountsTheClientsKilledMidWriteItSurvives) {
   serve_process srv({});
   ASSERT_TRUE(srv.ready()) << srv.log();
   ASSERT_NO_FATAL_FAILURE(fill_doomed_region(srv));
   const kill_run run = kill_clients(srv, killed_clients, killed_depth, 0);
   ASSERT_EQ(run.failure, "");
-  std::printf("uswap serve with nbdkit's default threads survived %d of %d clients killed "
-              "mid-write%s\n",
-              run.survived, killed_clients, run.died ? " (then nbdkit died)" : "");
+  std::printf(
+      "uswap serve with nbdkit's default threads survived %d of %d clients killed "
+      "mid-write%s\n",
+      run.survived, killed_clients, run.died ? " (then nbdkit died)" : "");
   RecordProperty("killed_clients_survived", run.survived);
   RecordProperty("killed_clients", killed_clients);
   if (run.died) {

@@ -185,7 +185,7 @@ class nbdkit_server {
   int exit_status_ = -1;
 };
 
-#define START_SERVER(var, ...)                                              \
+#define START_SERVER(var, ...)                                                 \
   ::uswap::nbd_test::nbdkit_server var(std::vector<std::string>{__VA_ARGS__}); \
   ASSERT_TRUE(var.ready()) << "nbdkit did not start:\n" << var.log()
 
@@ -219,7 +219,7 @@ class nbd_conn {
   std::string error_;
 };
 
-#define CONNECT(var, ...)                  \
+#define CONNECT(var, ...)                       \
   ::uswap::nbd_test::nbd_conn var(__VA_ARGS__); \
   ASSERT_TRUE(var.ok()) << var.error()
 

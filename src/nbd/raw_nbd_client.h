@@ -40,10 +40,9 @@ inline constexpr uint32_t NBD_FLAG_C_FIXED_NEWSTYLE = 1, NBD_FLAG_C_NO_ZEROES = 
 inline constexpr uint32_t NBD_OPT_EXPORT_NAME = 1, NBD_OPT_GO = 7;
 inline constexpr uint32_t NBD_REP_ACK = 1, NBD_REP_INFO = 3, NBD_REP_ERR_UNSUP = 0x80000001;
 inline constexpr uint16_t NBD_INFO_EXPORT = 0, NBD_INFO_BLOCK_SIZE = 3;
-inline constexpr uint16_t NBD_CMD_READ = 0, NBD_CMD_WRITE = 1, NBD_CMD_DISC = 2,
-                          NBD_CMD_FLUSH = 3, NBD_CMD_TRIM = 4, NBD_CMD_CACHE = 5,
-                          NBD_CMD_WRITE_ZEROES = 6, NBD_CMD_BLOCK_STATUS = 7,
-                          NBD_CMD_RESIZE = 8;
+inline constexpr uint16_t NBD_CMD_READ = 0, NBD_CMD_WRITE = 1, NBD_CMD_DISC = 2, NBD_CMD_FLUSH = 3,
+                          NBD_CMD_TRIM = 4, NBD_CMD_CACHE = 5, NBD_CMD_WRITE_ZEROES = 6,
+                          NBD_CMD_BLOCK_STATUS = 7, NBD_CMD_RESIZE = 8;
 inline constexpr uint16_t NBD_CMD_FLAG_FUA = 1, NBD_CMD_FLAG_NO_HOLE = 2, NBD_CMD_FLAG_DF = 4,
                           NBD_CMD_FLAG_REQ_ONE = 8, NBD_CMD_FLAG_FAST_ZERO = 16;
 // NBD error values (equal to Linux's errno values).
@@ -223,8 +222,8 @@ class raw_nbd_client {
     return r;
   }
   // One request and its reply (the handle checked); a write sends `payload` whole.
-  std::optional<reply> request(uint16_t type, uint64_t offset, uint32_t length,
-                               uint16_t flags = 0, const void* payload = nullptr) {
+  std::optional<reply> request(uint16_t type, uint64_t offset, uint32_t length, uint16_t flags = 0,
+                               const void* payload = nullptr) {
     const size_t payload_len = type == NBD_CMD_WRITE ? length : 0;
     if (!send_request(type, offset, length, flags, payload, payload_len)) return std::nullopt;
     auto r = read_reply(type == NBD_CMD_READ ? length : 0);
