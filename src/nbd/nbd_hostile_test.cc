@@ -388,6 +388,36 @@ TEST_F(NbdHostileTest, TheAdvertisedMaximumPayloadIsServedAndLongerOnesAreRefuse
   }
 }
 
+// nbdkit checks requests before the plugin: the malformed ones above never reach it, so the
+// plugin's statistics count only the good requests and no error.
+TEST(NbdHostile, RequestsNbdkitRefusesNeverReachThePlugin) {
+  START_SERVER(srv, "size=" + std::to_string(export_size), "statsdir={dir}/stats");
+  {
+    raw_nbd_client c;
+    ASSERT_TRUE(c.open(srv.socket())) << srv.log();
+    const auto data = gen_bytes(0, 4096, 12);
+    EXPECT_NBD_ERROR(c.write(0, data.data(), 4096), 0, "the good write");
+    EXPECT_NBD_ERROR(c.request(NBD_CMD_READ, export_size, 4096), NBD_EINVAL, "read past the end");
+    EXPECT_NBD_ERROR(c.request(NBD_CMD_WRITE, export_size - 1, 2, 0, data.data()), NBD_ENOSPC,
+                     "write past the end");
+    EXPECT_NBD_ERROR(c.request(NBD_CMD_TRIM, 0, 0), NBD_EINVAL, "trim of length 0");
+    EXPECT_NBD_ERROR(c.request(NBD_CMD_READ, 0, 4096, 0x8000), NBD_EINVAL, "an unknown flag");
+    EXPECT_NBD_ERROR(c.request(9, 0, 4096), NBD_EINVAL, "command 9");
+    EXPECT_NBD_ERROR(c.request(NBD_CMD_READ, 0, nbdkit_max_request + 1), NBD_ENOMEM,
+                     "an oversized read");
+    auto r = c.read(0, 4096);
+    EXPECT_NBD_ERROR(r, 0, "the good read");
+    ASSERT_TRUE(c.send_request(NBD_CMD_DISC, 0, 0));
+    EXPECT_TRUE(c.end_of_stream());
+  }
+  // nbdkit writes the statistics a last time when it stops.
+  ASSERT_EQ(srv.stop(), 0) << srv.log();
+  const std::string stat = slurp(srv.dir() + "/stats/nbd_stat");
+  for (const char* line : {"pwrite 1\n", "pwrite_bytes 4096\n", "pread 1\n", "pread_bytes 4096\n",
+                           "trim 0\n", "errors 0\n"})
+    EXPECT_NE(stat.find(line), std::string::npos) << line << "in:\n" << stat;
+}
+
 // Requests without a payload may cover 4 GiB at once, far more than a data request: on a device
 // larger than that they are valid and must do exactly what they say.
 TEST(NbdHostile, FourGiBTrimZeroAndCacheRequestsDoExactlyTheirRange) {
