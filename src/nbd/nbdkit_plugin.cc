@@ -165,12 +165,19 @@ int uswap_cache(void*, uint32_t count, uint64_t offset, uint32_t) {
   });
 }
 
-// Any alignment works (sub-page requests are read-modify-writes), but whole aligned pages are
-// the fast path: clients that honour the preferred size never make the plugin merge pages.
+// nbdkit refuses a read or write longer than this (MAX_REQUEST_SIZE in its server/internal.h,
+// the same from 1.32 to today) with ENOMEM before the plugin sees it, and hangs up on a write too
+// long to skip. Any alignment works (sub-page requests are read-modify-writes), but whole aligned
+// pages are the fast path: clients that honour the preferred size never make the plugin merge
+// pages.
+constexpr uint32_t nbdkit_max_request = 64u << 20;
+
+// The maximum is nbdkit's limit, not "none" (0xffffffff): a client that asks for the sizes
+// promises to honour them, and must then never be refused a request it was told is fine.
 int uswap_block_size(void*, uint32_t* minimum, uint32_t* preferred, uint32_t* maximum) {
   *minimum = 1;
   *preferred = 4096;
-  *maximum = 0xffffffff;
+  *maximum = nbdkit_max_request;
   return 0;
 }
 
