@@ -215,6 +215,23 @@ struct zram_bd_stat {
   uint64_t bd_writes = 0;  // pages written to it
 };
 
+// The writeback target's health (not in the kernel, whose block layer reports a failing backing
+// device in dmesg): a file is always connected; an NBD export can be unreachable, and then
+// writeback pauses (the pages stay in the pool) and retries with backoff.
+struct zram_backing_stat {
+  std::string kind;               // "file" or "nbd"; empty without a backing device
+  bool connected = true;          // false while the export cannot be reached
+  uint64_t write_failures = 0;    // pages whose writeback failed and stayed in the pool
+  uint64_t read_failures = 0;     // pages that could not be read back (EIO to the reader)
+  uint64_t connection_losses = 0; // connections found dead (closed, made again after a backoff)
+  uint64_t reconnects = 0;        // connections made again after a loss or a fork
+  uint64_t server_resets = 0;     // new connections that found a server without the pages
+                                  // (its header block changed): every page written before is lost
+  uint64_t retry_in_ms = 0;       // while not connected: when writeback tries again
+  uint64_t max_in_flight = 0;     // most writes in flight at once (batched asynchronous I/O)
+  std::string last_error;         // the last failure, for the message; empty when none
+};
+
 // Request counts (the block layer's /sys/block/zram<id>/stat, which zram itself does not keep).
 struct zram_request_stat {
   uint64_t reads = 0;         // pages read (read_page, and each page a byte read touched)
@@ -354,6 +371,9 @@ class zram_device {
   // device refers to the same blocks, and must hold them too (zram_block_allocator::retain).
   std::vector<uint64_t> backing_blocks() const;
   zram_block_allocator* backing_allocator() const noexcept;
+  // In a child after fork(), before the device is used there: a remote backing device's
+  // connections belonged to the parent and are made anew. No other thread may use the device.
+  void after_fork_child() noexcept;
   // writeback_store(): moves the selected slots to the backing file; returns how many moved.
   // EINVAL without a backing file; ENOSPC when it filled up (the slots moved so far stay moved).
   result<uint64_t> writeback(const zram_writeback_params& params = {});
@@ -375,6 +395,10 @@ class zram_device {
   std::string mm_stat_text() const;
   std::string io_stat_text() const;
   std::string bd_stat_text() const;
+  // The backing device's health (zram_backing_stat); kind empty without one.
+  zram_backing_stat backing_stat() const;
+  // The same as text, one "key value" per line (uswap's own file, beside bd_stat).
+  std::string backing_stat_text() const;
   std::string debug_stat_text() const;
   // The lock class of the slot locks (slot modes) or of the table rwlock (global_rwlock);
   // lockstat::enable() turns counting on.
