@@ -185,3 +185,11 @@ status file_backing_dev::read_block(uint64_t block, void* page) {
 }
 
 }  // namespace uswap::zram_detail
+
+namespace uswap {
+
+bool zram_backing_is_remote(std::string_view spec) noexcept {
+  return zram_detail::backing_dev::is_nbd_uri(spec);
+}
+
+}  // namespace uswap

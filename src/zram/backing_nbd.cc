@@ -432,3 +432,20 @@ result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri
 }
 
 }  // namespace uswap::zram_detail
+
+namespace uswap {
+
+result<uint64_t> zram_remote_backing_blocks(const std::string& spec) {
+  if (!zram_detail::backing_dev::is_nbd_uri(spec))
+    return error(EINVAL, "backing_dev: " + spec + " is not an NBD URI");
+  auto h = zram_detail::connect_uri(spec);
+  if (!h.ok()) return h.error();
+  const int64_t bytes = ::nbd_get_size(*h);
+  ::nbd_shutdown(*h, 0);
+  ::nbd_close(*h);
+  if (bytes < 2 * static_cast<int64_t>(page_size))
+    return error(EINVAL, "backing_dev: " + spec + " has fewer than two whole pages");
+  return (static_cast<uint64_t>(bytes) >> page_shift) - 1;
+}
+
+}  // namespace uswap

@@ -144,6 +144,13 @@ class zram_block_allocator {
   virtual uint64_t nr_blocks() const noexcept = 0;
 };
 
+// True when a backing_dev spec names a remote NBD export ("nbd://", "nbds://", "nbd+unix://",
+// "nbds+unix://", "nbd+vsock://", "nbds+vsock://": libnbd's URIs) rather than a file.
+bool zram_backing_is_remote(std::string_view spec) noexcept;
+// How many 4 KiB blocks the export a remote spec names can hold: its size less the header
+// block (docs/design/zram.md, "Remote writeback"). Connects to ask; the connect error otherwise.
+result<uint64_t> zram_remote_backing_blocks(const std::string& spec);
+
 struct zram_options {
   // Device size in bytes (the kernel's disksize), rounded up to whole pages. Required: 0 is EINVAL.
   uint64_t disksize = 0;
@@ -160,10 +167,12 @@ struct zram_options {
   zram_lock_mode lock_mode = zram_lock_mode::slot_bitlock;
   // mem_limit in bytes, rounded up to pages: the most memory the pool may hold. Default 0, none.
   uint64_t mem_limit = 0;
-  // Backing file for writeback (backing_dev); created if missing. Default empty: no writeback.
+  // Writeback target (backing_dev): a file, created if missing, or an NBD export's URI
+  // (zram_backing_is_remote), reached through libnbd. Default empty: no writeback.
   std::string backing_dev = {};
   // Size of the backing file in bytes: 0 (the default) uses the file's current size; otherwise
   // the file is extended to it if shorter. A zero-sized backing file is EINVAL, as in the kernel.
+  // For an export: 0 uses all of it; a size the export does not have is EINVAL.
   uint64_t backing_dev_size = 0;
   // The backing file's blocks are handed out by this allocator, shared with other devices
   // writing into the same file, instead of by the device's own bitmap (the file's size is then
