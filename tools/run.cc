@@ -185,6 +185,15 @@ void run_result::print(std::ostream& os) const {
          << mib(t.backing_bytes) << "), " << t.stat[JOB_BD_READS] << " read back";
     if (t.pool_limit_bytes) os << "\n";
     if (!t.stopped.empty()) os << "uswap run: the job was stopped: " << t.stopped << "\n";
+    // A page that cannot be read back is never replaced: the process that needed it took a real
+    // SIGBUS (fault.cc). Name how many and where they were.
+    if (t.stat[JOB_FAILED_READS])
+      os << "uswap run: " << t.stat[JOB_FAILED_READS] << " pages could not be read back"
+         << (t.backing.empty() ? std::string(" (a corrupt compressed object)")
+                               : " from --backing " + t.backing +
+                                     " (its server lost them or could not be reached)")
+         << ": the process that needed one was stopped with SIGBUS rather than given other "
+            "bytes\n";
   }
 }
 
@@ -369,9 +378,10 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "job); past it cold pages go to --backing, or the job is stopped, named (0: none)");
   sub->add_option("--backing", c.backing,
                   "File the pools write cold pages back into past --pool-limit (zram's backing_dev, "
-                  "one for the job; created if missing)");
+                  "one for the job; created if missing), or an NBD export's URI (nbd://HOST/NAME, "
+                  "nbd+unix:///?socket=PATH): far memory on another machine");
   add_size_option(*sub, "--backing-size", c.backing_size,
-                  "Size of the --backing file (0: its size, or 1G for a new one)");
+                  "Size of the --backing file (0: its size, or 1G for a new one; an export's own)");
   sub->add_option("--stats-dir", c.stats_dir,
                   "Keep memory.current, memory.max, memory.peak, memory.swap.current, memory.stat, "
                   "mm_stat, io_stat and bd_stat (cgroup v2 and zram formats) up to date in this "

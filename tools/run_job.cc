@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "uswap/base/page.h"
+#include "uswap/zram/zram.h"
 
 namespace uswap::tools {
 
@@ -58,6 +59,8 @@ nlohmann::json job_totals::to_json() const {
   nlohmann::json j = {{"limit_bytes", limit_bytes},
           {"pool_limit_bytes", pool_limit_bytes},
           {"backing_bytes", backing_bytes},
+          {"backing", backing},
+          {"failed_reads", stat[JOB_FAILED_READS]},
           {"backing_used_bytes", backing_used_bytes},
           {"bd_writes", stat[JOB_BD_WRITES]},
           {"bd_reads", stat[JOB_BD_READS]},
@@ -81,7 +84,23 @@ result<std::unique_ptr<job_supervisor>> job_supervisor::create(const options& o)
   job_options jo;
   jo.limit_pages = o.limit / page_size;
   jo.pool_limit_bytes = o.pool_limit;
-  if (!o.backing.empty()) {
+  s->backing_name_ = o.backing;
+  if (!o.backing.empty() && zram_backing_is_remote(o.backing)) {
+    // An NBD export: every process connects to it on its own; the job hands out its blocks.
+    auto blocks = zram_remote_backing_blocks(o.backing);
+    if (!blocks) return error(blocks.error().code(), "--backing " + o.backing + ": " +
+                                                         std::string(blocks.error().message()));
+    uint64_t n = *blocks;
+    if (o.backing_size) {
+      if (o.backing_size / page_size > n)
+        return error(EINVAL, "--backing-size " + std::to_string(o.backing_size) + ": the export " +
+                                 o.backing + " holds " + std::to_string(n * page_size) + " bytes");
+      n = o.backing_size / page_size;
+    }
+    s->backing_uri_ = o.backing;
+    s->backing_bytes_ = n * page_size;
+    jo.backing_blocks = n;
+  } else if (!o.backing.empty()) {
     const int fd = ::open(o.backing.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return error(errno, "--backing " + o.backing + ": " + std::strerror(errno));
     s->backing_fd_ = fd;
@@ -113,6 +132,7 @@ job_supervisor::~job_supervisor() {
 }
 
 std::string job_supervisor::backing_path() const {
+  if (!backing_uri_.empty()) return backing_uri_;
   if (backing_fd_ < 0) return {};
   return "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(backing_fd_);
 }
@@ -126,8 +146,11 @@ void job_supervisor::stop_if_asked(const job_view& v) {
                 "its compressed pools reached --pool-limit %.1f MiB and %s, so --limit %.1f MiB "
                 "could not be kept: every process of the job was stopped",
                 double(v.pool_limit_bytes) / 1048576,
-                v.backing_blocks ? "the backing file could take no more of them"
-                                 : "there is no --backing file to write them back to",
+                v.stop_reason == job_stop_backing_lost
+                    ? ("the backing device " + backing_name_ +
+                       " could not be reached (its server gone or unreachable)").c_str()
+                : v.backing_blocks ? "the backing file could take no more of them"
+                                   : "there is no --backing file to write them back to",
                 double(v.limit_pages * page_size) / 1048576);
   stopped_ = msg;
   for (const job_member_view& m : v.members)
@@ -204,6 +227,7 @@ job_totals job_supervisor::finish() {
   if (!stats_dir_.empty()) write_stats_dir(v);
   job_totals t = totals_of(v);
   t.backing_bytes = backing_bytes_;
+  t.backing = backing_name_;
   t.backing_used_bytes = v.backing_blocks_used * page_size;
   t.stopped = stopped_;
   return t;

@@ -24,6 +24,7 @@ struct job_totals {
   uint64_t limit_bytes = 0;
   uint64_t pool_limit_bytes = 0;
   uint64_t backing_bytes = 0;         // the backing file's size (0: none)
+  std::string backing;                // --backing as given (a path or an export's URI)
   uint64_t backing_used_bytes = 0;    // written back and still held at the end
   std::string stopped;                // why the job was stopped, or empty
   uint64_t peak_charge_bytes = 0;     // most reserved by the members at once (memory.peak)
@@ -47,7 +48,8 @@ class job_supervisor {
   static result<std::unique_ptr<job_supervisor>> create(const options& o);
   ~job_supervisor();
   // What a member process puts in USWAP_JOB: /proc/<this pid>/fd/<the segment's fd>, and in
-  // USWAP_BACKING (empty without a backing file).
+  // USWAP_BACKING (the backing file as /proc/<pid>/fd/<fd>, or the NBD export's URI; empty
+  // without one).
   std::string member_path() const;
   std::string backing_path() const;
   // Why the job was stopped (empty while it runs): the supervisor stops every process of a job
@@ -67,6 +69,8 @@ class job_supervisor {
   std::unique_ptr<job> job_;
   std::string stats_dir_;
   int backing_fd_ = -1;
+  std::string backing_uri_;   // an NBD export's URI, when --backing is one
+  std::string backing_name_;  // --backing as given
   uint64_t backing_bytes_ = 0;
   std::string stopped_;
   struct watched {

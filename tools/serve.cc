@@ -33,6 +33,7 @@
 #include "cli.h"
 #include "uswap/base/units.h"
 #include "uswap/nbd/nbd_export.h"
+#include "uswap/zram/zram.h"
 
 namespace uswap::tools {
 namespace {
@@ -95,7 +96,10 @@ result<std::vector<std::pair<std::string, std::string>>> plugin_params(const con
       {"lock", c.lock},
       {"stats_interval_ms", std::to_string(c.stats_interval_ms)}};
   if (c.mem_limit) params.emplace_back("mem_limit", std::to_string(c.mem_limit));
-  if (!c.backing.empty()) params.emplace_back("backing", fs::absolute(c.backing).string());
+  if (!c.backing.empty())
+    params.emplace_back("backing", zram_backing_is_remote(c.backing)
+                                       ? c.backing
+                                       : fs::absolute(c.backing).string());
   if (c.backing_size) params.emplace_back("backing_size", std::to_string(c.backing_size));
   if (c.writeback_idle) params.emplace_back("writeback_idle", std::to_string(c.writeback_idle));
   for (const auto& [k, v] : params)
@@ -243,7 +247,9 @@ void add_serve_command(CLI::App& app, command_table& table) {
   add_size_option(*sub, "--mem-limit", c.mem_limit,
                   "Most memory the compressed pool may hold; writes beyond fail with ENOSPC "
                   "(0: none)");
-  sub->add_option("--backing", c.backing, "Writeback file (created if missing)");
+  sub->add_option("--backing", c.backing,
+                  "Writeback file (created if missing), or an NBD export's URI (nbd://HOST/NAME, "
+                  "nbd+unix:///?socket=PATH) through libnbd");
   add_size_option(*sub, "--backing-size", c.backing_size,
                   "Writeback file size (0: the device size)");
   sub->add_option("--writeback-idle", c.writeback_idle,

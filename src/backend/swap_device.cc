@@ -69,9 +69,10 @@ class zram_swap_device final : public swap_device {
         auto r = z_->writeback(p);
         if (r.ok()) {
           done += *r;
-        } else if (r.error().code() == ENOSPC) {
-          // The backing file is full: another lap would only rescan the device for nothing.
-          // The cursor stays, so that the pages found here go first once blocks come back.
+        } else {
+          // The backing file is full (ENOSPC) or failing (an NBD server unreachable: EAGAIN
+          // while it backs off): another lap would only rescan the device for nothing. The
+          // cursor stays, so that the pages found here go first once blocks come back.
           return done;
         }
       }
@@ -82,6 +83,8 @@ class zram_swap_device final : public swap_device {
   }
   std::vector<uint64_t> backing_blocks() const override { return z_->backing_blocks(); }
   zram_block_allocator* backing_allocator() const override { return z_->backing_allocator(); }
+  zram_backing_stat backing_stat() const override { return z_->backing_stat(); }
+  void after_fork_child() noexcept override { z_->after_fork_child(); }
   swap_device_stats stats() const override {
     swap_device_stats s;
     s.mm_stat = z_->mm_stat();

@@ -76,8 +76,8 @@ const char* nbd_config::help() noexcept {
          "lock=slot_bitlock|slot_cas|global_rwlock  Slot lock mode (default slot_bitlock)\n"
          "mem_limit=<SIZE>       Most memory the compressed pool may use; writes past it fail "
          "with ENOSPC (default: none)\n"
-         "backing=<PATH>         Writeback file (created if missing)\n"
-         "backing_size=<SIZE>    Its size (default: the device size)\n"
+         "backing=<PATH|URI>     Writeback file (created if missing) or NBD export (nbd://...)\n"
+         "backing_size=<SIZE>    Its size (default: the device size; an export's own)\n"
          "writeback_idle=<S>     Every S seconds write back pages idle for S seconds (default 0: "
          "never)\n"
          "statsdir=<DIR>         Write mm_stat, io_stat, bd_stat, debug_stat, nbd_stat... there\n"
@@ -166,7 +166,10 @@ zram_options nbd_config::to_zram_options() const {
   o.lock_mode = lock;
   o.mem_limit = mem_limit;
   o.backing_dev = backing;
-  o.backing_dev_size = backing.empty() ? 0 : (backing_size ? backing_size : size);
+  // A file is made as large as the device; an export has the size its server gave it.
+  o.backing_dev_size = backing.empty() || backing_size ? backing_size
+                       : zram_backing_is_remote(backing) ? 0
+                                                         : size;
   o.checksum = checksum;
   return o;
 }
@@ -374,6 +377,7 @@ status nbd_export::write_stats() const {
       {"mm_stat", dev_->mm_stat_text()},
       {"io_stat", dev_->io_stat_text()},
       {"bd_stat", dev_->bd_stat_text()},
+      {"backing_stat", dev_->backing_stat_text()},
       {"debug_stat", dev_->debug_stat_text()},
       {"nbd_stat", nbd_stat_text()},
       {"disksize", std::to_string(dev_->disksize()) + "\n"},

@@ -91,7 +91,7 @@ int pager::impl::settle_pin(uint64_t idx, bool write) noexcept {
 }
 
 void pager::impl::charge(uint64_t n) noexcept {
-  unsigned fruitless = 0;
+  unsigned fruitless = 0, pool_stalls = 0;
   bool waited = false;
   for (;;) {
     job_ref jr(*this);
@@ -133,12 +133,16 @@ void pager::impl::charge(uint64_t n) noexcept {
       fruitless = 0;
       continue;
     }
-    // The job's compressed pool is at its limit and nothing more could be written back: the
-    // job cannot be held at its limits. The supervisor stops it and says which limit; this
-    // fault waits for that rather than map above the limit.
+    // The job's compressed pool is at its limit and nothing more could be written back, three
+    // balances in a row (each a whole lap of the device: the first lap may only mark pages
+    // idle, for the next to write back): the job cannot be held at its limits. The supervisor
+    // stops it and says which limit; this fault waits for that rather than map above the limit.
     if (jr && jr->pool_limit_bytes() &&
-        last_store_error.load(std::memory_order_relaxed) == ENOSPC && !balance_pool(*jr)) {
-      jr->set_stop_reason(job_stop_pool_full);
+        last_store_error.load(std::memory_order_relaxed) == ENOSPC &&
+        (balance_pool(*jr) ? (pool_stalls = 0, false) : ++pool_stalls >= 3)) {
+      const zram_backing_stat bs = store->device().backing_stat();
+      jr->set_stop_reason(!bs.kind.empty() && !bs.connected ? job_stop_backing_lost
+                                                            : job_stop_pool_full);
       for (int i = 0; i < 1000 && jr->stop_reason() != job_stop_none; ++i) {
         const timespec ten_ms{0, 10 * 1000 * 1000};
         ::nanosleep(&ten_ms, nullptr);

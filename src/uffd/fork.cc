@@ -132,6 +132,8 @@ void pager::impl::after_fork_parent() noexcept {
 status pager::impl::after_fork_child() noexcept {
   if (!in_fork) return {};
   in_fork = false;
+  // A remote backing device's connections are the parent's sockets: made anew here.
+  store->device().after_fork_child();
   // Every lock of the pager was free at the fork but map_lock, which the parent's forking thread
   // holds and other threads may be queued on: their waiters live on stacks this process does
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.

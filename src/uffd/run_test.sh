@@ -6,18 +6,33 @@
 #   run_test.sh shim    USWAP SHIM_TEST_PROGRAM          the shim's promises, checked inside C
 #   run_test.sh cli     USWAP STATIC_PROGRAM             errors, refusals and the summary
 #   run_test.sh job     USWAP JOB_PROGRAM MODE           processes sharing one --limit
+#   run_test.sh nbd     USWAP SORT_PROGRAM               --backing an NBD export (nbdkit memory):
+#                       the sort's output, pages on every tier; the server killed mid-run
 # MODE: sigbus | handler-thread; ACCESS: auto | user-mode-only.
 set -u
 what=$1
 uswap=$2
 failures=0
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 
 fail() {
   echo "FAIL: $*"
   failures=$((failures + 1))
 }
+
+# start_nbdkit SIZE: nbdkit memory SIZE on $tmp/nbd.sock (pid in $nbdkit_pid), killed with this
+# script; its URI in $nbd_uri.
+nbdkit_pid=
+start_nbdkit() {
+  [ -n "$nbdkit_pid" ] && kill -9 "$nbdkit_pid" 2>/dev/null && wait "$nbdkit_pid" 2>/dev/null
+  rm -f "$tmp/nbd.pid" "$tmp/nbd.sock"
+  nbdkit -f --exit-with-parent -U "$tmp/nbd.sock" -P "$tmp/nbd.pid" memory "$1" >"$tmp/nbdkit.log" 2>&1 &
+  nbdkit_pid=$!
+  for _ in $(seq 500); do [ -s "$tmp/nbd.pid" ] && break; sleep 0.01; done
+  [ -s "$tmp/nbd.pid" ] || fail "nbdkit did not start: $(cat "$tmp/nbdkit.log")"
+  nbd_uri="nbd+unix:///?socket=$tmp/nbd.sock"
+}
+trap 'rm -rf "$tmp"; [ -n "$nbdkit_pid" ] && kill -9 "$nbdkit_pid" 2>/dev/null' EXIT
 
 # json_field FILE NAME: the first numeric value of "NAME": in FILE.
 json_field() {
@@ -146,10 +161,15 @@ job)
   # forkwb's backing file is small enough that the blocks its parent frees are handed out again
   # while the child still reads them (a child whose blocks were not held for it reads the new
   # data: a checksum mismatch, SIGBUS).
+  # poolnbd and forkwbnbd: the same with the backing device an NBD export of the same size (and
+  # its header block).
   case $mode in
   pool) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 512M) ;;
   forkwb) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 192M) ;;
+  poolnbd) start_nbdkit $(((512 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
+  forkwbnbd) start_nbdkit $(((192 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
   esac
+  mode=${mode%nbd}
   "$prog" "$mode" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
   "$uswap" run --limit "$limit_arg" ${pool_args[@]+"${pool_args[@]}"} --json -- "$prog" "$mode" >"$tmp/paged.out" 2>"$tmp/paged.err"
   rc=$?
@@ -198,8 +218,44 @@ job)
     [ "$outs" -eq 0 ] || fail "the parent had to page ($outs swap-outs): the dead child's share did not come back" ;;
   esac
   ;;
+nbd)
+  # The sort's 256 MiB under --limit 32M and --pool-limit 16M: what the pools cannot hold goes
+  # to nbdkit memory and comes back; the output is the plain run's.
+  prog=$3 n=16777216
+  "$prog" "$n" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
+  start_nbdkit 1G
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --json -- "$prog" "$n" \
+    >"$tmp/paged.out" 2>"$tmp/paged.err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "uswap run exited $rc: $(tail -c 800 "$tmp/paged.err")"
+  cmp -s "$tmp/plain.out" "$tmp/paged.out" || fail "output differs: $(cat "$tmp/paged.out")"
+  json=$(tail -n 1 "$tmp/paged.err")
+  echo "job: $(jq -c .job <<<"$json")"
+  [ "$(jq -r .job.backing <<<"$json")" = "$nbd_uri" ] || fail "the summary does not name the backing tier: $(jq -c .job <<<"$json")"
+  [ "$(jq .job.swap_outs <<<"$json")" -gt 0 ] || fail "nothing was paged"
+  [ "$(jq .job.bd_writes <<<"$json")" -gt 0 ] || fail "nothing reached the NBD server"
+  [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing came back from the NBD server"
+  [ "$(jq .job.peak_footprint_bytes <<<"$json")" -le $(((32 + 16 + 1) << 20)) ] || fail "footprint past the limits: $(jq -c .job <<<"$json")"
+  # The server killed while the job runs: the job ends, named, never with other bytes.
+  start_nbdkit 1G
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --stats-dir "$tmp/sd" --json \
+    -- "$prog" $((2 * n)) >"$tmp/paged.out" 2>"$tmp/paged.err" &
+  upid=$!
+  for _ in $(seq 600); do
+    [ "$(awk '{print $3}' "$tmp/sd/bd_stat" 2>/dev/null || echo 0)" -gt 1000 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  kill -0 $upid 2>/dev/null || fail "the job ended before the server could be killed: $(tail -c 600 "$tmp/paged.err")"
+  kill -9 "$nbdkit_pid"
+  wait $upid
+  rc=$?
+  echo "after the kill: exit $rc: $(grep 'uswap run:' "$tmp/paged.err" | grep -E 'could not|stopp' | head -3)"
+  [ $rc -ne 0 ] || fail "the program finished as if nothing was lost: $(cat "$tmp/paged.out")"
+  grep -q -E "could not be read back from --backing|could not be reached" "$tmp/paged.err" ||
+    fail "no message names the lost server: $(tail -c 800 "$tmp/paged.err")"
+  ;;
 *)
-  echo "usage: $0 sort|shim|cli|job ..."
+  echo "usage: $0 sort|shim|cli|job|nbd ..."
   exit 2
   ;;
 esac

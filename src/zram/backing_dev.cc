@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "uswap/base/page.h"
 
@@ -20,11 +21,28 @@ status errno_status(int err, const std::string& what) {
   return error(err, what + ": " + std::strerror(err));
 }
 
-}  // namespace
+// A local file or block device: pread / pwrite on one descriptor, one page at a time (the
+// page cache or the device queue does the batching).
+class file_backing_dev final : public backing_dev {
+ public:
+  file_backing_dev(std::string path, int fd, uint64_t nr_pages, zram_block_allocator* shared)
+      : backing_dev(std::move(path), nr_pages, shared), fd_(fd) {}
+  ~file_backing_dev() override { ::close(fd_); }
 
-result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& path,
-                                                       uint64_t size_bytes,
-                                                       zram_block_allocator* shared) {
+  void write_blocks(std::span<backing_write> batch) override {
+    for (backing_write& w : batch) w.result = write_one(w.block, w.page);
+  }
+  status read_block(uint64_t block, void* page) override;
+  size_t batch_size() const noexcept override { return 32; }
+
+ private:
+  status write_one(uint64_t block, const void* page) const;
+  int fd_;
+};
+
+result<std::unique_ptr<backing_dev>> open_file_backing_dev(const std::string& path,
+                                                           uint64_t size_bytes,
+                                                           zram_block_allocator* shared) {
   // A shared allocator hands out the file's blocks: the file is as large as it says.
   if (shared) size_bytes = shared->nr_blocks() << page_shift;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -59,18 +77,46 @@ result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& path,
     return error(EINVAL, "backing_dev: " + path + " is larger than 16 TiB (2^32 pages)");
   }
   try {
-    return std::unique_ptr<backing_dev>(new backing_dev(path, fd, nr_pages, shared));
+    return std::unique_ptr<backing_dev>(new file_backing_dev(path, fd, nr_pages, shared));
   } catch (const std::bad_alloc&) {
     ::close(fd);
     return error(ENOMEM, "backing_dev: no memory for the bitmap of " + path);
   }
 }
 
-backing_dev::backing_dev(std::string path, int fd, uint64_t nr_pages, zram_block_allocator* shared)
-    : shared_(shared), path_(std::move(path)), fd_(fd), nr_pages_(nr_pages),
+}  // namespace
+
+bool backing_dev::is_nbd_uri(std::string_view spec) noexcept {
+  for (std::string_view scheme : {"nbd://", "nbds://", "nbd+unix://", "nbds+unix://",
+                                  "nbd+vsock://", "nbds+vsock://"})
+    if (spec.starts_with(scheme)) return true;
+  return false;
+}
+
+result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& spec,
+                                                       uint64_t size_bytes,
+                                                       zram_block_allocator* shared) {
+  if (is_nbd_uri(spec)) return open_nbd_backing_dev(spec, size_bytes, shared);
+  return open_file_backing_dev(spec, size_bytes, shared);
+}
+
+backing_dev::backing_dev(std::string path, uint64_t nr_pages, zram_block_allocator* shared)
+    : shared_(shared), path_(std::move(path)), nr_pages_(nr_pages),
       bitmap_(shared ? 0 : (nr_pages + 63) / 64, 0) {}
 
-backing_dev::~backing_dev() { ::close(fd_); }
+backing_dev::~backing_dev() = default;
+
+status backing_dev::write_block(uint64_t block, const void* page) {
+  backing_write w{block, page, {}};
+  write_blocks({&w, 1});
+  return w.result;
+}
+
+zram_backing_stat backing_dev::backing_stat() const {
+  zram_backing_stat s;
+  s.kind = "file";
+  return s;
+}
 
 uint64_t backing_dev::reserve() {
   if (shared_) {
@@ -108,7 +154,7 @@ void backing_dev::release(uint64_t block) {
   bitmap_[block / 64] &= ~(uint64_t{1} << (block % 64));
 }
 
-status backing_dev::write_block(uint64_t block, const void* page) const {
+status file_backing_dev::write_one(uint64_t block, const void* page) const {
   const auto* p = static_cast<const uint8_t*>(page);
   size_t done = 0;
   while (done < page_size) {
@@ -117,13 +163,13 @@ status backing_dev::write_block(uint64_t block, const void* page) const {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       return errno_status(n < 0 ? errno : EIO,
-                          "backing_dev: write block " + std::to_string(block) + " of " + path_);
+                          "backing_dev: write block " + std::to_string(block) + " of " + path());
     done += static_cast<size_t>(n);
   }
   return {};
 }
 
-status backing_dev::read_block(uint64_t block, void* page) const {
+status file_backing_dev::read_block(uint64_t block, void* page) {
   auto* p = static_cast<uint8_t*>(page);
   size_t done = 0;
   while (done < page_size) {
@@ -131,7 +177,7 @@ status backing_dev::read_block(uint64_t block, void* page) const {
                               static_cast<off_t>((block << page_shift) + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      return error(EIO, "backing_dev: read block " + std::to_string(block) + " of " + path_ +
+      return error(EIO, "backing_dev: read block " + std::to_string(block) + " of " + path() +
                             (n < 0 ? std::string(": ") + std::strerror(errno) : ": short read"));
     done += static_cast<size_t>(n);
   }
@@ -139,3 +185,11 @@ status backing_dev::read_block(uint64_t block, void* page) const {
 }
 
 }  // namespace uswap::zram_detail
+
+namespace uswap {
+
+bool zram_backing_is_remote(std::string_view spec) noexcept {
+  return zram_detail::backing_dev::is_nbd_uri(spec);
+}
+
+}  // namespace uswap

@@ -108,59 +108,91 @@ result<uint64_t> zram_device::writeback(const zram_writeback_params& params) {
     return true;
   }, params.max_pages);
 
-  // zram_writeback_slots(): synchronous writes, one page at a time.
+  // zram_writeback_slots(), in batches of the backing device's batch_size() (the kernel's
+  // writeback_batch_size): each page of a batch is read under its slot lock into the batch,
+  // the batch is written with no slot locked (a slow target delays writeback, not I/O), and each
+  // slot whose write succeeded and that was not touched meanwhile becomes ZRAM_WB.
   uint64_t written = 0;
   status failure;
-  alignas(8) uint8_t page[page_size];
+  backing_dev& bdev = *z.bdev;
+  const size_t batch_max = std::max<size_t>(1, bdev.batch_size());
+  std::vector<uint8_t> pages(batch_max * page_size);
+  std::vector<backing_write> batch;
+  std::vector<uint64_t> batch_index;
+  batch.reserve(batch_max);
+  batch_index.reserve(batch_max);
+  auto give_back = [&](uint64_t blk) {
+    bdev.release(blk);
+    z.stats.bd_count.fetch_sub(1, std::memory_order_relaxed);
+  };
   size_t k = 0;
-  for (; k < ctl.size(); ++k) {
-    const uint64_t index = ctl[k].index;
-    const uint64_t blk = z.bdev->reserve();
-    if (blk == backing_dev::invalid_block) {
-      failure = error(ENOSPC, z.opts.name + ": writeback: backing device " + z.bdev->path() +
-                                  " is full after " + std::to_string(written) + " pages");
-      break;
-    }
-    z.stats.bd_count.fetch_add(1, std::memory_order_relaxed);
-    auto give_back = [&] {
-      z.bdev->release(blk);
-      z.stats.bd_count.fetch_sub(1, std::memory_order_relaxed);
-    };
-    status st;
-    {
-      zram::slot_guard g(z, index, slot_access::read);
-      // Accessed, rewritten or freed since the scan: the slot lost ZRAM_PP_SLOT; skip it.
-      if (!(z.word(index) & bit(ZRAM_PP_SLOT))) {
-        give_back();
+  bool full = false;
+  while (k < ctl.size() && !full) {
+    batch.clear();
+    batch_index.clear();
+    for (; k < ctl.size() && batch.size() < batch_max; ++k) {
+      const uint64_t index = ctl[k].index;
+      const uint64_t blk = bdev.reserve();
+      if (blk == backing_dev::invalid_block) {
+        failure = error(ENOSPC, z.opts.name + ": writeback: backing device " + bdev.path() +
+                                    " is full after " + std::to_string(written) + " pages");
+        full = true;
+        break;
+      }
+      z.stats.bd_count.fetch_add(1, std::memory_order_relaxed);
+      uint8_t* page = pages.data() + batch.size() * page_size;
+      status st;
+      {
+        zram::slot_guard g(z, index, slot_access::read);
+        // Accessed, rewritten or freed since the scan: the slot lost ZRAM_PP_SLOT; skip it.
+        if (!(z.word(index) & bit(ZRAM_PP_SLOT))) {
+          give_back(blk);
+          continue;
+        }
+        st = z.read_slot(index, page, nullptr);
+      }
+      if (!st.ok()) {
+        give_back(blk);
+        zram::slot_guard g(z, index, slot_access::write);
+        flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT), 0);
+        failure = st;
         continue;
       }
-      st = z.read_slot(index, page, nullptr);
+      batch.push_back({blk, page, {}});
+      batch_index.push_back(index);
     }
-    if (st.ok()) st = z.bdev->write_block(blk, page);
-    if (!st.ok()) {
-      // As the kernel: an I/O error is reported, the remaining slots are still tried.
-      give_back();
+    if (batch.empty()) continue;
+    bdev.write_blocks(batch);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const uint64_t index = batch_index[i];
+      const uint64_t blk = batch[i].block;
       zram::slot_guard g(z, index, slot_access::write);
-      flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT), 0);
-      failure = st;
-      continue;
+      const uint64_t w = z.word(index);
+      if (!batch[i].result.ok()) {
+        // As the kernel: an I/O error is reported, the remaining slots are still tried; the
+        // page stays where it was.
+        give_back(blk);
+        flags_update(z.table[index].flags, bit(ZRAM_PP_SLOT), 0);
+        failure = batch[i].result;
+        continue;
+      }
+      z.stats.bd_writes.fetch_add(1, std::memory_order_relaxed);
+      // zram_writeback_complete(): the slot was accessed or freed while its page was out.
+      if (!(w & bit(ZRAM_PP_SLOT))) {
+        give_back(blk);
+        continue;
+      }
+      const uint8_t* page = static_cast<const uint8_t*>(batch[i].page);
+      const uint64_t wb_handle =
+          blk | (z.csum_len ? uint64_t{obj_checksum(page, page_size)} << 32 : 0);
+      zram_table_entry& e = z.table[index];
+      if (w & bit(ZRAM_HUGE)) z.stats.huge_pages.fetch_sub(1, std::memory_order_relaxed);
+      z.stats.compr_data_size.fetch_sub(w & size_mask, std::memory_order_relaxed);
+      (void)z.mem_pool->free(e.handle);
+      e.handle = wb_handle;
+      flags_update(e.flags, state_mask, bit(ZRAM_WB));  // keeps ac_time
+      ++written;
     }
-    z.stats.bd_writes.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t wb_handle = blk | (z.csum_len ? uint64_t{obj_checksum(page, page_size)} << 32 : 0);
-    // zram_writeback_complete()
-    zram::slot_guard g(z, index, slot_access::write);
-    const uint64_t w = z.word(index);
-    if (!(w & bit(ZRAM_PP_SLOT))) {
-      give_back();
-      continue;
-    }
-    zram_table_entry& e = z.table[index];
-    if (w & bit(ZRAM_HUGE)) z.stats.huge_pages.fetch_sub(1, std::memory_order_relaxed);
-    z.stats.compr_data_size.fetch_sub(w & size_mask, std::memory_order_relaxed);
-    (void)z.mem_pool->free(e.handle);
-    e.handle = wb_handle;
-    flags_update(e.flags, state_mask, bit(ZRAM_WB));  // keeps ac_time
-    ++written;
   }
   if (k < ctl.size()) release_pp_slots(z, ctl, k);
   if (!failure.ok()) return failure;
@@ -291,6 +323,10 @@ std::vector<uint64_t> zram_device::backing_blocks() const {
 
 zram_block_allocator* zram_device::backing_allocator() const noexcept {
   return z_->bdev ? z_->bdev->shared() : nullptr;
+}
+
+void zram_device::after_fork_child() noexcept {
+  if (z_->bdev) z_->bdev->after_fork_child();
 }
 
 uint64_t zram_device::compact() {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "backing_dev.h"
 #include "zram_drv.h"
 
 namespace uswap {
@@ -75,6 +76,26 @@ std::string zram_device::io_stat_text() const {
 std::string zram_device::bd_stat_text() const {
   const zram_bd_stat s = bd_stat();
   return format("%8llu %8llu %8llu\n", ull(s.bd_count), ull(s.bd_reads), ull(s.bd_writes));
+}
+
+zram_backing_stat zram_device::backing_stat() const {
+  if (z_->bdev) return z_->bdev->backing_stat();
+  zram_backing_stat none;
+  none.connected = false;
+  return none;
+}
+
+std::string zram_device::backing_stat_text() const {
+  const zram_backing_stat s = backing_stat();
+  if (s.kind.empty()) return "kind none\n";
+  return format("kind %s\nconnected %d\nwrite_failures %llu\nread_failures %llu\n"
+                "connection_losses %llu\nreconnects %llu\nserver_resets %llu\nretry_in_ms %llu\n"
+                "max_in_flight %llu\n"
+                "last_error %s\n",
+                s.kind.c_str(), s.connected ? 1 : 0, ull(s.write_failures), ull(s.read_failures),
+                ull(s.connection_losses), ull(s.reconnects), ull(s.server_resets), ull(s.retry_in_ms),
+                ull(s.max_in_flight),
+                s.last_error.empty() ? "-" : s.last_error.c_str());
 }
 
 std::string zram_device::debug_stat_text() const {

@@ -83,6 +83,11 @@ class swap_device {
   // and the allocator they came from; none without a shared backing file.
   virtual std::vector<uint64_t> backing_blocks() const = 0;
   virtual zram_block_allocator* backing_allocator() const = 0;
+  // The backing device's health (zram_backing_stat; kind empty without one).
+  virtual zram_backing_stat backing_stat() const { return {}; }
+  // In a child after fork(), before anything else uses the device: connections to a remote
+  // backing device were the parent's and are made anew (zram_device::after_fork_child).
+  virtual void after_fork_child() noexcept {}
   virtual swap_device_stats stats() const = 0;
   // The device's mm_stat line as /sys/block/zramN/mm_stat prints it, or "" (ram).
   virtual std::string mm_stat_text() const = 0;

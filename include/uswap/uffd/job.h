@@ -145,7 +145,8 @@ struct job_view {
 };
 
 // Why the job cannot go on (set once; the supervisor stops the job and says so).
-enum : uint64_t { job_stop_none = 0, job_stop_pool_full = 1 };
+// job_stop_backing_lost: the same, because the backing device (an NBD export) could not be reached.
+enum : uint64_t { job_stop_none = 0, job_stop_pool_full = 1, job_stop_backing_lost = 2 };
 
 // The job's backing-file blocks as a zram device's allocator (zram_options::backing_allocator):
 // every member's device writes back into the one file.

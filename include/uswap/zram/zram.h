@@ -144,6 +144,13 @@ class zram_block_allocator {
   virtual uint64_t nr_blocks() const noexcept = 0;
 };
 
+// True when a backing_dev spec names a remote NBD export ("nbd://", "nbds://", "nbd+unix://",
+// "nbds+unix://", "nbd+vsock://", "nbds+vsock://": libnbd's URIs) rather than a file.
+bool zram_backing_is_remote(std::string_view spec) noexcept;
+// How many 4 KiB blocks the export a remote spec names can hold: its size less the header
+// block (docs/design/zram.md, "Remote writeback"). Connects to ask; the connect error otherwise.
+result<uint64_t> zram_remote_backing_blocks(const std::string& spec);
+
 struct zram_options {
   // Device size in bytes (the kernel's disksize), rounded up to whole pages. Required: 0 is EINVAL.
   uint64_t disksize = 0;
@@ -160,10 +167,12 @@ struct zram_options {
   zram_lock_mode lock_mode = zram_lock_mode::slot_bitlock;
   // mem_limit in bytes, rounded up to pages: the most memory the pool may hold. Default 0, none.
   uint64_t mem_limit = 0;
-  // Backing file for writeback (backing_dev); created if missing. Default empty: no writeback.
+  // Writeback target (backing_dev): a file, created if missing, or an NBD export's URI
+  // (zram_backing_is_remote), reached through libnbd. Default empty: no writeback.
   std::string backing_dev = {};
   // Size of the backing file in bytes: 0 (the default) uses the file's current size; otherwise
   // the file is extended to it if shorter. A zero-sized backing file is EINVAL, as in the kernel.
+  // For an export: 0 uses all of it; a size the export does not have is EINVAL.
   uint64_t backing_dev_size = 0;
   // The backing file's blocks are handed out by this allocator, shared with other devices
   // writing into the same file, instead of by the device's own bitmap (the file's size is then
@@ -213,6 +222,23 @@ struct zram_bd_stat {
   uint64_t bd_count = 0;   // pages in the backing file now
   uint64_t bd_reads = 0;   // pages read from it
   uint64_t bd_writes = 0;  // pages written to it
+};
+
+// The writeback target's health (not in the kernel, whose block layer reports a failing backing
+// device in dmesg): a file is always connected; an NBD export can be unreachable, and then
+// writeback pauses (the pages stay in the pool) and retries with backoff.
+struct zram_backing_stat {
+  std::string kind;               // "file" or "nbd"; empty without a backing device
+  bool connected = true;          // false while the export cannot be reached
+  uint64_t write_failures = 0;    // pages whose writeback failed and stayed in the pool
+  uint64_t read_failures = 0;     // pages that could not be read back (EIO to the reader)
+  uint64_t connection_losses = 0; // connections found dead (closed, made again after a backoff)
+  uint64_t reconnects = 0;        // connections made again after a loss or a fork
+  uint64_t server_resets = 0;     // new connections that found a server without the pages
+                                  // (its header block changed): every page written before is lost
+  uint64_t retry_in_ms = 0;       // while not connected: when writeback tries again
+  uint64_t max_in_flight = 0;     // most writes in flight at once (batched asynchronous I/O)
+  std::string last_error;         // the last failure, for the message; empty when none
 };
 
 // Request counts (the block layer's /sys/block/zram<id>/stat, which zram itself does not keep).
@@ -354,6 +380,9 @@ class zram_device {
   // device refers to the same blocks, and must hold them too (zram_block_allocator::retain).
   std::vector<uint64_t> backing_blocks() const;
   zram_block_allocator* backing_allocator() const noexcept;
+  // In a child after fork(), before the device is used there: a remote backing device's
+  // connections belonged to the parent and are made anew. No other thread may use the device.
+  void after_fork_child() noexcept;
   // writeback_store(): moves the selected slots to the backing file; returns how many moved.
   // EINVAL without a backing file; ENOSPC when it filled up (the slots moved so far stay moved).
   result<uint64_t> writeback(const zram_writeback_params& params = {});
@@ -375,6 +404,10 @@ class zram_device {
   std::string mm_stat_text() const;
   std::string io_stat_text() const;
   std::string bd_stat_text() const;
+  // The backing device's health (zram_backing_stat); kind empty without one.
+  zram_backing_stat backing_stat() const;
+  // The same as text, one "key value" per line (uswap's own file, beside bd_stat).
+  std::string backing_stat_text() const;
   std::string debug_stat_text() const;
   // The lock class of the slot locks (slot modes) or of the table rwlock (global_rwlock);
   // lockstat::enable() turns counting on.

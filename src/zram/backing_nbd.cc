@@ -1,0 +1,451 @@
+// zram writeback to a remote NBD export through libnbd (backing_dev.h). The kernel's zram writes
+// back to a local block device; any block device can be an NBD one (nbd.ko), so this is the same
+// tier reached from userspace, without a kernel device.
+//
+// Writes: one writer connection; a batch goes out as asynchronous requests all in flight at once
+// (nbd_aio_pwrite), with FUA when the server offers it, else followed by one flush, and a page
+// counts as written only when its request and the flush succeeded (the slot becomes ZRAM_WB only
+// then, zram_pp.cc). Reads: a reader connection of their own when the export offers multi-conn
+// (its connections then see each other's acknowledged writes), otherwise the writer's.
+//
+// Loss: a connection found dead (server killed, network gone, a request outstanding past
+// io_timeout_ms) is closed and made again after a backoff that doubles from backoff_min_ms to
+// backoff_max_ms; meanwhile writeback fails at once (the pages stay in the pool). Whether the
+// server on the other end still holds what was written is decided by a header block, as the
+// kernel's swap area has its header page (SWAPSPACE2 and a uuid): the export's last block holds
+// a magic and a uuid, and every new connection reads it. The same uuid: the data is there (the
+// connection broke, or the server restarted over persistent storage, or this is a forked child).
+// Anything else (a new, empty nbdkit memory): the device's generation moves on and, since every
+// block remembers the generation it was written in, each block written before is EIO when read,
+// never the new server's zeros; the header is then written anew (or adopted, when another device
+// of the same job wrote it first).
+//
+// Thread-safety: each connection's handle is used under its lock only; counters are atomics.
+#include <libnbd.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <atomic>
+#include <cerrno>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backing_dev.h"
+#include "uswap/base/atomic_max.h"
+#include "uswap/base/page.h"
+
+namespace uswap::zram_detail {
+
+namespace {
+
+constexpr int io_timeout_ms = 30'000;
+constexpr uint64_t backoff_min_ms = 100;
+constexpr uint64_t backoff_max_ms = 5'000;
+// The kernel's zram writeback_batch_size default is 32 pages.
+constexpr size_t nbd_batch = 32;
+
+uint64_t now_ms() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1'000'000;
+}
+
+std::string libnbd_error() {
+  const char* e = ::nbd_get_error();
+  return e && *e ? e : "unknown libnbd error";
+}
+
+int libnbd_errno(int fallback) noexcept {
+  const int e = ::nbd_get_errno();
+  return e ? e : fallback;
+}
+
+// The header block, at the export's last block.
+constexpr char header_magic[8] = {'U', 'S', 'W', 'A', 'P', 'Z', 'W', 'B'};
+struct header_id {
+  uint8_t uuid[16] = {};
+  bool operator==(const header_id&) const = default;
+};
+
+// A connected handle to `uri`, or the reason there is none.
+result<nbd_handle*> connect_uri(const std::string& uri) {
+  nbd_handle* h = ::nbd_create();
+  if (!h) return error(ENOMEM, "backing_dev: nbd_create: " + libnbd_error());
+  if (::nbd_connect_uri(h, uri.c_str()) == -1) {
+    const int err = libnbd_errno(ECONNREFUSED);
+    status st = error(err, "backing_dev: connect to " + uri + ": " + libnbd_error());
+    ::nbd_close(h);
+    return st;
+  }
+  return h;
+}
+
+struct connection {
+  mutex lock;
+  nbd_handle* h = nullptr;  // under lock; nullptr while not connected
+  bool had = false;         // under lock: was connected before (a new one is a reconnect)
+};
+
+bool is_dead(nbd_handle* h) noexcept {
+  return ::nbd_aio_is_dead(h) == 1 || ::nbd_aio_is_closed(h) == 1;
+}
+
+class nbd_backing_dev final : public backing_dev {
+ public:
+  nbd_backing_dev(std::string uri, uint64_t nr_pages, uint64_t header_block,
+                  zram_block_allocator* shared, nbd_handle* h)
+      : backing_dev(uri, nr_pages, shared), uri_(std::move(uri)), header_block_(header_block),
+        use_fua_(::nbd_can_fua(h) == 1), can_flush_(::nbd_can_flush(h) == 1),
+        multi_conn_(::nbd_can_multi_conn(h) == 1),
+        written_in_(new std::atomic<uint32_t>[nr_pages]) {
+    writer_.h = h;
+    writer_.had = true;
+    for (uint64_t i = 0; i < nr_pages; ++i) written_in_[i].store(0, std::memory_order_relaxed);
+  }
+  ~nbd_backing_dev() override {
+    for (connection* c : {&writer_, &reader_})
+      if (c->h) {
+        ::nbd_shutdown(c->h, 0);
+        ::nbd_close(c->h);
+      }
+  }
+
+  void write_blocks(std::span<backing_write> batch) override;
+  status read_block(uint64_t block, void* page) override;
+  size_t batch_size() const noexcept override { return nbd_batch; }
+  void after_fork_child() noexcept override;
+  zram_backing_stat backing_stat() const override;
+  status label() { return check_header(writer_.h, true); }
+
+ private:
+  // Reads the header through a new connection: the same uuid keeps every written block, any
+  // other moves the generation on (they are lost) and writes or adopts a header. `first`: at
+  // open, when nothing was written yet.
+  status check_header(nbd_handle* h, bool first);
+  status ensure_connected(connection& c);
+  void lose(connection& c, const status& why);
+  // Waits for the commands whose cookies are >= 0, setting their results; a dead connection or
+  // the deadline is the returned error (the results not yet set are left as they are).
+  status wait(connection& c, std::span<int64_t> cookies, std::span<status> results);
+  void note_error(const status& st) {
+    std::lock_guard<mutex> g(error_lock_);
+    last_error_ = std::string(st.message());
+  }
+
+  const std::string uri_;
+  const uint64_t header_block_;
+  const bool use_fua_;
+  const bool can_flush_;
+  const bool multi_conn_;
+  connection writer_;
+  connection reader_;  // used only with multi-conn
+  std::atomic<uint32_t> generation_{1};
+  std::unique_ptr<std::atomic<uint32_t>[]> written_in_;  // per block; 0: never written
+  std::atomic<uint64_t> write_failures_{0}, read_failures_{0}, losses_{0}, reconnects_{0};
+  std::atomic<uint64_t> max_in_flight_{0}, drops_{0};
+  std::atomic<uint64_t> retry_at_ms_{0}, backoff_ms_{0};
+  std::atomic<bool> connected_{true};
+  mutex header_lock_;
+  header_id id_;  // under header_lock_
+  mutable mutex error_lock_;
+  std::string last_error_;  // under error_lock_
+};
+
+status nbd_backing_dev::check_header(nbd_handle* h, bool first) {
+  alignas(8) uint8_t block[page_size];
+  if (::nbd_pread(h, block, page_size, header_block_ << page_shift, 0) == -1)
+    return error(libnbd_errno(EIO), "backing_dev: read the header of " + uri_ + ": " +
+                                        libnbd_error());
+  header_id found;
+  const bool labelled = std::memcmp(block, header_magic, sizeof header_magic) == 0;
+  if (labelled) std::memcpy(found.uuid, block + sizeof header_magic, sizeof found.uuid);
+  std::lock_guard<mutex> g(header_lock_);
+  if (labelled && found == id_) return {};
+  if (!first) {
+    // Not the server the blocks were written to, or not with their data: all of them are lost.
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+    losses_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (labelled) {  // another device of the job (or an earlier life of this export) labelled it
+    id_ = found;
+    return {};
+  }
+  header_id fresh;
+  if (::getrandom(fresh.uuid, sizeof fresh.uuid, 0) != sizeof fresh.uuid)
+    return error(EIO, "backing_dev: getrandom for the header of " + uri_);
+  std::memset(block, 0, page_size);
+  std::memcpy(block, header_magic, sizeof header_magic);
+  std::memcpy(block + sizeof header_magic, fresh.uuid, sizeof fresh.uuid);
+  const uint32_t fua = ::nbd_can_fua(h) == 1 ? LIBNBD_CMD_FLAG_FUA : 0;
+  if (::nbd_pwrite(h, block, page_size, header_block_ << page_shift, fua) == -1 ||
+      (!fua && ::nbd_can_flush(h) == 1 && ::nbd_flush(h, 0) == -1))
+    return error(libnbd_errno(EIO), "backing_dev: write the header of " + uri_ + ": " +
+                                        libnbd_error());
+  id_ = fresh;
+  return {};
+}
+
+status nbd_backing_dev::ensure_connected(connection& c) {
+  if (c.h) return {};
+  const uint64_t now = now_ms();
+  const uint64_t at = retry_at_ms_.load(std::memory_order_relaxed);
+  if (now < at) {
+    std::lock_guard<mutex> g(error_lock_);
+    return error(EAGAIN, "backing_dev: NBD server " + uri_ + " unreachable (" + last_error_ +
+                             "); trying again in " + std::to_string(at - now) + " ms");
+  }
+  auto h = connect_uri(uri_);
+  if (h.ok() && static_cast<uint64_t>(std::max<int64_t>(::nbd_get_size(*h), 0)) <
+                    (nr_pages() << page_shift)) {
+    ::nbd_close(*h);
+    h = error(ENOSPC, "backing_dev: " + uri_ + " came back smaller than before");
+  }
+  if (h.ok()) {
+    if (status st = check_header(*h, false); !st.ok()) {
+      ::nbd_close(*h);
+      h = st;
+    }
+  }
+  if (!h.ok()) {
+    const uint64_t b = std::clamp(backoff_ms_.load(std::memory_order_relaxed) * 2,
+                                  backoff_min_ms, backoff_max_ms);
+    backoff_ms_.store(b, std::memory_order_relaxed);
+    retry_at_ms_.store(now + b, std::memory_order_relaxed);
+    connected_.store(false, std::memory_order_relaxed);
+    note_error(h.error());
+    return h.error();
+  }
+  c.h = *h;
+  if (c.had) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  c.had = true;
+  backoff_ms_.store(0, std::memory_order_relaxed);
+  retry_at_ms_.store(0, std::memory_order_relaxed);
+  connected_.store(true, std::memory_order_relaxed);
+  return {};
+}
+
+void nbd_backing_dev::lose(connection& c, const status& why) {
+  ::nbd_close(c.h);
+  c.h = nullptr;
+  // Whether the blocks survived is for the header to say when a connection is made again.
+  drops_.fetch_add(1, std::memory_order_relaxed);
+  connected_.store(false, std::memory_order_relaxed);
+  backoff_ms_.store(backoff_min_ms, std::memory_order_relaxed);
+  retry_at_ms_.store(now_ms() + backoff_min_ms, std::memory_order_relaxed);
+  note_error(why);
+}
+
+status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
+                             std::span<status> results) {
+  const uint64_t deadline = now_ms() + io_timeout_ms;
+  for (;;) {
+    bool pending = false;
+    for (size_t i = 0; i < cookies.size(); ++i) {
+      if (cookies[i] < 0) continue;
+      const int r = ::nbd_aio_command_completed(c.h, static_cast<uint64_t>(cookies[i]));
+      if (r == 0) {
+        pending = true;
+        continue;
+      }
+      if (r == -1)
+        results[i] = error(libnbd_errno(EIO), "backing_dev: " + uri_ + ": " + libnbd_error());
+      cookies[i] = -1;
+    }
+    if (!pending) return {};
+    if (is_dead(c.h))
+      return error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
+    const uint64_t now = now_ms();
+    if (now >= deadline)
+      return error(ETIMEDOUT, "backing_dev: " + uri_ + " did not answer within " +
+                                  std::to_string(io_timeout_ms / 1000) + " s");
+    if (::nbd_poll(c.h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
+        is_dead(c.h))
+      return error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
+  }
+}
+
+void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
+  if (batch.empty()) return;
+  std::lock_guard<mutex> g(writer_.lock);
+  auto fail_all = [&](const status& st) {
+    for (backing_write& w : batch) w.result = st;
+    write_failures_.fetch_add(batch.size(), std::memory_order_relaxed);
+  };
+  if (status st = ensure_connected(writer_); !st.ok()) return fail_all(st);
+  const uint32_t gen = generation_.load(std::memory_order_acquire);
+  std::vector<int64_t> cookies(batch.size(), -1);
+  std::vector<status> results(batch.size());
+  const uint32_t flags = use_fua_ ? LIBNBD_CMD_FLAG_FUA : 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    cookies[i] = ::nbd_aio_pwrite(writer_.h, batch[i].page, page_size,
+                                  batch[i].block << page_shift, NBD_NULL_COMPLETION, flags);
+    if (cookies[i] == -1)
+      results[i] = error(libnbd_errno(EIO), "backing_dev: write to " + uri_ + ": " +
+                                                libnbd_error());
+  }
+  if (const int n = ::nbd_aio_in_flight(writer_.h); n > 0)
+    fetch_max(max_in_flight_, static_cast<uint64_t>(n));
+  status dead = wait(writer_, cookies, results);
+  if (dead.ok() && !use_fua_ && can_flush_) {
+    int64_t flush = ::nbd_aio_flush(writer_.h, NBD_NULL_COMPLETION, 0);
+    status flushed;
+    if (flush == -1) flushed = error(libnbd_errno(EIO), "backing_dev: flush " + uri_ + ": " +
+                                                           libnbd_error());
+    else dead = wait(writer_, {&flush, 1}, {&flushed, 1});
+    // Without a flush nothing of the batch is known to be durable.
+    if (dead.ok() && !flushed.ok()) dead = flushed;
+  }
+  // A request refused at submission on a dead connection leaves wait() nothing to wait for:
+  // the handle's state, not only wait()'s answer, says whether the connection is gone.
+  if (dead.ok() && is_dead(writer_.h))
+    dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
+  if (!dead.ok()) {
+    if (is_dead(writer_.h) || dead.code() == ETIMEDOUT)
+      lose(writer_, dead);
+    else
+      note_error(dead);
+    return fail_all(dead);
+  }
+  // A loss seen by the reader while this batch was out moved the generation on: these blocks
+  // would read as lost, so they count as not written (the pages stay in the pool).
+  if (generation_.load(std::memory_order_acquire) != gen)
+    return fail_all(error(EAGAIN, "backing_dev: connection to " + uri_ + " lost during writeback"));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i].result = results[i];
+    if (results[i].ok()) {
+      written_in_[batch[i].block].store(gen, std::memory_order_release);
+    } else {
+      write_failures_.fetch_add(1, std::memory_order_relaxed);
+      note_error(results[i]);
+    }
+  }
+}
+
+status nbd_backing_dev::read_block(uint64_t block, void* page) {
+  connection& c = multi_conn_ ? reader_ : writer_;
+  std::lock_guard<mutex> g(c.lock);
+  auto fail = [&](status st) {
+    read_failures_.fetch_add(1, std::memory_order_relaxed);
+    note_error(st);
+    return st;
+  };
+  if (status st = ensure_connected(c); !st.ok())
+    return fail(error(EIO, "backing_dev: block " + std::to_string(block) + " cannot be read: " +
+                               std::string(st.message())));
+  if (written_in_[block].load(std::memory_order_acquire) !=
+      generation_.load(std::memory_order_acquire))
+    return fail(error(EIO, "backing_dev: block " + std::to_string(block) + " was written to " +
+                               uri_ + " before the connection to it was lost: the page is gone"));
+  int64_t cookie = ::nbd_aio_pread(c.h, page, page_size, block << page_shift, NBD_NULL_COMPLETION,
+                                   0);
+  status result;
+  if (cookie == -1)
+    result = error(libnbd_errno(EIO), "backing_dev: read from " + uri_ + ": " + libnbd_error());
+  status dead = wait(c, {&cookie, 1}, {&result, 1});
+  if (dead.ok() && is_dead(c.h))
+    dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
+  if (!dead.ok()) {
+    if (is_dead(c.h) || dead.code() == ETIMEDOUT) lose(c, dead);
+    return fail(error(EIO, "backing_dev: block " + std::to_string(block) + ": " +
+                               std::string(dead.message())));
+  }
+  if (!result.ok()) return fail(error(EIO, std::string(result.message())));
+  return {};
+}
+
+void nbd_backing_dev::after_fork_child() noexcept {
+  // The handles share their sockets with the parent's: close them without a word on the wire
+  // (nbd_close sends nothing; nbd_shutdown would disconnect the parent) and connect afresh on
+  // first use. The locks may have been held by parent threads that do not exist here.
+  for (connection* c : {&writer_, &reader_}) {
+    c->lock.~mutex();
+    new (&c->lock) mutex();
+    if (c->h) ::nbd_close(c->h);
+    c->had = c->h != nullptr;
+    c->h = nullptr;
+  }
+  retry_at_ms_.store(0, std::memory_order_relaxed);
+}
+
+zram_backing_stat nbd_backing_dev::backing_stat() const {
+  zram_backing_stat s;
+  s.kind = "nbd";
+  s.connected = connected_.load(std::memory_order_relaxed);
+  s.write_failures = write_failures_.load(std::memory_order_relaxed);
+  s.read_failures = read_failures_.load(std::memory_order_relaxed);
+  s.connection_losses = drops_.load(std::memory_order_relaxed);
+  s.server_resets = losses_.load(std::memory_order_relaxed);
+  s.reconnects = reconnects_.load(std::memory_order_relaxed);
+  s.max_in_flight = max_in_flight_.load(std::memory_order_relaxed);
+  if (!s.connected) {
+    const uint64_t at = retry_at_ms_.load(std::memory_order_relaxed), now = now_ms();
+    s.retry_in_ms = at > now ? at - now : 0;
+  }
+  std::lock_guard<mutex> g(error_lock_);
+  s.last_error = last_error_;
+  return s;
+}
+
+}  // namespace
+
+result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri,
+                                                          uint64_t size_bytes,
+                                                          zram_block_allocator* shared) {
+  if (shared) size_bytes = shared->nr_blocks() << page_shift;
+  auto h = connect_uri(uri);
+  if (!h.ok()) return h.error();
+  auto close_with = [&](status st) {
+    ::nbd_shutdown(*h, 0);
+    ::nbd_close(*h);
+    return st;
+  };
+  const int64_t export_bytes = ::nbd_get_size(*h);
+  if (export_bytes < 0) return close_with(error(EIO, "backing_dev: size of " + uri + ": " +
+                                                         libnbd_error()));
+  if (::nbd_is_read_only(*h) == 1)
+    return close_with(error(EROFS, "backing_dev: " + uri + " is read-only"));
+  uint64_t bytes = static_cast<uint64_t>(export_bytes);
+  if (size_bytes > bytes)
+    return close_with(error(EINVAL, "backing_dev: " + uri + " has " + std::to_string(bytes) +
+                                        " bytes, less than the " + std::to_string(size_bytes) +
+                                        " asked for"));
+  // The last block of the export is the header; the blocks before it hold pages.
+  const uint64_t export_pages = bytes >> page_shift;
+  if (export_pages < 2)
+    return close_with(error(EINVAL, "backing_dev: " + uri + " has fewer than two whole pages"));
+  const uint64_t header_block = export_pages - 1;
+  uint64_t nr_pages = std::min(size_bytes ? size_bytes >> page_shift : export_pages, header_block);
+  if (nr_pages > (uint64_t{1} << 32))
+    return close_with(error(EINVAL, "backing_dev: " + uri + " is larger than 16 TiB"));
+  try {
+    auto dev = std::make_unique<nbd_backing_dev>(uri, nr_pages, header_block, shared, *h);
+    if (status st = dev->label(); !st.ok()) return st;  // the device closes the handle
+    return std::unique_ptr<backing_dev>(std::move(dev));
+  } catch (const std::bad_alloc&) {
+    return close_with(error(ENOMEM, "backing_dev: no memory for the block table of " + uri));
+  }
+}
+
+}  // namespace uswap::zram_detail
+
+namespace uswap {
+
+result<uint64_t> zram_remote_backing_blocks(const std::string& spec) {
+  if (!zram_detail::backing_dev::is_nbd_uri(spec))
+    return error(EINVAL, "backing_dev: " + spec + " is not an NBD URI");
+  auto h = zram_detail::connect_uri(spec);
+  if (!h.ok()) return h.error();
+  const int64_t bytes = ::nbd_get_size(*h);
+  ::nbd_shutdown(*h, 0);
+  ::nbd_close(*h);
+  if (bytes < 2 * static_cast<int64_t>(page_size))
+    return error(EINVAL, "backing_dev: " + spec + " has fewer than two whole pages");
+  return (static_cast<uint64_t>(bytes) >> page_shift) - 1;
+}
+
+}  // namespace uswap

@@ -1,0 +1,362 @@
+// zram writeback to a remote NBD export (backing_nbd.cc) against a real server, nbdkit memory:
+// pages reach the server and read back, freed blocks are reused, a killed server turns into EIO
+// (never other bytes) while new pages stay in the pool, a restarted server resumes writeback,
+// a forked child reads through a connection of its own, batches are in flight together.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "backing_nbd_test.h"
+#include "zram_test_util.h"
+
+namespace uswap {
+namespace {
+
+using zram_test::kind_of;
+using zram_test::make_dev;
+using zram_test::make_page;
+using zram_test::nbdkit_memory;
+using zram_test::page_kind;
+
+std::unique_ptr<zram_device> nbd_dev(const std::string& uri, uint64_t pages,
+                                     zram_lock_mode mode = zram_lock_mode::slot_bitlock) {
+  zram_options o;
+  o.disksize = pages * page_size;
+  o.backing_dev = uri;
+  o.lock_mode = mode;
+  return make_dev(o);
+}
+
+// Writes pages [first, first + n) with contents seeded by seed + index.
+void fill(zram_device& dev, uint64_t first, uint64_t n, uint64_t seed) {
+  alignas(8) uint8_t page[page_size];
+  for (uint64_t i = first; i < first + n; ++i) {
+    make_page(page, kind_of(i), seed + i);
+    ASSERT_TRUE(dev.write_page(i, page).ok());
+  }
+}
+
+void expect_pages(zram_device& dev, uint64_t first, uint64_t n, uint64_t seed) {
+  alignas(8) uint8_t want[page_size], got[page_size];
+  for (uint64_t i = first; i < first + n; ++i) {
+    make_page(want, kind_of(i), seed + i);
+    const status st = dev.read_page(i, got);
+    ASSERT_TRUE(st.ok()) << "page " << i << ": " << st.to_string();
+    ASSERT_EQ(std::memcmp(want, got, page_size), 0) << "page " << i;
+  }
+}
+
+uint64_t writeback_idle(zram_device& dev) {
+  dev.mark_idle();
+  auto n = dev.writeback({});
+  EXPECT_TRUE(n.ok()) << n.error().to_string();
+  return n.ok() ? *n : 0;
+}
+
+// The server configurations writeback must handle: nbdkit memory (FUA on every write, a reader
+// connection of its own since it offers multi-conn), and a server with neither (a flush per
+// batch, one connection for everything): nbdkit's eval plugin over a file in its directory.
+nbdkit_memory start_server(bool fua_multi_conn) {
+  if (fua_multi_conn) return nbdkit_memory("64M");
+  const std::string img = "{dir}/disk.img";
+  return nbdkit_memory::with_plugin(
+      {"eval", "get_size=truncate -s 64M " + img + " && echo 67108864", "can_write=exit 0", "can_flush=exit 0",
+       "can_fua=echo none", "can_multi_conn=exit 3", "flush=exit 0",
+       "pread=dd if=" + img + " iflag=skip_bytes,count_bytes skip=$4 count=$3 status=none",
+       "pwrite=dd of=" + img + " oflag=seek_bytes conv=notrunc seek=$4 status=none"});
+}
+
+TEST(NbdBacking, WritebackReachesTheServerAndReadsBackInEveryMode) {
+  for (bool fua_multi_conn : {true, false}) {
+    // The eval server runs a shell per request: one lock mode and fewer pages there (the lock
+    // mode does not meet the server; every mode runs against nbdkit memory).
+    const uint64_t pages = fua_multi_conn ? 96 : 40;
+    for (zram_lock_mode mode : all_zram_lock_modes) {
+      if (!fua_multi_conn && mode != zram_lock_mode::slot_bitlock) continue;
+      SCOPED_TRACE(std::string(fua_multi_conn ? "memory (FUA, multi-conn)" : "eval (flush)") +
+                   ", " + std::string(to_string(mode)));
+      nbdkit_memory server = start_server(fua_multi_conn);
+      ASSERT_TRUE(server.ready());
+      auto dev = nbd_dev(server.uri(), pages, mode);
+      ASSERT_TRUE(dev);
+      fill(*dev, 0, pages, 7);
+      const uint64_t n = writeback_idle(*dev);
+      const zram_test::table_census c = zram_test::census(*dev);
+      EXPECT_EQ(n, c.written_back);
+      EXPECT_GT(n, pages / 2);  // every page but the same-filled and zero ones, in batches
+      zram_test::expect_stats_match_table(*dev);
+      // The server holds each written-back page at the block its slot names.
+      alignas(8) uint8_t want[page_size], held[page_size];
+      for (uint64_t i = 0; i < pages; ++i) {
+        auto info = dev->slot_info(i);
+        ASSERT_TRUE(info.ok());
+        if (info->kind != zram_slot_kind::written_back) continue;
+        ASSERT_TRUE(zram_test::server_block(server.uri(), info->handle & 0xffffffffu, held));
+        make_page(want, kind_of(i), 7 + i);
+        ASSERT_EQ(std::memcmp(want, held, page_size), 0) << "page " << i;
+      }
+      expect_pages(*dev, 0, pages, 7);
+      EXPECT_EQ(dev->bd_stat().bd_reads, n);
+      const zram_backing_stat bs = dev->backing_stat();
+      EXPECT_EQ(bs.kind, "nbd");
+      EXPECT_TRUE(bs.connected);
+      EXPECT_EQ(bs.write_failures + bs.read_failures + bs.connection_losses + bs.server_resets,
+                0u);
+      EXPECT_GT(bs.max_in_flight, 0u);
+    }
+  }
+}
+
+TEST(NbdBacking, FreedBlocksAreReusedOnTheExport) {
+  nbdkit_memory server("69632");  // 16 blocks and the header
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64);
+  ASSERT_TRUE(dev);
+  uint64_t total = 0;
+  for (uint64_t round = 0; round < 4; ++round) {
+    // Sixteen incompressible pages at a time (kind_of(8k) is incompressible), freed after.
+    alignas(8) uint8_t page[page_size];
+    for (uint64_t i = 0; i < 16; ++i) {
+      make_page(page, page_kind::incompressible, round * 100 + i);
+      ASSERT_TRUE(dev->write_page(round * 16 + i, page).ok());
+    }
+    const uint64_t n = writeback_idle(*dev);
+    EXPECT_EQ(n, 16u) << "round " << round;
+    total += n;
+    alignas(8) uint8_t got[page_size];
+    for (uint64_t i = 0; i < 16; ++i) {
+      make_page(page, page_kind::incompressible, round * 100 + i);
+      ASSERT_TRUE(dev->read_page(round * 16 + i, got).ok());
+      ASSERT_EQ(std::memcmp(page, got, page_size), 0);
+      ASSERT_TRUE(dev->discard(round * 16 + i).ok());
+    }
+    EXPECT_EQ(dev->bd_stat().bd_count, 0u);
+  }
+  EXPECT_EQ(total, 64u);  // four times the export's 16 blocks
+  // A full export is ENOSPC and leaves the pages in the pool.
+  fill(*dev, 0, 64, 3);
+  dev->mark_idle();
+  auto full = dev->writeback({});
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.error().code(), ENOSPC);
+  EXPECT_EQ(dev->bd_stat().bd_count, 16u);
+  expect_pages(*dev, 0, 64, 3);
+  zram_test::expect_stats_match_table(*dev);
+}
+
+TEST(NbdBacking, AKilledServerIsEIONeverOtherBytesAndARestartedOneResumes) {
+  nbdkit_memory server("16M");
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 128);
+  ASSERT_TRUE(dev);
+  fill(*dev, 0, 64, 11);
+  const uint64_t first = writeback_idle(*dev);
+  ASSERT_GT(first, 40u);
+  server.kill9();
+
+  // Written-back pages were only on the server: each read fails, none returns bytes.
+  alignas(8) uint8_t got[page_size];
+  uint64_t lost = 0;
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (dev->slot_info(i)->kind != zram_slot_kind::written_back) continue;
+    std::memset(got, 0xA5, page_size);
+    const status st = dev->read_page(i, got);
+    ASSERT_FALSE(st.ok()) << "page " << i << " read back from a dead server";
+    EXPECT_EQ(st.code(), EIO);
+    ++lost;
+  }
+  EXPECT_EQ(lost, first);
+  zram_backing_stat bs = dev->backing_stat();
+  EXPECT_FALSE(bs.connected);
+  EXPECT_GE(bs.read_failures, first);
+  EXPECT_FALSE(bs.last_error.empty());
+
+  // New pages cannot go out: writeback fails, they stay in the pool and read back.
+  fill(*dev, 64, 64, 13);
+  dev->mark_idle();
+  auto failed = dev->writeback({.type = zram_writeback_type::idle, .first_page = 64,
+                                .nr_pages = 64, .max_pages = 0});
+  ASSERT_FALSE(failed.ok());
+  expect_pages(*dev, 64, 64, 13);
+  EXPECT_GT(dev->backing_stat().write_failures, 0u);
+  zram_test::expect_stats_match_table(*dev);
+
+  // A new server on the same address: writeback resumes once the backoff has passed; what the
+  // old server held stays lost (the new one is empty: reading it would hand out zeros).
+  server.restart();
+  ASSERT_TRUE(server.ready());
+  uint64_t resumed = 0;
+  for (int attempt = 0; attempt < 100 && resumed == 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    dev->mark_idle();
+    auto n = dev->writeback({.type = zram_writeback_type::idle, .first_page = 64, .nr_pages = 64,
+                             .max_pages = 0});
+    if (n.ok()) resumed = *n;
+  }
+  EXPECT_GT(resumed, 40u);
+  bs = dev->backing_stat();
+  EXPECT_TRUE(bs.connected);
+  EXPECT_GE(bs.reconnects, 1u);
+  EXPECT_GE(bs.connection_losses, 1u);
+  EXPECT_GE(bs.server_resets, 1u);  // the new server had no header: the old pages are gone
+  expect_pages(*dev, 64, 64, 13);
+  for (uint64_t i = 0; i < 64; ++i) {
+    if (dev->slot_info(i)->kind != zram_slot_kind::written_back) continue;
+    EXPECT_EQ(dev->read_page(i, got).code(), EIO) << "page " << i;
+  }
+  // The lost pages can still be freed and rewritten.
+  for (uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(dev->discard(i).ok());
+  fill(*dev, 0, 64, 17);
+  expect_pages(*dev, 0, 64, 17);
+  zram_test::expect_stats_match_table(*dev);
+}
+
+TEST(NbdBacking, AServerKilledMidWritebackLeavesEveryPageReadableOrEIO) {
+  // 30 ms per write: the batch is in flight when the server dies.
+  nbdkit_memory server("16M", {"--filter=delay"}, {"delay-write=30ms"});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 128);
+  ASSERT_TRUE(dev);
+  alignas(8) uint8_t page[page_size], got[page_size];
+  for (uint64_t i = 0; i < 128; ++i) {
+    make_page(page, page_kind::incompressible, 900 + i);
+    ASSERT_TRUE(dev->write_page(i, page).ok());
+  }
+  dev->mark_idle();
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    server.kill9();
+  });
+  auto n = dev->writeback({});
+  killer.join();
+  ASSERT_FALSE(n.ok()) << "the whole writeback finished before the server was killed";
+  const zram_test::table_census c = zram_test::census(*dev);
+  EXPECT_LT(c.written_back, 128u);
+  EXPECT_GT(c.huge, 0u);  // the batch in flight at the kill stayed in the pool
+  uint64_t readable = 0, lost = 0;
+  for (uint64_t i = 0; i < 128; ++i) {
+    make_page(page, page_kind::incompressible, 900 + i);
+    std::memset(got, 0x5A, page_size);
+    const status st = dev->read_page(i, got);
+    if (st.ok()) {
+      ASSERT_EQ(std::memcmp(page, got, page_size), 0) << "page " << i;
+      ++readable;
+    } else {
+      EXPECT_EQ(st.code(), EIO);
+      ++lost;
+    }
+  }
+  EXPECT_EQ(readable, c.huge);
+  EXPECT_EQ(lost, c.written_back);
+  zram_test::expect_stats_match_table(*dev);
+}
+
+TEST(NbdBacking, AForkedChildReadsThroughAConnectionOfItsOwn) {
+  nbdkit_memory server("16M");
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 80);
+  ASSERT_TRUE(dev);
+  fill(*dev, 0, 64, 21);
+  ASSERT_GT(writeback_idle(*dev), 40u);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    dev->after_fork_child();
+    alignas(8) uint8_t want[page_size], got[page_size];
+    for (uint64_t i = 0; i < 64; ++i) {
+      make_page(want, kind_of(i), 21 + i);
+      if (!dev->read_page(i, got).ok() || std::memcmp(want, got, page_size) != 0) ::_exit(1);
+    }
+    // Its own writer connection (the parent's was made at open: a reconnect here), into
+    // slots of its own (blocks the parent holds are taken in the child's copy of the bitmap too).
+    for (uint64_t i = 64; i < 72; ++i) {
+      make_page(want, page_kind::incompressible, 500 + i);
+      if (!dev->write_page(i, want).ok()) ::_exit(3);
+    }
+    dev->mark_idle();
+    auto n = dev->writeback({.type = zram_writeback_type::idle, .first_page = 64, .nr_pages = 8,
+                             .max_pages = 0});
+    if (!n.ok() || *n != 8) ::_exit(4);
+    for (uint64_t i = 64; i < 72; ++i) {
+      make_page(want, page_kind::incompressible, 500 + i);
+      if (!dev->read_page(i, got).ok() || std::memcmp(want, got, page_size) != 0) ::_exit(5);
+    }
+    const zram_backing_stat bs = dev->backing_stat();
+    ::_exit(bs.reconnects >= 1 && bs.server_resets == 0 ? 0 : 2);
+  }
+  ASSERT_GT(pid, 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  // The child's exit closed its copies of the parent's sockets, not the parent's connection.
+  expect_pages(*dev, 0, 64, 21);
+  fill(*dev, 0, 64, 23);
+  EXPECT_GT(writeback_idle(*dev), 40u);
+  expect_pages(*dev, 0, 64, 23);
+  const zram_backing_stat bs = dev->backing_stat();
+  EXPECT_EQ(bs.connection_losses, 0u);
+  EXPECT_EQ(bs.reconnects, 0u);
+}
+
+TEST(NbdBacking, ABatchIsInFlightTogetherOnASlowServer) {
+  // 20 ms per write: one at a time, 32 writes would take 640 ms; the batch has them all out.
+  nbdkit_memory server("16M", {"--filter=delay"}, {"delay-write=20ms"});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64);
+  ASSERT_TRUE(dev);
+  alignas(8) uint8_t page[page_size];
+  for (uint64_t i = 0; i < 64; ++i) {
+    make_page(page, page_kind::incompressible, i);
+    ASSERT_TRUE(dev->write_page(i, page).ok());
+  }
+  EXPECT_EQ(writeback_idle(*dev), 64u);
+  EXPECT_GE(dev->backing_stat().max_in_flight, 16u);
+  for (uint64_t i = 0; i < 64; ++i) {
+    make_page(page, page_kind::incompressible, i);
+    alignas(8) uint8_t got[page_size];
+    ASSERT_TRUE(dev->read_page(i, got).ok());
+    ASSERT_EQ(std::memcmp(page, got, page_size), 0);
+  }
+}
+
+TEST(NbdBacking, BadTargetsAreClearErrors) {
+  {
+    zram_options o;
+    o.disksize = 16 * page_size;
+    o.backing_dev = "nbd+unix:///?socket=/nonexistent/uswap-no-server.sock";
+    auto d = zram_device::create(o);
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.error().message().find("/nonexistent/uswap-no-server.sock"), std::string::npos)
+        << d.error().to_string();
+  }
+  {
+    nbdkit_memory ro("1M", {"-r"});
+    ASSERT_TRUE(ro.ready());
+    zram_options o;
+    o.disksize = 16 * page_size;
+    o.backing_dev = ro.uri();
+    auto d = zram_device::create(o);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.error().code(), EROFS);
+  }
+  {
+    nbdkit_memory small("1M");
+    ASSERT_TRUE(small.ready());
+    zram_options o;
+    o.disksize = 16 * page_size;
+    o.backing_dev = small.uri();
+    o.backing_dev_size = 2 << 20;
+    auto d = zram_device::create(o);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.error().code(), EINVAL);
+    EXPECT_NE(d.error().message().find("1048576"), std::string::npos) << d.error().to_string();
+    o.backing_dev_size = 0;  // the export's size
+    auto ok = zram_device::create(o);
+    ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace uswap
