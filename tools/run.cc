@@ -8,11 +8,12 @@
 // and zram style files up to date while the job runs (run_job.h).
 //
 // The shim, libuswap-preload.so, is found next to this executable (the build puts both in
-// build/bin), or in <libdir>/uswap/ of an installed tree. It is added to LD_PRELOAD; the settings go in USWAP_* variables; each process image
+// build/bin). It is added to LD_PRELOAD; the settings go in USWAP_* variables; each process image
 // appends a JSON line to a statistics file this command reads after the program exits. The exit
 // status is the program's (128 + signal if it was killed). A program the shim cannot reach
 // (statically linked, setuid, Go: uswap/uffd/routable.h) is refused with exit status 126, or run
 // unrouted with --allow-unrouted; a routed program that execs one is named in the summary.
+// An installed uswap finds the shim in <libdir>/uswap/ instead (find_shim).
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>

@@ -200,8 +200,8 @@ int run_serve(const config& c) {
   if (!params) return fail(std::string(params.error().message()));
   const std::string plugin = find_plugin(c);
   if (plugin.empty())
-    return fail(std::string("cannot find nbdkit-uswap-plugin.so beside this executable (../lib/ "
-                            "or ") + USWAP_PLUGINDIR_FROM_BINDIR + "/); build it or pass --plugin PATH");
+    return fail(std::string("cannot find nbdkit-uswap-plugin.so beside this executable (../lib/ or ") +
+                USWAP_PLUGINDIR_FROM_BINDIR + "/); build it or pass --plugin PATH");
   char tmpl[] = "/tmp/uswap-serve.XXXXXX";
   if (!::mkdtemp(tmpl)) return fail(std::string("cannot create a run directory: ") + std::strerror(errno));
   const std::string run_dir = tmpl;

@@ -26,12 +26,14 @@ void fill_page(uint64_t index, unsigned char* page) {
   switch (index % 3) {
     case 0: {  // compressible: text with the index in it
       const std::string line = "page " + std::to_string(index) + " of the zram_store example\n";
-      for (size_t i = 0; i < uswap::page_size; ++i) page[i] = static_cast<unsigned char>(line[i % line.size()]);
+      for (size_t i = 0; i < uswap::page_size; ++i)
+        page[i] = static_cast<unsigned char>(line[i % line.size()]);
       break;
     }
     case 1: {  // same-filled: one 64-bit word repeated
       const uint64_t word = uswap::mix64(index);
-      for (size_t i = 0; i < uswap::page_size; i += sizeof word) std::memcpy(page + i, &word, sizeof word);
+      for (size_t i = 0; i < uswap::page_size; i += sizeof word)
+        std::memcpy(page + i, &word, sizeof word);
       break;
     }
     default:  // incompressible
@@ -59,7 +61,8 @@ int main(int argc, char** argv) {
   for (uint64_t i = 0; i < pages; ++i) {
     fill_page(i, page.data());
     if (uswap::status st = (*dev)->write_page(i, page.data()); !st) {
-      std::fprintf(stderr, "zram_store: write page %llu: %s\n", (unsigned long long)i, st.to_string().c_str());
+      std::fprintf(stderr, "zram_store: write page %llu: %s\n", (unsigned long long)i,
+                   st.to_string().c_str());
       return 1;
     }
   }
@@ -72,7 +75,8 @@ int main(int argc, char** argv) {
   uint64_t mismatches = 0;
   for (uint64_t i = 0; i < pages; ++i) {
     if (uswap::status st = (*dev)->read_page(i, back.data()); !st) {
-      std::fprintf(stderr, "zram_store: read page %llu: %s\n", (unsigned long long)i, st.to_string().c_str());
+      std::fprintf(stderr, "zram_store: read page %llu: %s\n", (unsigned long long)i,
+                   st.to_string().c_str());
       return 1;
     }
     if (i == 0)
@@ -80,16 +84,18 @@ int main(int argc, char** argv) {
     else
       fill_page(i, page.data());
     if (std::memcmp(page.data(), back.data(), page.size()) != 0) {
-      if (mismatches++ < 5) std::fprintf(stderr, "zram_store: page %llu differs\n", (unsigned long long)i);
+      if (mismatches++ < 5)
+        std::fprintf(stderr, "zram_store: page %llu differs\n", (unsigned long long)i);
     }
   }
 
   const uswap::zram_mm_stat m = (*dev)->mm_stat();
-  std::printf("zram_store: %llu pages (%s): orig_data_size %llu, compr_data_size %llu, "
-              "same_pages %llu, huge_pages %llu, mismatches %llu\n",
-              (unsigned long long)pages, options.comp_algorithm.c_str(),
-              (unsigned long long)m.orig_data_size, (unsigned long long)m.compr_data_size,
-              (unsigned long long)m.same_pages, (unsigned long long)m.huge_pages,
-              (unsigned long long)mismatches);
+  std::printf(
+      "zram_store: %llu pages (%s): orig_data_size %llu, compr_data_size %llu, "
+      "same_pages %llu, huge_pages %llu, mismatches %llu\n",
+      (unsigned long long)pages, options.comp_algorithm.c_str(),
+      (unsigned long long)m.orig_data_size, (unsigned long long)m.compr_data_size,
+      (unsigned long long)m.same_pages, (unsigned long long)m.huge_pages,
+      (unsigned long long)mismatches);
   return mismatches == 0 ? 0 : 1;
 }
