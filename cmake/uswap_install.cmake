@@ -59,7 +59,8 @@ install(FILES ${CMAKE_BINARY_DIR}/install/uswap-config.cmake
 # choose at install time: configured now with that one line left as @CMAKE_INSTALL_PREFIX@, and
 # again when installing.
 set(USWAP_PC_PREFIX "@CMAKE_INSTALL_PREFIX@")
-configure_file(${PROJECT_SOURCE_DIR}/cmake/uswap.pc.in ${CMAKE_BINARY_DIR}/install/uswap.pc.in @ONLY)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/uswap.pc.in ${CMAKE_BINARY_DIR}/install/uswap.pc.in
+               @ONLY)
 install(CODE "configure_file(\"${CMAKE_BINARY_DIR}/install/uswap.pc.in\"
                              \"${CMAKE_BINARY_DIR}/install/uswap.pc\" @ONLY)")
 install(FILES ${CMAKE_BINARY_DIR}/install/uswap.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
@@ -91,16 +92,20 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME uswap)
 set(CPACK_PACKAGE_VENDOR uswap)
 set(CPACK_PACKAGE_CONTACT "uswap maintainers <uswap@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Linux's swap stack in userspace: zram, swap slots, a userfaultfd pager")
-set(CPACK_PACKAGE_DESCRIPTION
-    "The uswap command (uswap run pages any program's memory through a compressed store), the nbdkit plugin (nbdkit uswap), the static libraries with their headers, CMake package and pkg-config file, and the man pages.")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "Linux's swap stack in userspace: zram, swap slots, a userfaultfd pager")
+string(CONCAT CPACK_PACKAGE_DESCRIPTION
+       "The uswap command (uswap run pages any program's memory through a compressed store), "
+       "the nbdkit plugin (nbdkit uswap), the static libraries with their headers, CMake package "
+       "and pkg-config file, and the man pages.")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # nbdkit runs the plugin and `uswap serve`; the -dev packages are what a program linking the
 # static libraries needs (uswap.pc Requires, find_package(uswap)).
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "nbdkit")
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "liblz4-dev, libzstd-dev, liblzo2-dev, libxxhash-dev, pkg-config, libnbd-bin")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS
+    "liblz4-dev, libzstd-dev, liblzo2-dev, libxxhash-dev, pkg-config, libnbd-bin")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_OUTPUT_FILE_PREFIX ${CMAKE_BINARY_DIR})
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})

@@ -10,7 +10,8 @@ include(GNUInstallDirs)
 # the headers declare (lockdep's are defined only when it is on), so an installed consumer must
 # compile with the library's value, not with one derived from its own NDEBUG: a Debug program
 # against a Release library would otherwise fail to link. Installed targets and uswap.pc carry it.
-if(NOT USWAP_SANITIZE STREQUAL "" OR CMAKE_BUILD_TYPE STREQUAL "Debug" OR CMAKE_BUILD_TYPE STREQUAL "")
+if(NOT USWAP_SANITIZE STREQUAL "" OR CMAKE_BUILD_TYPE STREQUAL "Debug"
+   OR CMAKE_BUILD_TYPE STREQUAL "")
   set(USWAP_INSTALLED_DCHECK_ON 1)
 else()
   set(USWAP_INSTALLED_DCHECK_ON 0)
