@@ -6,6 +6,8 @@
 #                run the tests labelled `unit` and `concurrency`
 #   make bench   build and run the benchmarks (JSON in build/bench-results/)
 #   make models  check the Promela models of the lock protocols with spin
+#   make install install into PREFIX (default /usr/local; DESTDIR too), see README.md "Install"
+#   make deb     build the Debian package build/uswap_<version>_<arch>.deb (prefix /usr)
 # CMAKE_FLAGS adds configure options (CI passes -DUSWAP_WERROR=ON).
 
 JOBS ?= $(shell nproc)
@@ -17,7 +19,9 @@ DEBUG_BUILD ?= build-debug
 # information would only slow the build and the tests (line tables still name file and line).
 DEBUG_FLAGS ?= -O1 -g1
 
-.PHONY: all deps build demo test tsan debug bench models clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps build demo test tsan debug bench models install deb clean
 
 all: build
 
@@ -54,6 +58,19 @@ bench: build
 
 models: deps
 	@if ls models/*.pml >/dev/null 2>&1; then scripts/check-models; else echo "models: none yet"; fi
+
+# Both configure $(BUILD) for their prefix first: the libdir (lib/<multiarch> under /usr on
+# Debian, so that the nbdkit plugin lands in nbdkit's plugindir) and the paths uswap finds its
+# shim and plugin by follow the prefix. Only those two sources rebuild when it changes.
+install: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j$(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
+
+deb: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j$(JOBS)
+	cd $(BUILD) && cpack -G DEB
 
 clean:
 	rm -rf $(BUILD) $(TSAN_BUILD) $(DEBUG_BUILD)

@@ -5,6 +5,18 @@
 
 set_property(GLOBAL PROPERTY USWAP_LAYERS "")
 
+include(GNUInstallDirs)
+# What USWAP_DCHECK_ON (include/uswap/base/dcheck.h) is in this build. It changes which functions
+# the headers declare (lockdep's are defined only when it is on), so an installed consumer must
+# compile with the library's value, not with one derived from its own NDEBUG: a Debug program
+# against a Release library would otherwise fail to link. Installed targets and uswap.pc carry it.
+if(NOT USWAP_SANITIZE STREQUAL "" OR CMAKE_BUILD_TYPE STREQUAL "Debug"
+   OR CMAKE_BUILD_TYPE STREQUAL "")
+  set(USWAP_INSTALLED_DCHECK_ON 1)
+else()
+  set(USWAP_INSTALLED_DCHECK_ON 0)
+endif()
+
 # uswap_layer(NAME <layer> [SOURCES ...] [DEPS <layer>...] [LIBS <other targets>...])
 function(uswap_layer)
   cmake_parse_arguments(L "" "NAME" "SOURCES;DEPS;LIBS" ${ARGN})
@@ -17,7 +29,10 @@ function(uswap_layer)
     set(scope INTERFACE)
   endif()
   add_library(uswap::${L_NAME} ALIAS ${target})
-  target_include_directories(${target} ${scope} ${PROJECT_SOURCE_DIR}/include)
+  target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                             $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_compile_definitions(${target} ${scope}
+                             $<INSTALL_INTERFACE:USWAP_DCHECK_ON=${USWAP_INSTALLED_DCHECK_ON}>)
   target_compile_features(${target} ${scope} cxx_std_20)
   foreach(dep IN LISTS L_DEPS)
     target_link_libraries(${target} ${scope} uswap_${dep})
@@ -27,6 +42,12 @@ function(uswap_layer)
   endif()
   set_property(GLOBAL APPEND PROPERTY USWAP_LAYERS ${L_NAME})
   set_property(GLOBAL PROPERTY USWAP_LAYER_DEPS_${L_NAME} ${L_DEPS})
+  set_property(GLOBAL PROPERTY USWAP_LAYER_LIBS_${L_NAME} ${L_LIBS})
+  # Installed as lib/libuswap_<layer>.a, imported by find_package(uswap) as uswap::<layer> (the
+  # same name as the alias above). cmake/uswap_install.cmake installs the export set.
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${L_NAME})
+  install(TARGETS ${target} EXPORT uswap-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()
 
 # uswap_test(NAME <name> SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s])

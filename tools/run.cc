@@ -13,6 +13,7 @@
 // status is the program's (128 + signal if it was killed). A program the shim cannot reach
 // (statically linked, setuid, Go: uswap/uffd/routable.h) is refused with exit status 126, or run
 // unrouted with --allow-unrouted; a routed program that execs one is named in the summary.
+// An installed uswap finds the shim in <libdir>/uswap/ instead (find_shim).
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -66,6 +67,21 @@ std::string self_dir() {
   std::string p(buf, static_cast<size_t>(n));
   const auto slash = p.rfind('/');
   return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+// The shim: beside this executable (the build tree: build/bin/), else where `cmake --install`
+// puts it relative to bindir (<prefix>/lib/.../uswap/, or an absolute directory the build was
+// configured with; tools/CMakeLists.txt defines USWAP_PRELOADDIR_FROM_BINDIR). When neither
+// exists, the build-tree path, for the error message.
+std::string find_shim() {
+  const std::string dir = self_dir();
+  const std::string beside = dir + "/libuswap-preload.so";
+  if (::access(beside.c_str(), R_OK) == 0) return beside;
+  const std::string rel = USWAP_PRELOADDIR_FROM_BINDIR;
+  const std::string installed =
+      (rel.starts_with('/') ? rel : dir + "/" + rel) + "/libuswap-preload.so";
+  if (::access(installed.c_str(), R_OK) == 0) return installed;
+  return beside;
 }
 
 std::string mib(uint64_t bytes) {
@@ -310,10 +326,11 @@ void read_statistics(const char* path, run_result& r) {
 
 int run_program(const run_config& c) {
   if (int rc = check_options(c)) return rc;
-  const std::string shim = self_dir() + "/libuswap-preload.so";
+  const std::string shim = find_shim();
   if (::access(shim.c_str(), R_OK) != 0) {
     std::cerr << "uswap run: " << shim << " not found: the preload shim is built next to uswap "
-              << "(not in sanitizer builds)\n";
+              << "(not in sanitizer builds) and installed in " << USWAP_PRELOADDIR_FROM_BINDIR
+              << " from uswap's directory\n";
     return 1;
   }
   if (int rc = check_routable(c)) return rc;

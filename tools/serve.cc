@@ -68,16 +68,22 @@ void forward_signal(int sig) {
   if (child_pid > 0) ::kill(child_pid, sig);
 }
 
-// The plugin: --plugin, $USWAP_NBDKIT_PLUGIN, or lib/ beside the bin/ holding this executable
-// (the build tree's layout: build/bin/uswap, build/lib/nbdkit-uswap-plugin.so).
+// The plugin: --plugin, $USWAP_NBDKIT_PLUGIN, lib/ beside the bin/ holding this executable
+// (the build tree's layout: build/bin/uswap, build/lib/nbdkit-uswap-plugin.so), or the plugin
+// directory `cmake --install` put it in, relative to bindir (tools/CMakeLists.txt defines
+// USWAP_PLUGINDIR_FROM_BINDIR; an absolute directory replaces the executable's, as / does).
 std::string find_plugin(const config& c) {
   if (!c.plugin.empty()) return c.plugin;
   if (const char* env = std::getenv("USWAP_NBDKIT_PLUGIN"); env && *env) return env;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  const fs::path p = exe.parent_path().parent_path() / "lib" / "nbdkit-uswap-plugin.so";
-  return fs::exists(p, ec) ? p.string() : std::string();
+  for (const fs::path& dir : {exe.parent_path().parent_path() / "lib",
+                              exe.parent_path() / USWAP_PLUGINDIR_FROM_BINDIR}) {
+    const fs::path p = dir / "nbdkit-uswap-plugin.so";
+    if (fs::exists(p, ec)) return p.lexically_normal().string();
+  }
+  return {};
 }
 
 int fail(std::string msg) {
@@ -198,8 +204,8 @@ int run_serve(const config& c) {
   if (!params) return fail(std::string(params.error().message()));
   const std::string plugin = find_plugin(c);
   if (plugin.empty())
-    return fail("cannot find nbdkit-uswap-plugin.so beside this executable (../lib/); build it "
-                "or pass --plugin PATH");
+    return fail(std::string("cannot find nbdkit-uswap-plugin.so beside this executable (../lib/ or ") +
+                USWAP_PLUGINDIR_FROM_BINDIR + "/); build it or pass --plugin PATH");
   char tmpl[] = "/tmp/uswap-serve.XXXXXX";
   if (!::mkdtemp(tmpl)) return fail(std::string("cannot create a run directory: ") + std::strerror(errno));
   const std::string run_dir = tmpl;
