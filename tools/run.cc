@@ -138,6 +138,9 @@ void print_process(std::ostream& os, const nlohmann::json& p) {
      << "  faults          " << u64(p, "faults") << " missing + " << u64(p, "wp_faults")
      << " write-protect, " << double(u64(p, "fault_ns")) / 1e6 << " ms in faults of "
      << double(u64(p, "run_ns")) / 1e6 << " ms";
+  if (u64(p, "fault_p50_ns"))
+    os << " (p50 " << double(u64(p, "fault_p50_ns")) / 1e3 << " us, p99 "
+       << double(u64(p, "fault_p99_ns")) / 1e3 << " us)";
   if (u64(p, "trapped_syscalls") || u64(p, "emulated_syscalls"))
     os << "; " << u64(p, "emulated_syscalls") << " system calls pinned ("
        << u64(p, "trapped_syscalls") << " trapped)";

@@ -226,6 +226,7 @@ status pager::impl::after_fork_child() noexcept {
         &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
         &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks, &c.major_faults})
     ctr->store(0, std::memory_order_relaxed);
+  for (std::atomic<uint64_t>& b : c.fault_hist) b.store(0, std::memory_order_relaxed);
   peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
   // The backing blocks the parent retained for this copy of the device are this child's own.
   fork_blocks.clear();

@@ -342,7 +342,7 @@ void pager::impl::handler_loop() noexcept {
       // SIGBUS, as the kernel would deliver it.
       if (r != 0) ::syscall(SYS_tgkill, pid, tid, SIGBUS);
       (void)uffd->wake(addr & page_mask, page_size);
-      c.fault_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      note_fault_ns(now_ns() - t0);
     }
   }
 }
@@ -522,6 +522,21 @@ pager_stats pager::stats() const {
   s.overcharges = ld(m.c.overcharges);
   s.swap_out_failures = ld(m.c.swap_out_failures);
   s.fault_ns = ld(m.c.fault_ns);
+  {
+    uint64_t hist[latency_buckets], total = 0;
+    for (unsigned b = 0; b < latency_buckets; ++b) total += hist[b] = ld(m.c.fault_hist[b]);
+    // The floor of the bucket holding the fraction's fault (0 without faults).
+    auto percentile = [&](uint64_t per_mille) -> uint64_t {
+      if (total == 0) return 0;
+      const uint64_t rank = (total * per_mille + 999) / 1000;  // 1-based
+      uint64_t seen = 0;
+      for (unsigned b = 0; b < latency_buckets; ++b)
+        if ((seen += hist[b]) >= rank) return latency_bucket_floor(b);
+      return 0;
+    };
+    s.fault_p50_ns = percentile(500);
+    s.fault_p99_ns = percentile(990);
+  }
   s.swap_out_bytes = s.swap_outs << page_shift;
   s.compressed_bytes = ld(m.c.compressed_bytes);
   s.wp_sweeps = ld(m.c.wp_sweeps);

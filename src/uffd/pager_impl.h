@@ -84,6 +84,23 @@
 
 namespace uswap {
 
+// Fault latency histogram buckets: 0-3 ns exactly, then four per power of two (about 19% wide),
+// up to 2^64 ns. latency_bucket_floor is the smallest latency of a bucket.
+inline constexpr unsigned latency_buckets = 4 + 62 * 4;
+constexpr unsigned latency_bucket(uint64_t ns) noexcept {
+  if (ns < 4) return static_cast<unsigned>(ns);
+  const unsigned lg = 63 - static_cast<unsigned>(__builtin_clzll(ns));  // >= 2
+  return (lg - 1) * 4 + static_cast<unsigned>((ns >> (lg - 2)) & 3);
+}
+constexpr uint64_t latency_bucket_floor(unsigned b) noexcept {
+  if (b < 4) return b;
+  const unsigned lg = b / 4 + 1;
+  return (uint64_t{4} + b % 4) << (lg - 2);
+}
+static_assert(latency_bucket(1000) == latency_bucket(latency_bucket_floor(latency_bucket(1000))));
+static_assert(latency_bucket((uint64_t{1} << 63) + 1) < latency_buckets);
+
+
 // The page state word's bits (the layout above). A namespace of their own: the mm layer's PG_*
 // (uswap/mm/page.h) are bit numbers of struct page's flags, these are masks of a different word.
 // The pager's sources say `using namespace uffd_pte;`.
@@ -286,7 +303,14 @@ struct pager::impl {
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0};
     std::atomic<uint64_t> forks{0};
     std::atomic<uint64_t> major_faults{0};  // faults that read their page back (pgmajfault)
+    // Fault latency, four buckets per power of two of nanoseconds (latency_bucket).
+    std::atomic<uint64_t> fault_hist[latency_buckets] = {};
   } c;
+  // A resolved fault's time: its sum and its latency bucket.
+  void note_fault_ns(uint64_t ns) noexcept {
+    c.fault_ns.fetch_add(ns, std::memory_order_relaxed);
+    c.fault_hist[latency_bucket(ns)].fetch_add(1, std::memory_order_relaxed);
+  }
 
   // The job (job.h, uswap run's shared limit) or none. jlink is read by every charge; leave
   // clears it and waits until job_users (threads between job_ref's load and its end) is 0, so no

@@ -129,7 +129,7 @@ void sigbus_action(int sig, siginfo_t* si, void* uc) {
         bool woke = false;
         r = p->handle_fault(addr, fault_flags(uc), tls_ra, &woke);
       }
-      p->c.fault_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      p->note_fault_ns(now_ns() - t0);
     }
     s.inflight.fetch_sub(1, std::memory_order_release);
     break;

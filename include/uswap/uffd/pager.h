@@ -193,6 +193,8 @@ struct pager_stats {
   uint64_t overcharges = 0;          // faults mapped above the limit because nothing was evictable
   uint64_t swap_out_failures = 0;    // victims kept because swap or zram was full
   uint64_t fault_ns = 0;             // time spent resolving faults (including reclaim in them)
+  uint64_t fault_p50_ns = 0;         // median fault latency (the floor of its ~19% wide bucket)
+  uint64_t fault_p99_ns = 0;         // 99th percentile, likewise
   uint64_t swap_out_bytes = 0;       // page bytes compressed (swap_outs * 4 KiB)
   uint64_t compressed_bytes = 0;     // their compressed size
   uint64_t wp_sweeps = 0;            // write-protect sweeps over all mappings (track_writes)

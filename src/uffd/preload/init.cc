@@ -203,7 +203,7 @@ void write_stats(const char* event) noexcept {
       ",\"anon_peak_bytes\":%" PRIu64 ",\"vm_hwm_bytes\":%" PRIu64 ",\"faults\":%" PRIu64
       ",\"wp_faults\":%" PRIu64 ",\"zero_fills\":%" PRIu64 ",\"swap_ins\":%" PRIu64
       ",\"swap_outs\":%" PRIu64 ",\"clean_evictions\":%" PRIu64 ",\"zero_evictions\":%" PRIu64
-      ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64
+      ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64 ",\"fault_p50_ns\":%" PRIu64 ",\"fault_p99_ns\":%" PRIu64
       ",\"overcharges\":%" PRIu64 ",\"zram_mem_used_max\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
       ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64 ",\"forks\":%" PRIu64
       ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
@@ -214,7 +214,7 @@ void write_stats(const char* event) noexcept {
       st.peak_resident_pages * uswap::page_size, st.peak_resident_pages * uswap::page_size,
       peak_unrouted.load(), peak_anon.load(), vm_hwm(), st.faults, st.wp_faults, st.zero_fills,
       st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions, st.swap_out_bytes,
-      st.compressed_bytes, st.fault_ns, st.overcharges, st.zram_mem_used_max, st.mapped_bytes,
+      st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns, st.overcharges, st.zram_mem_used_max, st.mapped_bytes,
       st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }

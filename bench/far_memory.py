@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Far memory: one program under `uswap run` with three tiers (resident under --limit, the
+compressed pool under --pool-limit, the rest on --backing), the backing tier local or remote,
+alternating A B C D per round:
+  file        a local file (zram's backing_dev as the kernel has it);
+  nbd-unix    nbdkit memory over a Unix socket (another process's RAM on this machine);
+  nbd-tcp     nbdkit memory in a network namespace this script creates, over TCP on a veth pair
+              (root only);
+  nbd-delay   the same with 200 us each way (tc netem), or, on a kernel without netem, 1 ms per
+              request in the server (nbdkit's delay filter; its granularity).
+The program: python3 filling SIZE MiB with random bytes (incompressible, so what the pool cannot
+hold goes to the backing tier), then touching one byte of every page in a random order PASSES
+times, and printing a checksum (equal on every run, or the run counts as failed).
+
+Per run: wall time, the fault latency percentiles uswap measured (p50, p99; buckets about 19%
+wide), and where the pages were: peak resident, the pool's peak, pages written to and read from
+the backing tier.
+
+Usage: bench/far_memory.py --uswap build/bin/uswap [--size 256] [--passes 2] [--rounds 3]
+       [--json out.json]
+Prints a progress line per run on stderr and a markdown table on stdout.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PROGRAM = r"""
+import os, random, sys
+size = int(sys.argv[1]) << 20
+passes = int(sys.argv[2])
+buf = bytearray(os.urandom(size))
+order = list(range(0, size, 4096))
+rng = random.Random(1)
+total = 0
+for p in range(passes):
+    rng.shuffle(order)
+    for off in order:
+        total = (total * 31 + buf[off]) & 0xffffffffffffffff
+        buf[off] = (buf[off] + 1) & 0xff
+print(len(buf), passes)
+"""
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def wait_for_file(path, proc, what):
+    for _ in range(1000):
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited {proc.returncode}")
+        time.sleep(0.01)
+    raise RuntimeError(f"{what} did not start")
+
+
+class Server:
+    """nbdkit memory, on a Unix socket or in a network namespace over TCP."""
+
+    def __init__(self, tmp, kind, size):
+        self.tmp, self.kind, self.proc, self.ns, self.note = tmp, kind, None, None, ""
+        try:
+            self._start(tmp, kind, size)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, tmp, kind, size):
+        pidfile = os.path.join(tmp, f"{kind}.pid")
+        mem = ["memory", f"{size}M"]
+        if kind == "nbd-unix":
+            sock = os.path.join(tmp, "nbd.sock")
+            cmd = ["nbdkit", "-f", "--exit-with-parent", "-U", sock, "-P", pidfile] + mem
+            self.uri = f"nbd+unix:///?socket={sock}"
+        else:
+            t = "t" if kind == "nbd-tcp" else "d"
+            net = "10.213.78" if kind == "nbd-tcp" else "10.213.79"
+            self.ns = f"uswapfm{os.getpid()}{t}"
+            self.host, self.peer = f"fm{os.getpid()}{t}a", f"fm{os.getpid()}{t}b"
+            run = lambda *a: subprocess.run(a, check=True, capture_output=True)
+            run("ip", "netns", "add", self.ns)
+            run("ip", "link", "add", self.host, "type", "veth", "peer", "name", self.peer)
+            run("ip", "link", "set", self.peer, "netns", self.ns)
+            run("ip", "addr", "add", f"{net}.1/30", "dev", self.host)
+            run("ip", "link", "set", self.host, "up")
+            run("ip", "netns", "exec", self.ns, "ip", "addr", "add", f"{net}.2/30", "dev",
+                self.peer)
+            run("ip", "netns", "exec", self.ns, "ip", "link", "set", self.peer, "up")
+            run("ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up")
+            filters = []
+            if kind == "nbd-delay":
+                netem = subprocess.run(["tc", "qdisc", "add", "dev", self.host, "root", "netem",
+                                        "delay", "200us"], capture_output=True)
+                if netem.returncode == 0:
+                    run("ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", self.peer,
+                        "root", "netem", "delay", "200us")
+                    self.note = "netem 200 us each way"
+                else:
+                    filters = ["--filter=delay"]
+                    mem += ["delay-read=1ms", "delay-write=1ms"]
+                    self.note = "no netem in this kernel: 1 ms per request in the server"
+            cmd = (["ip", "netns", "exec", self.ns, "nbdkit", "-f", "--exit-with-parent",
+                    "-i", f"{net}.2", "-p", "10809", "-P", pidfile] + filters + mem)
+            self.uri = f"nbd://{net}.2:10809/"
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_file(pidfile, self.proc, "nbdkit")
+
+    def close(self):
+        if getattr(self, "proc", None):
+            self.proc.kill()
+            self.proc.wait()
+        if self.ns:
+            subprocess.run(["ip", "link", "del", self.host], capture_output=True)
+            subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
+def run_once(args, backing, prog_path, expect):
+    limit = args.size // 4
+    cmd = [args.uswap, "run", "--limit", f"{limit}M", "--pool-limit", f"{limit // 2}M",
+           "--backing", backing, "--json", "--", "python3", prog_path, str(args.size),
+           str(args.passes)]
+    if not backing.startswith("nbd"):
+        cmd[cmd.index("--json"):cmd.index("--json")] = ["--backing-size", f"{args.size * 2}M"]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    wall = time.monotonic() - t0
+    j = {}
+    for line in reversed(p.stderr.splitlines()):
+        if line.startswith("{"):
+            j = json.loads(line)
+            break
+    job = j.get("job", {})
+    procs = [x for x in j.get("processes", []) if x.get("program", "").startswith("python")]
+    pr = procs[0] if procs else {}
+    ok = p.returncode == 0 and p.stdout == expect
+    return {"wall_s": wall, "ok": ok, "exit_status": p.returncode,
+            "fault_p50_ns": pr.get("fault_p50_ns", 0), "fault_p99_ns": pr.get("fault_p99_ns", 0),
+            "peak_resident_bytes": job.get("peak_resident_bytes", 0),
+            "pool_peak_bytes": pr.get("zram_mem_used_max", 0),
+            "bd_writes": job.get("bd_writes", 0), "bd_reads": job.get("bd_reads", 0),
+            "swap_outs": job.get("swap_outs", 0), "swap_ins": job.get("swap_ins", 0),
+            "stderr_tail": "" if ok else p.stderr[-600:]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--uswap", required=True)
+    ap.add_argument("--size", type=int, default=256, help="working set, MiB")
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.size < 16:
+        ap.error("--size must be at least 16 (MiB)")
+    for tool in ("nbdkit", "python3"):
+        if not shutil.which(tool):
+            log(f"far_memory: {tool} not found")
+            return 2
+    tmp = tempfile.mkdtemp(prefix="uswap-far-")
+    prog_path = os.path.join(tmp, "touch.py")
+    with open(prog_path, "w") as f:
+        f.write(PROGRAM)
+    expect = f"{args.size << 20} {args.passes}\n"
+    kinds = ["file", "nbd-unix"]
+    notes = []
+    if os.geteuid() == 0 and shutil.which("ip"):
+        kinds += ["nbd-tcp", "nbd-delay"]
+    else:
+        notes.append("nbd-tcp and nbd-delay need root (a network namespace): skipped")
+    servers = {}
+    load_before = os.getloadavg()
+    results = {k: [] for k in kinds}
+    try:
+        for k in kinds[1:]:
+            try:
+                servers[k] = Server(tmp, k, args.size * 2 + 16)
+            except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+                log(f"far_memory: cannot set up {k}: {e}")
+                return 2
+            if servers[k].note:
+                notes.append(f"{k}: {servers[k].note}")
+        for r in range(args.rounds):
+            for k in kinds:
+                backing = os.path.join(tmp, "backing") if k == "file" else servers[k].uri
+                res = run_once(args, backing, prog_path, expect)
+                results[k].append(res)
+                log(f"far_memory: round {r + 1}/{args.rounds} {k}: {res['wall_s']:.1f} s, "
+                    f"{'ok' if res['ok'] else 'FAILED ' + str(res['exit_status'])}, "
+                    f"p50 {res['fault_p50_ns'] / 1e3:.1f} us p99 {res['fault_p99_ns'] / 1e3:.1f} us, "
+                    f"{res['bd_writes']} pages out to the backing tier, {res['bd_reads']} back")
+                if k == "file":
+                    try:
+                        os.unlink(backing)
+                    except OSError:
+                        pass
+    finally:
+        for s in servers.values():
+            s.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(k, field):
+        xs = [x[field] for x in results[k] if x["ok"]]
+        return statistics.median(xs) if xs else None
+
+    base = med("file", "wall_s")
+    rows = []
+    for k in kinds:
+        wall = med(k, "wall_s")
+        rows.append({"backing": k, "done": sum(x["ok"] for x in results[k]),
+                     "runs": len(results[k]), "wall_s": wall,
+                     "ratio_to_file": wall / base if wall and base else None,
+                     **{f: med(k, f) for f in ("fault_p50_ns", "fault_p99_ns",
+                                                "peak_resident_bytes", "pool_peak_bytes",
+                                                "bd_writes", "bd_reads")}})
+    out = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                       "load_before": list(load_before), "load_after": list(os.getloadavg())},
+           "size_mib": args.size, "passes": args.passes, "rounds": args.rounds,
+           "limit_mib": args.size // 4, "pool_limit_mib": args.size // 8,
+           "notes": notes, "rows": rows, "runs": results}
+    print("| backing | done | time (median) | / file | fault p50 | fault p99 | peak resident "
+          "| pool peak | pages out | pages back |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for r in rows:
+        f = lambda v, fmt: fmt.format(v) if v is not None else "-"
+        print(f"| {r['backing']} | {r['done']}/{r['runs']} | {f(r['wall_s'], '{:.1f} s')} | "
+              f"{f(r['ratio_to_file'], '{:.2f}')} | {f(r['fault_p50_ns'] and r['fault_p50_ns'] / 1e3, '{:.1f} us')} | "
+              f"{f(r['fault_p99_ns'] and r['fault_p99_ns'] / 1e3, '{:.1f} us')} | "
+              f"{f(r['peak_resident_bytes'] and r['peak_resident_bytes'] / 1048576, '{:.0f} MiB')} | "
+              f"{f(r['pool_peak_bytes'] and r['pool_peak_bytes'] / 1048576, '{:.0f} MiB')} | "
+              f"{f(r['bd_writes'], '{:.0f}')} | {f(r['bd_reads'], '{:.0f}')} |")
+    for n in notes:
+        print(f"- {n}")
+    if args.json:
+        with open(args.json, "w") as fj:
+            json.dump(out, fj, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.exit(main())
