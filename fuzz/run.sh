@@ -15,7 +15,8 @@ targets=()
 for dir in "$here"/corpus/*/; do targets+=("$(basename "$dir")"); done
 
 # -rss_limit_mb: the targets hold a few small devices; far more is a leak. -timeout: one input
-# that takes 30 s is a hang. -max_len: inputs decode into at most 64 operations.
+# that takes 30 s is a hang. -max_len: inputs decode into at most 64 operations, and
+# -len_control=0 lets a short run reach such lengths at once (the corpus starts it near them).
 fuzz_one() {
   local name=$1
   local bin="$build/fuzz/fuzz_$name"
@@ -29,7 +30,7 @@ fuzz_one() {
     tail -40 "$log" >&2
     return 1
   fi
-  if ! "$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -max_len=4096 \
+  if ! "$bin" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 -max_len=4096 -len_control=0 \
        -print_final_stats=1 -artifact_prefix="$findings/" "$work" >>"$log" 2>&1; then
     echo "fuzz $name: FAILED (inputs in $findings/)" >&2
     tail -60 "$log" >&2
