@@ -43,8 +43,8 @@ TEST(ParseSize, EveryDigitOfAFractionCounts) {
   for (const char* bad : {"550000000.0000000000000000000001", "1.0000000000001K",
                           "0.00000000000090949470177292823791503906251T"}) {
     auto r = parse_size(bad);
-    EXPECT_FALSE(r.ok()) << bad << " = " << (r.ok() ? *r : 0);
-    if (!r.ok()) EXPECT_EQ(r.error().code(), EINVAL) << bad;
+    ASSERT_FALSE(r.ok()) << bad << " = " << *r;
+    EXPECT_EQ(r.error().code(), EINVAL) << bad;
   }
   EXPECT_EQ(must("0.0000000000009094947017729282379150390625T"), 1u);
   EXPECT_EQ(must("1.00000000000000000000000000000000000000000000000000K"), 1024u);
