@@ -4,6 +4,10 @@
 #   make tsan    ThreadSanitizer build in build-tsan/, run the tests labelled `concurrency`
 #   make debug   Debug build in build-debug/ (invariant and lock-held checks on: USWAP_DCHECK),
 #                run the tests labelled `unit` and `concurrency`
+#   make asan    AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, run the tests
+#                labelled `unit` and `concurrency` (what cannot run under ASan: src/uffd/CMakeLists.txt)
+#   make fuzz    clang libFuzzer build in build-fuzz/, run each target of fuzz/ for FUZZ_SECONDS
+#                (FUZZ_PARALLEL at a time) from a copy of its corpus (fuzz/README.md)
 #   make bench   build and run the benchmarks (JSON in build/bench-results/)
 #   make models  check the Promela models of the lock protocols with spin
 #   make install install into PREFIX (default /usr/local; DESTDIR too), see README.md "Install"
@@ -18,10 +22,20 @@ DEBUG_BUILD ?= build-debug
 # -O1 -g1: the checks are what the Debug build is for; unoptimised code and full debug
 # information would only slow the build and the tests (line tables still name file and line).
 DEBUG_FLAGS ?= -O1 -g1
+ASAN_BUILD ?= build-asan
+# -O1 -g1 as for debug: ASan's checks do not need -O2, and its builds are the slowest.
+ASAN_FLAGS ?= -O1 -g1
+# Any sanitizer report fails the test that caused it: UBSan stops there too (the build has
+# -fno-sanitize-recover), and prints the stack.
+ASAN_ENV = ASAN_OPTIONS="halt_on_error=1 detect_stack_use_after_return=1 strict_init_order=1" \
+           UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_PARALLEL ?= 2
 
 PREFIX ?= /usr/local
 
-.PHONY: all deps build demo test tsan debug bench models install deb clean
+.PHONY: all deps build demo test tsan debug asan fuzz bench models install deb clean
 
 all: build
 
@@ -53,6 +67,21 @@ debug: deps
 	cmake --build $(DEBUG_BUILD) -j$(JOBS)
 	cd $(DEBUG_BUILD) && ctest --output-on-failure -j$(JOBS) -L 'unit|concurrency'
 
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(ASAN_FLAGS)" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(ASAN_FLAGS)" \
+	  -DUSWAP_SANITIZE=address -DUSWAP_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j$(JOBS) -L 'unit|concurrency'
+
+fuzz: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(ASAN_FLAGS)" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(ASAN_FLAGS)" -DUSWAP_SANITIZE=address -DUSWAP_FUZZ=ON \
+	  -DUSWAP_BUILD_TESTS=OFF -DUSWAP_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz_all
+	$(ASAN_ENV) fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_PARALLEL)
+
 bench: build
 	scripts/run-bench $(BUILD)
 
@@ -73,4 +102,4 @@ deb: deps
 	cd $(BUILD) && cpack -G DEB
 
 clean:
-	rm -rf $(BUILD) $(TSAN_BUILD) $(DEBUG_BUILD)
+	rm -rf $(BUILD) $(TSAN_BUILD) $(DEBUG_BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

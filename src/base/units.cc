@@ -1,5 +1,6 @@
 #include "uswap/base/units.h"
 
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -49,18 +50,14 @@ result<uint64_t> parse_size(std::string_view text) {
     digits = true;
     ++pos;
   }
-  // Fraction kept as numerator/denominator so "1.5G" is exact.
-  uint64_t frac_num = 0, frac_den = 1;
+  // The fraction's digits, kept whole so that "1.5G" is exact and no digit is ever ignored
+  // (a fraction of a byte far past the point is still a fraction of a byte).
+  std::string_view frac;
   if (pos < text.size() && text[pos] == '.') {
-    ++pos;
-    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
-      if (frac_den < 1000000000000ULL) {
-        frac_num = frac_num * 10 + static_cast<uint64_t>(text[pos] - '0');
-        frac_den *= 10;
-      }
-      digits = true;
-      ++pos;
-    }
+    const size_t from = ++pos;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) ++pos;
+    frac = text.substr(from, pos - from);
+    digits = digits || !frac.empty();
   }
   if (!digits) return error(EINVAL, "size " + quoted + " does not start with a number");
   const std::string_view suffix = text.substr(pos);
@@ -71,12 +68,25 @@ result<uint64_t> parse_size(std::string_view text) {
   constexpr uint64_t limit = uint64_t{1} << 63;
   if (whole > limit / mult) return error(ERANGE, "size " + quoted + " is too large");
   uint64_t bytes = whole * mult;
-  if (frac_num != 0) {
-    // mult is a power of two <= 2^40 and frac_num < 10^12, so the product fits in 128 bits.
-    const unsigned __int128 f = static_cast<unsigned __int128>(frac_num) * mult;
-    if (f % frac_den != 0)
-      return error(EINVAL, "size " + quoted + " is not a whole number of bytes");
-    bytes += static_cast<uint64_t>(f / frac_den);
+  while (!frac.empty() && frac.back() == '0') frac.remove_suffix(1);
+  if (!frac.empty()) {
+    // frac = F / 10^k with F not a multiple of 10, times mult = 2^s, is whole only if
+    // 10^k divides F * 2^s: 5^k | F and k <= s (were k > s, 2 | F as well, and F ends in 0).
+    // Then it is (F / 5^k) << (s - k), F / 5^k < 2^k. Long division by 5^k (k <= 40, so
+    // 5^k < 2^93) keeps every step within 128 bits.
+    const unsigned shift = static_cast<unsigned>(std::countr_zero(mult));
+    const size_t k = frac.size();
+    if (k > shift) return error(EINVAL, "size " + quoted + " is not a whole number of bytes");
+    unsigned __int128 five_k = 1;
+    for (size_t j = 0; j < k; ++j) five_k *= 5;
+    unsigned __int128 q = 0, rem = 0;
+    for (char c : frac) {
+      rem = rem * 10 + static_cast<unsigned>(c - '0');
+      q = q * 10 + rem / five_k;
+      rem %= five_k;
+    }
+    if (rem != 0) return error(EINVAL, "size " + quoted + " is not a whole number of bytes");
+    bytes += static_cast<uint64_t>(q << (shift - k));
   }
   if (bytes > limit) return error(ERANGE, "size " + quoted + " is too large");
   return bytes;

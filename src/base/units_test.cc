@@ -36,6 +36,22 @@ TEST(ParseSize, FractionsMustBeWholeBytes) {
   EXPECT_EQ(r.error().code(), EINVAL);
 }
 
+// Found by fuzz/parsers.cc: digits past the twelfth of a fraction were dropped, so a fraction
+// of a byte far past the point was accepted ("550000000.0000000000000000000001" gave 550000000)
+// and an exact one was rounded down (2^-40 T, one byte, gave 0).
+TEST(ParseSize, EveryDigitOfAFractionCounts) {
+  for (const char* bad : {"550000000.0000000000000000000001", "1.0000000000001K",
+                          "0.00000000000090949470177292823791503906251T"}) {
+    auto r = parse_size(bad);
+    ASSERT_FALSE(r.ok()) << bad << " = " << *r;
+    EXPECT_EQ(r.error().code(), EINVAL) << bad;
+  }
+  EXPECT_EQ(must("0.0000000000009094947017729282379150390625T"), 1u);
+  EXPECT_EQ(must("1.00000000000000000000000000000000000000000000000000K"), 1024u);
+  EXPECT_EQ(must("3.0009765625K"), 3073u);
+  EXPECT_EQ(must("7.999999999068677425384521484375G"), (8ull << 30) - 1);
+}
+
 TEST(ParseSize, RejectsBadInputWithAMessageNamingIt) {
   for (const char* bad : {"", "   ", "K", "-1", "12Q", "12 KX", "abc", "1..5K", "."}) {
     auto r = parse_size(bad);

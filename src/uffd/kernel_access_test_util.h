@@ -10,7 +10,10 @@
 //
 // The address, 256 GiB, lies in ThreadSanitizer's application range and far from everything
 // the kernel places by default (mmap_base is near 128 TiB, PIE binaries near 86 TiB); the
-// trampoline page sits 1 GiB below it, leaving the page under the arena unmapped.
+// trampoline page sits 1 GiB below it, leaving the page under the arena unmapped. Under
+// AddressSanitizer 256 GiB is inside its shadow gap (reserved from 2 GiB to 2 TiB on x86-64),
+// so the arena moves to 32 TiB, in ASan's application memory (from 16 TiB) and as far from the
+// kernel's defaults.
 //
 // Thread-safety: pin/unpin/poke/peek from any thread; counts are changed under one spin lock,
 // so that a page's count and its protection change together.
@@ -35,7 +38,11 @@
 
 namespace uswap::ka_test {
 
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr uintptr_t arena_lo = uintptr_t{1} << 45;
+#else
 inline constexpr uintptr_t arena_lo = uintptr_t{1} << 38;
+#endif
 inline constexpr uintptr_t arena_size = uintptr_t{1} << 32;
 inline constexpr uintptr_t arena_hi = arena_lo + arena_size;
 inline constexpr uintptr_t trampoline = arena_lo - (uintptr_t{1} << 30);
