@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <new>
 
+#include "uswap/base/fault_inject.h"
 #include "uswap/base/page.h"
 
 namespace uswap::zram_detail {
@@ -59,6 +61,8 @@ result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& path,
     return error(EINVAL, "backing_dev: " + path + " is larger than 16 TiB (2^32 pages)");
   }
   try {
+    // An injected refusal takes the path a refused bitmap takes.
+    if (!shared && should_fail(fault_point::backing_bitmap)) throw std::bad_alloc();
     return std::unique_ptr<backing_dev>(new backing_dev(path, fd, nr_pages, shared));
   } catch (const std::bad_alloc&) {
     ::close(fd);
@@ -109,6 +113,9 @@ void backing_dev::release(uint64_t block) {
 }
 
 status backing_dev::write_block(uint64_t block, const void* page) const {
+  if (const int err = should_fail(fault_point::backing_write))
+    return errno_status(err, "backing_dev: write block " + std::to_string(block) + " of " + path_ +
+                                 " (injected)");
   const auto* p = static_cast<const uint8_t*>(page);
   size_t done = 0;
   while (done < page_size) {
@@ -124,6 +131,9 @@ status backing_dev::write_block(uint64_t block, const void* page) const {
 }
 
 status backing_dev::read_block(uint64_t block, void* page) const {
+  if (const int err = should_fail(fault_point::backing_read))
+    return errno_status(err, "backing_dev: read block " + std::to_string(block) + " of " + path_ +
+                                 " (injected)");
   auto* p = static_cast<uint8_t*>(page);
   size_t done = 0;
   while (done < page_size) {
