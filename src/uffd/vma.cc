@@ -15,6 +15,7 @@
 
 #include "pager_impl.h"
 #include "sys.h"
+#include "uswap/base/fault_inject.h"
 
 namespace uswap {
 
@@ -163,6 +164,8 @@ result<void*> pager::map(uint64_t len, uint64_t alignment, int prot, const void*
     return error(ENOMEM, "uffd: " + std::to_string(len) + " bytes do not fit an arena of " +
                              mib(m.nr_pages));
 
+  if (const int e = should_fail(fault_point::pager_map))
+    return error(e, "uffd: no room for " + mib(np) + " (injected)");
   std::unique_lock g(m.map_lock);
   uint64_t at = UINT64_MAX;
   const auto h = reinterpret_cast<uintptr_t>(hint);
@@ -210,6 +213,8 @@ result<void*> pager::map_fixed(void* addr, uint64_t len, int prot, bool noreplac
   uint64_t first, last;
   if (!arena_range(*this, addr, len, &first, &last))
     return error(EINVAL, "uffd: map_fixed of a range outside the arena");
+  if (const int e = should_fail(fault_point::pager_map))
+    return error(e, "uffd: no room for a fixed mapping of " + mib(last - first) + " (injected)");
   std::unique_lock g(m.map_lock);
   if (noreplace) {
     auto overlaps = [&](const auto& recs, auto length) {
@@ -356,6 +361,10 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
     return error(EFAULT, "uffd: remap of a range that is not one mapping");
   const vma v = it->second;
   const uint64_t mapping_end = it->first + it->second.pages;
+  if (new_addr || new_np > old_np) {
+    if (const int e = should_fail(fault_point::pager_map))
+      return error(e, "uffd: no room for " + mib(new_np) + " to grow or move a mapping (injected)");
+  }
 
   if (!new_addr) {
     if (new_np == old_np) return addr;
