@@ -43,8 +43,9 @@ void fault_inject_arm(fault_point p, uint64_t nth, int err, uint64_t times) noex
   active_mask.fetch_and(~bit(p), std::memory_order_acq_rel);
   const bool fails = nth != 0 && times != 0 && err != 0;
   a.first.store(fails ? nth : 0, std::memory_order_relaxed);
-  a.last.store(!fails ? 0 : times - 1 > fault_inject_forever - nth ? fault_inject_forever
-                                                                     : nth + (times - 1),
+  a.last.store(!fails                                   ? 0
+               : times - 1 > fault_inject_forever - nth ? fault_inject_forever
+                                                        : nth + (times - 1),
                std::memory_order_relaxed);
   a.err.store(err, std::memory_order_relaxed);
   a.hits.store(0, std::memory_order_relaxed);
@@ -108,7 +109,7 @@ status fault_inject_setup(std::string_view spec) {
     if (item.empty()) continue;
     const auto bad = [&](const std::string& why) {
       return error(EINVAL, "fault injection '" + std::string(item) + "': " + why +
-                               " (expected point:N[+][:ENOMEM|EIO|ENOSPC])");
+                               " (expected point:N[+|-M][:ENOMEM|EIO|ENOSPC])");
     };
     const auto parts = split(item, ':');
     if (parts.size() < 2 || parts.size() > 3) return bad("wrong number of fields");
@@ -116,16 +117,24 @@ status fault_inject_setup(std::string_view spec) {
     if (!point.ok()) return bad(std::string(point.error().message()));
     std::string_view n = parts[1];
     uint64_t times = 1;
+    const auto number = [](std::string_view s, uint64_t* v) {
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+      return ec == std::errc() && end == s.data() + s.size() && *v != 0;
+    };
     if (!n.empty() && n.back() == '+') {
       times = fault_inject_forever;
       n.remove_suffix(1);
+    } else if (const size_t dash = n.find('-'); dash != std::string_view::npos) {
+      uint64_t first = 0, last = 0;
+      if (!number(n.substr(0, dash), &first) || !number(n.substr(dash + 1), &last) || last < first)
+        return bad("N-M must be two numbers from 1, M >= N");
+      times = last - first + 1;
+      n = n.substr(0, dash);
     }
     uint64_t nth = 0;
-    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), nth);
-    if (ec != std::errc() || end != n.data() + n.size() || nth == 0)
-      return bad("N must be a number from 1");
-    int err = *point == fault_point::backing_read || *point == fault_point::backing_write ? EIO
-                                                                                          : ENOMEM;
+    if (!number(n, &nth)) return bad("N must be a number from 1");
+    int err =
+        *point == fault_point::backing_read || *point == fault_point::backing_write ? EIO : ENOMEM;
     if (parts.size() == 3) {
       auto e = parse_enum(errno_names, parts[2], "errno");
       if (!e.ok()) return bad(std::string(e.error().message()));

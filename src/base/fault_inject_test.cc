@@ -64,7 +64,9 @@ TEST_F(FaultInjectTest, ArmingAgainStartsCountingFromZero) {
 }
 
 TEST_F(FaultInjectTest, SetupParsesPointsCountsAndErrnos) {
-  ASSERT_TRUE(fault_inject_setup("pager_map:2+,backing_read:1,backing_write:3:ENOSPC").ok());
+  ASSERT_TRUE(
+      fault_inject_setup("pager_map:2+,backing_read:1,backing_write:3:ENOSPC,zs_meta:2-3").ok());
+  EXPECT_EQ(hit(fault_point::zs_meta, 4), (std::vector<int>{0, ENOMEM, ENOMEM, 0}));
   EXPECT_EQ(hit(fault_point::pager_map, 4), (std::vector<int>{0, ENOMEM, ENOMEM, ENOMEM}));
   EXPECT_EQ(hit(fault_point::backing_read, 2), (std::vector<int>{EIO, 0}));
   EXPECT_EQ(hit(fault_point::backing_write, 4), (std::vector<int>{0, 0, ENOSPC, 0}));
@@ -72,7 +74,8 @@ TEST_F(FaultInjectTest, SetupParsesPointsCountsAndErrnos) {
 
 TEST_F(FaultInjectTest, SetupRejectsBadSpecificationsAndArmsNothing) {
   for (const char* bad : {"zs_meta", "zs_meta:0", "zs_meta:x", "nowhere:1", "zs_meta:1:EPERM",
-                          "zs_meta:1:ENOMEM:extra", "zs_meta:1,pager_map:"}) {
+                          "zs_meta:1:ENOMEM:extra", "zs_meta:1,pager_map:", "zs_meta:3-2",
+                          "zs_meta:1-", "zs_meta:-2"}) {
     const status st = fault_inject_setup(bad);
     EXPECT_EQ(st.code(), EINVAL) << bad;
     EXPECT_NE(st.message().find("fault injection"), std::string_view::npos) << bad;

@@ -20,8 +20,8 @@ using uswap::testing::fault_run;
 using uswap::testing::fault_sweep;
 
 constexpr uint64_t area_pages[] = {1100, 700, 300};
-constexpr int deep_entries = 4;     // entries whose count goes past SWAP_MAP_MAX
-constexpr int deep_count = 200;     // their count: three carries into the continuation
+constexpr int deep_entries = 4;  // entries whose count goes past SWAP_MAP_MAX
+constexpr int deep_count = 200;  // their count: three carries into the continuation
 
 fault_run swap_workload(swap_lock_mode mode) {
   fault_run r;
@@ -107,16 +107,16 @@ fault_run swap_workload(swap_lock_mode mode) {
 class SwapFaultTest : public ::testing::TestWithParam<swap_lock_mode> {};
 
 TEST_P(SwapFaultTest, RefusedSwapMapFailsOnlyItsSwaponOrDuplicate) {
-  const auto rep = fault_sweep(std::string("swap-") + std::string(to_string(GetParam())),
-                               fault_point::swap_map, ENOMEM,
-                               [&] { return swap_workload(GetParam()); });
+  const auto rep =
+      fault_sweep(std::string("swap-") + std::string(to_string(GetParam())), fault_point::swap_map,
+                  ENOMEM, [&] { return swap_workload(GetParam()); });
   EXPECT_EQ(rep.failed, rep.tried);
 }
 
 TEST_P(SwapFaultTest, RefusedClusterInfoFailsOnlyItsSwapon) {
-  const auto rep = fault_sweep(std::string("swap-") + std::string(to_string(GetParam())),
-                               fault_point::cluster_info, ENOMEM,
-                               [&] { return swap_workload(GetParam()); });
+  const auto rep =
+      fault_sweep(std::string("swap-") + std::string(to_string(GetParam())),
+                  fault_point::cluster_info, ENOMEM, [&] { return swap_workload(GetParam()); });
   EXPECT_EQ(rep.failed, rep.tried);
 }
 

@@ -287,6 +287,7 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   m->chunk_touched = meta_table<std::atomic<uint64_t>>(((nr_pages >> chunk_shift) >> 6) + 1);
   if (!m->ptes || !m->handles || !m->lru_prev || !m->lru_next || !m->chunk_touched)
     return error(ENOMEM, "uffd: cannot reserve page metadata for " + mib(arena_bytes));
+  if (!m->free_extents.reserve(1)) return error(ENOMEM, "uffd: no memory for the arena's records");
   m->free_extents.insert(0, nr_pages);
   m->self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
 

@@ -1,7 +1,8 @@
 // The pager under fault injection (uswap/base/fault_inject.h): for every N a workload reaches,
 // the N-th pager table, arena reservation, arena mapping, zspage or zsmalloc table segment is
-// refused. create, map, map_fixed and remap succeed or return ENOMEM, and a failed one leaves the
-// arena as it was (a refused map_fixed keeps the mapping it would have replaced); a refused
+// refused. create, map, map_fixed, remap, protect and unmap succeed or return ENOMEM, and a failed
+// one leaves the arena as it was (a refused map_fixed keeps the mapping it would have replaced;
+// the records' nodes are reserved before anything changes, record_nodes.h); a refused
 // zspage during eviction keeps its victim resident (swap_out_failures) instead of losing it.
 // check_invariants holds, every page written reads back byte-identical, and with the point
 // disarmed the work completes and the pager ends holding nothing.
@@ -99,6 +100,12 @@ fault_run pager_workload(fault_mode mode) {
     auto f = pg.map_fixed(maps[1].addr, 8 * page_size, PROT_READ | PROT_WRITE);
     if (ok_or_enomem(f.ok() ? status{} : f.error())) maps[1].zero_pages = 8;
   }
+  // Make the middle of another read-only (two splits), and cut the tail off a fourth: each
+  // succeeds or changes nothing.
+  if (maps[2].addr)
+    ok_or_enomem(pg.protect(maps[2].addr + 4 * page_size, 8 * page_size, PROT_READ));
+  if (maps[3].addr && ok_or_enomem(pg.unmap(maps[3].addr + 24 * page_size, 8 * page_size)))
+    maps[3].pages = 24;
   r.pages_verified += verify(maps);  // refaults with the point still armed
 
   fault_inject_disarm_all();
@@ -154,9 +161,8 @@ std::string case_name(const ::testing::TestParamInfo<point_case>& info) {
 std::vector<point_case> every_case() {
   std::vector<point_case> v;
   for (fault_mode mode : {fault_mode::sigbus, fault_mode::handler_thread})
-    for (fault_point p : {fault_point::pager_meta, fault_point::pager_arena,
-                          fault_point::pager_map, fault_point::zs_malloc_page,
-                          fault_point::zs_meta})
+    for (fault_point p : {fault_point::pager_meta, fault_point::pager_arena, fault_point::pager_map,
+                          fault_point::zs_malloc_page, fault_point::zs_meta})
       v.push_back({p, mode});
   return v;
 }

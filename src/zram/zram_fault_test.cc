@@ -128,16 +128,16 @@ class ZramFaultTest : public ::testing::TestWithParam<point_case> {};
 
 TEST_P(ZramFaultTest, EachFailureIsReturnedAndNoAcknowledgedPageIsLost) {
   const point_case c = GetParam();
-  const auto rep =
-      fault_sweep("zram", c.point, c.err, [&] { return device_workload(c.err); });
+  const auto rep = fault_sweep("zram", c.point, c.err, [&] { return device_workload(c.err); });
   // Every injected failure reaches a caller: as the failed operation's own error. (A refused
   // write-back block write or read is one failed writeback or read; a refused zspage one write.)
   EXPECT_EQ(rep.failed, rep.tried);
 }
 
 std::string case_name(const ::testing::TestParamInfo<point_case>& info) {
-  return std::string(to_string(info.param.point)) +
-         (info.param.err == ENOSPC ? "_ENOSPC" : info.param.err == EIO ? "_EIO" : "_ENOMEM");
+  return std::string(to_string(info.param.point)) + (info.param.err == ENOSPC ? "_ENOSPC"
+                                                     : info.param.err == EIO  ? "_EIO"
+                                                                              : "_ENOMEM");
 }
 
 INSTANTIATE_TEST_SUITE_P(Points, ZramFaultTest,

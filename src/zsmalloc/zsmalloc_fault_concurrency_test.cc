@@ -40,7 +40,8 @@ TEST(ZsmallocFaultConcurrency, RefusalsUnderContentionLoseNoObject) {
     uswap::testing::run_threads(threads, [&](int t) {
       std::vector<std::pair<zs_handle, live_obj>> mine;
       for (int i = 0; i < per_thread; ++i) {
-        const uint64_t x = mix64((uint64_t(t) << 32) + i + (p == fault_point::zs_meta ? 1u << 20 : 0));
+        const uint64_t x =
+            mix64((uint64_t(t) << 32) + i + (p == fault_point::zs_meta ? 1u << 20 : 0));
         const size_t len = 1 + x % page_size;
         ops.fetch_add(1);
         auto h = pool.malloc(len);
@@ -52,8 +53,8 @@ TEST(ZsmallocFaultConcurrency, RefusalsUnderContentionLoseNoObject) {
         EXPECT_TRUE(write_obj(pool, *h, len, x).ok());
         mine.push_back({*h, {len, x}});
         if (x % 3 == 0) {
-          EXPECT_TRUE(read_ok(pool, mine.front().first, mine.front().second.len,
-                              mine.front().second.seed));
+          EXPECT_TRUE(
+              read_ok(pool, mine.front().first, mine.front().second.len, mine.front().second.seed));
           EXPECT_TRUE(pool.free(mine.front().first).ok());
           mine.erase(mine.begin());
         }
@@ -72,11 +73,11 @@ TEST(ZsmallocFaultConcurrency, RefusalsUnderContentionLoseNoObject) {
     for (const auto& [h, o] : live) EXPECT_TRUE(pool.free(h).ok());
     EXPECT_EQ(pool.get_total_pages(), 0u);
     EXPECT_EQ(failed.load(), fault_inject_failures(p));
-    std::printf("fault-injection zsmalloc-concurrency %s: %d threads, operations %llu (failed %llu), "
-                "objects verified %llu\n",
-                std::string(to_string(p)).c_str(), threads, static_cast<unsigned long long>(ops.load()),
-                static_cast<unsigned long long>(failed.load()),
-                static_cast<unsigned long long>(verified));
+    std::printf(
+        "fault-injection zsmalloc-concurrency %s: %d threads, operations %llu (failed %llu), "
+        "objects verified %llu\n",
+        std::string(to_string(p)).c_str(), threads, static_cast<unsigned long long>(ops.load()),
+        static_cast<unsigned long long>(failed.load()), static_cast<unsigned long long>(verified));
   }
 }
 

@@ -8,7 +8,7 @@
 // arms a point: fault_inject_arm(P, nth, err, times) makes the nth hit from now fail with `err`,
 // and the times - 1 hits after it too (fault_inject_forever: every hit from the nth on);
 // fault_inject_count(P) only counts hits, to learn how many a workload makes. `uswap run` arms
-// points from USWAP_FAIL_INJECT (fault_inject_setup: "point:N[+][:ERRNO],...").
+// points from USWAP_FAIL_INJECT (fault_inject_setup: "point:N[+|-M][:ERRNO],...").
 //
 // Cost when nothing is armed: one relaxed load of a global word and a branch predicted not taken,
 // at allocation sites (a new zspage, a table, a mapping) and around backing-file I/O, none of
@@ -50,11 +50,16 @@ enum class fault_point : uint8_t {
 inline constexpr unsigned nr_fault_points = 11;
 
 inline constexpr enum_name<fault_point> fault_point_names[] = {
-    {fault_point::zs_malloc_page, "zs_malloc_page"}, {fault_point::zs_meta, "zs_meta"},
-    {fault_point::zram_table, "zram_table"},         {fault_point::backing_bitmap, "backing_bitmap"},
-    {fault_point::backing_read, "backing_read"},     {fault_point::backing_write, "backing_write"},
-    {fault_point::swap_map, "swap_map"},             {fault_point::cluster_info, "cluster_info"},
-    {fault_point::pager_meta, "pager_meta"},         {fault_point::pager_arena, "pager_arena"},
+    {fault_point::zs_malloc_page, "zs_malloc_page"},
+    {fault_point::zs_meta, "zs_meta"},
+    {fault_point::zram_table, "zram_table"},
+    {fault_point::backing_bitmap, "backing_bitmap"},
+    {fault_point::backing_read, "backing_read"},
+    {fault_point::backing_write, "backing_write"},
+    {fault_point::swap_map, "swap_map"},
+    {fault_point::cluster_info, "cluster_info"},
+    {fault_point::pager_meta, "pager_meta"},
+    {fault_point::pager_arena, "pager_arena"},
     {fault_point::pager_map, "pager_map"}};
 static_assert(valid_table(fault_point_names));
 static_assert(std::size(fault_point_names) == nr_fault_points);
@@ -76,9 +81,9 @@ uint64_t fault_inject_hits(fault_point p) noexcept;
 uint64_t fault_inject_failures(fault_point p) noexcept;
 
 // Arms points from a specification, as USWAP_FAIL_INJECT gives it: comma-separated
-// "point:N" (the N-th hit fails), "point:N+" (every hit from the N-th on), each optionally
-// followed by ":ENOMEM", ":EIO" or ":ENOSPC" (default ENOMEM, EIO for backing_read and
-// backing_write). EINVAL naming the bad part otherwise, with no point armed.
+// "point:N" (the N-th hit fails), "point:N+" (every hit from the N-th on), "point:N-M" (hits N
+// to M), each optionally followed by ":ENOMEM", ":EIO" or ":ENOSPC" (default ENOMEM, EIO for
+// backing_read and backing_write). EINVAL naming the bad part otherwise, with no point armed.
 status fault_inject_setup(std::string_view spec);
 
 namespace fault_inject_detail {

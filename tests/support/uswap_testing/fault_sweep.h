@@ -52,7 +52,8 @@ inline fault_sweep_report fault_sweep(const std::string& name, fault_point p, in
   EXPECT_GT(rep.n_max, 0u) << name << ": the workload never reaches " << to_string(p);
   EXPECT_EQ(base.failed, 0u) << name << ": an operation failed with nothing armed";
   const uint64_t stride = std::max<uint64_t>(1, (rep.n_max + max_tries - 1) / max_tries);
-  for (uint64_t n = 1; n <= rep.n_max; n = n == rep.n_max ? n + 1 : std::min(n + stride, rep.n_max)) {
+  for (uint64_t n = 1; n <= rep.n_max;
+       n = n == rep.n_max ? n + 1 : std::min(n + stride, rep.n_max)) {
     fault_inject_arm(p, n, err);
     const fault_run r = workload();
     fault_inject_disarm_all();
@@ -69,13 +70,13 @@ inline fault_sweep_report fault_sweep(const std::string& name, fault_point p, in
     rep.pages_verified += r.pages_verified;
     if (::testing::Test::HasFatalFailure()) break;
   }
-  std::printf("fault-injection %s: point %s, N_max %llu, N tried %llu (stride %llu), operations "
-              "%llu (failed %llu), pages verified %llu\n",
-              name.c_str(), std::string(to_string(p)).c_str(),
-              static_cast<unsigned long long>(rep.n_max), static_cast<unsigned long long>(rep.tried),
-              static_cast<unsigned long long>(stride), static_cast<unsigned long long>(rep.ops),
-              static_cast<unsigned long long>(rep.failed),
-              static_cast<unsigned long long>(rep.pages_verified));
+  std::printf(
+      "fault-injection %s: point %s, N_max %llu, N tried %llu (stride %llu), operations "
+      "%llu (failed %llu), pages verified %llu\n",
+      name.c_str(), std::string(to_string(p)).c_str(), static_cast<unsigned long long>(rep.n_max),
+      static_cast<unsigned long long>(rep.tried), static_cast<unsigned long long>(stride),
+      static_cast<unsigned long long>(rep.ops), static_cast<unsigned long long>(rep.failed),
+      static_cast<unsigned long long>(rep.pages_verified));
   return rep;
 }
 
