@@ -157,6 +157,14 @@ faultinject)
   # needs memory from the pager fails, the program still runs to its checks.
   USWAP_FAIL_INJECT=pager_map:1+ "$uswap" run --limit 8M -- "$prog" until-null 4096 >"$tmp/o" 2>&1
   [ $? -eq 0 ] || fail "pager_map:1+: $(tail -c 800 "$tmp/o")"
+  # The pager's record nodes refused (hits 1-6 are its tables and first free extent at
+  # creation): from the first mapping on, every arena mapping fails with ENOMEM; or only three
+  # times, after which the program gets memory again up to the full arena.
+  USWAP_FAIL_INJECT=pager_meta:7+ "$uswap" run --limit 8M --max-size 4G -- "$prog" until-null 4096 >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "pager_meta:7+: $(tail -c 800 "$tmp/o")"
+  USWAP_FAIL_INJECT=pager_meta:7-9 "$uswap" run --limit 8M --max-size 4G -- "$prog" until-null 16384 >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "pager_meta:7-9: $(tail -c 800 "$tmp/o")"
+  echo "pager_meta:7-9: $(grep 'blocks before NULL' "$tmp/o")"
   # The pager's own tables refused: no pager, the program runs unrouted and says so.
   USWAP_FAIL_INJECT=pager_meta:1 "$uswap" run --limit 8M -- "$prog" touch >"$tmp/o" 2>&1
   [ $? -eq 0 ] && grep -q "no pager" "$tmp/o" || fail "pager_meta:1: $(tail -c 800 "$tmp/o")"
