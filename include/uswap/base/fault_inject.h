@@ -39,6 +39,7 @@ enum class fault_point : uint8_t {
   zs_meta,         // zsmalloc: a new segment of a class's handle or zspage-descriptor table
   zram_table,      // zram: the slot table and the huge-page checksums (zram_meta_alloc)
   backing_bitmap,  // zram: the backing file's block bitmap (backing_dev_store's bitmap_zalloc)
+  zram_pp,         // zram: growing the list of slots writeback or recompress selected (pp_ctl)
   backing_read,    // zram: a backing-file block read (pread), EIO by default
   backing_write,   // zram: a backing-file block write (pwrite), EIO or ENOSPC
   swap_map,        // swap: a swap area's swap_map at swapon
@@ -47,13 +48,14 @@ enum class fault_point : uint8_t {
   pager_arena,     // uffd: the pager's arena reservation at create
   pager_map,       // uffd: room for a new mapping in the arena (map, map_fixed, remap's move)
 };
-inline constexpr unsigned nr_fault_points = 11;
+inline constexpr unsigned nr_fault_points = 12;
 
 inline constexpr enum_name<fault_point> fault_point_names[] = {
     {fault_point::zs_malloc_page, "zs_malloc_page"},
     {fault_point::zs_meta, "zs_meta"},
     {fault_point::zram_table, "zram_table"},
     {fault_point::backing_bitmap, "backing_bitmap"},
+    {fault_point::zram_pp, "zram_pp"},
     {fault_point::backing_read, "backing_read"},
     {fault_point::backing_write, "backing_write"},
     {fault_point::swap_map, "swap_map"},
