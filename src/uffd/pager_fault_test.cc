@@ -147,10 +147,17 @@ class PagerFaultTest : public ::testing::TestWithParam<point_case> {};
 
 TEST_P(PagerFaultTest, EachFailureIsReturnedOrKeepsThePageAndNothingIsLost) {
   const point_case c = GetParam();
+  // How many zspages eviction allocates depends on which victims each pass finds (handler
+  // threads, write-protect sweeps): not the same from run to run, so the last N may not be
+  // reached. The pager's own points are hit by its operations alone, always in the same order.
+  const bool exact = c.point != fault_point::zs_malloc_page && c.point != fault_point::zs_meta;
   const auto rep = fault_sweep(std::string("pager-") + std::string(to_string(c.mode)), c.point,
-                               ENOMEM, [&] { return pager_workload(c.mode); });
+                               ENOMEM, [&] { return pager_workload(c.mode); }, 1000, exact);
   // Every refusal reaches someone: an operation's ENOMEM, or a victim kept resident.
-  EXPECT_EQ(rep.failed, rep.tried);
+  EXPECT_EQ(rep.failed, rep.injected);
+  if (exact) {
+    EXPECT_EQ(rep.injected, rep.tried);
+  }
 }
 
 std::string case_name(const ::testing::TestParamInfo<point_case>& info) {

@@ -32,6 +32,7 @@ struct fault_run {
 struct fault_sweep_report {
   uint64_t n_max = 0;   // hits of the point in the counting run
   uint64_t tried = 0;   // failure points (values of N) tried
+  uint64_t injected = 0;  // failures injected over all of them (tried, when `exact`)
   uint64_t ops = 0;     // operations run with a failure armed, over all tried N
   uint64_t failed = 0;  // of them, those that returned the injected error
   uint64_t pages_verified = 0;
@@ -65,6 +66,7 @@ inline fault_sweep_report fault_sweep(const std::string& name, fault_point p, in
     }
     EXPECT_LE(r.failed, r.ops) << name << ": N = " << n;
     ++rep.tried;
+    rep.injected += injected;
     rep.ops += r.ops;
     rep.failed += r.failed;
     rep.pages_verified += r.pages_verified;
