@@ -4,6 +4,7 @@
 
 #include "thread_slot.h"
 #include "uswap/base/atomic_max.h"
+#include "uswap/base/fault_inject.h"
 #include "uswap/sync/lockdep.h"
 
 #include <algorithm>
@@ -109,8 +110,11 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
   max_ = opts.size_pages;
   nr_clusters_ = static_cast<uint32_t>((max_ + SWAPFILE_CLUSTER - 1) / SWAPFILE_CLUSTER);
   // Zero-filled on demand (swapon's vzalloc of swap_map): a free slot is 0.
-  swap_map_ = zeroed_array<std::atomic<unsigned char>>(max_);
+  if (!should_fail(fault_point::swap_map))
+    swap_map_ = zeroed_array<std::atomic<unsigned char>>(max_);
   if (!swap_map_) throw std::bad_alloc();
+  // An injected refusal of cluster_info (or of the lists after it) unwinds as a real one would.
+  if (should_fail(fault_point::cluster_info)) throw std::bad_alloc();
   void* raw = ::operator new[](sizeof(swap_cluster_info) * nr_clusters_,
                                std::align_val_t(cache_line_size));
   auto* ci = static_cast<swap_cluster_info*>(raw);
@@ -485,6 +489,8 @@ result<unsigned char> swap_area::count_get(uint64_t offset, unsigned char count)
   // Carry into the continuation: the low digit wraps to 0.
   std::lock_guard g(cont_lock_);
   try {
+    // The continuation is more of swap_map (the kernel allocates it a page at a time).
+    if (should_fail(fault_point::swap_map)) throw std::bad_alloc();
     uint32_t& higher = cont_[offset];
     if (higher == UINT32_MAX)
       return error(EOVERFLOW, fmt("swap_duplicate: swap count of %s offset %" PRIu64

@@ -19,14 +19,14 @@ void free_extent_map::insert(uint64_t s, uint64_t n) noexcept {
     if (prev->first + prev->second == s) {
       s = prev->first;
       n += prev->second;
-      extents_.erase(prev);
+      nodes_.erase(extents_, prev);
     }
   }
   if (next != extents_.end() && s + n == next->first) {
     n += next->second;
-    extents_.erase(next);
+    nodes_.erase(extents_, next);
   }
-  extents_[s] = n;
+  nodes_.put(extents_, s, n);
 }
 
 void free_extent_map::remove(uint64_t first, uint64_t last) noexcept {
@@ -38,11 +38,11 @@ void free_extent_map::remove(uint64_t first, uint64_t last) noexcept {
     const uint64_t s = it->first, n = it->second;
     if (s < at && at < s + n) {
       it->second = at - s;
-      extents_.emplace(at, s + n - at);
+      nodes_.put(extents_, at, s + n - at);
     }
   }
   for (auto it = extents_.lower_bound(first); it != extents_.end() && it->first < last;)
-    it = extents_.erase(it);
+    it = nodes_.erase(extents_, it);
 }
 
 uint64_t free_extent_map::run_at(uint64_t idx) const noexcept {

@@ -14,12 +14,17 @@
 #include <map>
 #include <optional>
 
+#include "record_nodes.h"
+
 namespace uswap {
 
 class free_extent_map {
  public:
   using map_type = std::map<uint64_t, uint64_t>;  // first page -> pages
 
+  // Spare nodes for the next inserts and removes (record_nodes.h): insert needs at most one,
+  // remove two. false when memory is refused; nothing changed then.
+  bool reserve(size_t n) noexcept { return nodes_.reserve(n); }
   // Adds [first, first + n), n > 0, none of it free yet, merged with the extents it touches.
   void insert(uint64_t first, uint64_t n) noexcept;
   // Takes [first, last) out of the free space, splitting the extents at its ends; pages of it
@@ -39,6 +44,7 @@ class free_extent_map {
 
  private:
   map_type extents_;
+  record_nodes<map_type> nodes_;
 };
 
 }  // namespace uswap

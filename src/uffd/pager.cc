@@ -23,6 +23,7 @@
 
 #include "pager_impl.h"
 #include "sys.h"
+#include "uswap/base/fault_inject.h"
 
 namespace uswap {
 
@@ -32,6 +33,12 @@ namespace {
 
 std::string mib(uint64_t bytes) {
   return std::to_string(bytes >> 20) + " MiB";
+}
+
+// One of the per-page tables, or an empty one (which create reports as ENOMEM) when refused.
+template <class T>
+zeroed_array<T> meta_table(uint64_t n) {
+  return should_fail(fault_point::pager_meta) ? zeroed_array<T>() : zeroed_array<T>(n);
 }
 
 constexpr int staging_pool_slots = 64;
@@ -249,7 +256,11 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   const uint64_t arena_bytes = nr_pages << page_shift;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   if (o.arena_base) flags |= MAP_FIXED_NOREPLACE;
-  void* a = sys::mmap(reinterpret_cast<void*>(o.arena_base), arena_bytes, PROT_NONE, flags, -1, 0);
+  void* a = MAP_FAILED;
+  if (const int e = should_fail(fault_point::pager_arena))
+    errno = e;
+  else
+    a = sys::mmap(reinterpret_cast<void*>(o.arena_base), arena_bytes, PROT_NONE, flags, -1, 0);
   if (a == MAP_FAILED) {
     const int err = errno;
     return error(err == EEXIST ? EEXIST : ENOMEM,
@@ -269,13 +280,14 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   sys::madvise(a, arena_bytes, MADV_DONTFORK);
   if (auto st = m->uffd->register_range(m->base, arena_bytes); !st.ok()) return st;
 
-  m->ptes = zeroed_array<std::atomic<uint64_t>>(nr_pages);
-  m->handles = zeroed_array<uint64_t>(nr_pages);
-  m->lru_prev = zeroed_array<uint32_t>(nr_pages);
-  m->lru_next = zeroed_array<uint32_t>(nr_pages);
-  m->chunk_touched = zeroed_array<std::atomic<uint64_t>>(((nr_pages >> chunk_shift) >> 6) + 1);
+  m->ptes = meta_table<std::atomic<uint64_t>>(nr_pages);
+  m->handles = meta_table<uint64_t>(nr_pages);
+  m->lru_prev = meta_table<uint32_t>(nr_pages);
+  m->lru_next = meta_table<uint32_t>(nr_pages);
+  m->chunk_touched = meta_table<std::atomic<uint64_t>>(((nr_pages >> chunk_shift) >> 6) + 1);
   if (!m->ptes || !m->handles || !m->lru_prev || !m->lru_next || !m->chunk_touched)
     return error(ENOMEM, "uffd: cannot reserve page metadata for " + mib(arena_bytes));
+  if (!m->free_extents.reserve(1)) return error(ENOMEM, "uffd: no memory for the arena's records");
   m->free_extents.insert(0, nr_pages);
   m->self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
 

@@ -69,6 +69,7 @@
 #include <vector>
 
 #include "free_extents.h"
+#include "record_nodes.h"
 #include "sigbus.h"
 #include "uffd_file.h"
 #include "uswap/backend/swap_backend.h"
@@ -290,6 +291,9 @@ struct pager::impl {
   std::map<uint64_t, vma> mappings;
   free_extent_map free_extents;
   std::map<uint64_t, uint64_t> foreign;
+  // Their spare nodes (record_nodes.h): reserve_records before an operation changes anything.
+  record_nodes<std::map<uint64_t, vma>> mapping_nodes;
+  record_nodes<std::map<uint64_t, uint64_t>> foreign_nodes;
   std::atomic<uint64_t> mapped_pages{0};
   std::atomic<uint64_t> nr_mappings{0};  // mappings.size(), for lock-free statistics
   std::atomic<uint64_t> foreign_pages{0};
@@ -384,6 +388,11 @@ struct pager::impl {
   // partly foreign still: the records say which).
   int carve(uint64_t first, uint64_t last) noexcept;
   void insert_mapping(uint64_t first, const vma& v) noexcept;
+  // Spare record nodes for an operation on [first, last) that carves and inserts at most
+  // `carves` times (write held): what splitting, inserting and re-inserting every record there
+  // may take, so that the noexcept updates above never allocate. ENOMEM (nothing changed) when
+  // the host refuses.
+  status reserve_records(uint64_t first, uint64_t last, unsigned carves) noexcept;
   // Whether [first, last) is covered by mappings (read or write held).
   bool all_mapped(uint64_t first, uint64_t last) const noexcept;
   // Re-reserves [first, first + n) as PROT_NONE anonymous memory registered with the userfaultfd

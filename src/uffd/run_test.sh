@@ -8,6 +8,8 @@
 #   run_test.sh job     USWAP JOB_PROGRAM MODE           processes sharing one --limit
 #   run_test.sh nbd     USWAP SORT_PROGRAM               --backing an NBD export (nbdkit memory):
 #                       the sort's output, pages on every tier; the server killed mid-run
+#   run_test.sh faultinject USWAP FAULT_INJECT_PROGRAM   refused allocations reach the program
+#                       as ENOMEM (USWAP_FAIL_INJECT, uswap/base/fault_inject.h), never a crash
 # MODE: sigbus | handler-thread; ACCESS: auto | user-mode-only.
 set -u
 what=$1
@@ -153,6 +155,47 @@ cli)
   # A limit below what the program needs to progress thrashes (maps above the limit), never hangs.
   timeout 120 "$uswap" run --limit 256K -- sort -S 16M /dev/null >"$tmp/o" 2>&1
   [ $? -eq 0 ] || fail "sort under a 256K limit did not finish: $(cat "$tmp/o")"
+  ;;
+faultinject)
+  prog=$3
+  # The arena runs out (a 4 GiB arena, a quarter of it mimalloc's managed heap): malloc returns
+  # NULL with ENOMEM, so does a new anonymous mmap, and the program frees and goes on.
+  "$uswap" run --limit 8M --max-size 4G -- "$prog" until-null 16384 mmap >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "a full arena: $(tail -c 800 "$tmp/o")"
+  echo "full arena: $(grep 'blocks before NULL' "$tmp/o")"
+  # Every arena mapping after the first (mimalloc's managed heap, 1 GiB of the 4 GiB arena)
+  # refused: NULL once that heap is used up.
+  USWAP_FAIL_INJECT=pager_map:2+ "$uswap" run --limit 8M --max-size 4G -- "$prog" until-null 4096 >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "pager_map:2+: $(tail -c 800 "$tmp/o")"
+  echo "pager_map:2+: $(grep 'blocks before NULL' "$tmp/o")"
+  # The very first mapping refused too: mimalloc gets no managed heap, every allocation that
+  # needs memory from the pager fails, the program still runs to its checks.
+  USWAP_FAIL_INJECT=pager_map:1+ "$uswap" run --limit 8M -- "$prog" until-null 4096 >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "pager_map:1+: $(tail -c 800 "$tmp/o")"
+  # The pager's record nodes refused (hits 1-6 are its tables and first free extent at
+  # creation): from the first mapping on, every arena mapping fails with ENOMEM; or only three
+  # times, after which the program gets memory again up to the full arena.
+  USWAP_FAIL_INJECT=pager_meta:7+ "$uswap" run --limit 8M --max-size 4G -- "$prog" until-null 4096 >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "pager_meta:7+: $(tail -c 800 "$tmp/o")"
+  USWAP_FAIL_INJECT=pager_meta:7-9 "$uswap" run --limit 8M --max-size 4G -- "$prog" until-null 16384 >"$tmp/o" 2>&1
+  [ $? -eq 0 ] || fail "pager_meta:7-9: $(tail -c 800 "$tmp/o")"
+  echo "pager_meta:7-9: $(grep 'blocks before NULL' "$tmp/o")"
+  # The pager's own tables refused: no pager, the program runs unrouted and says so.
+  USWAP_FAIL_INJECT=pager_meta:1 "$uswap" run --limit 8M -- "$prog" touch >"$tmp/o" 2>&1
+  [ $? -eq 0 ] && grep -q "no pager" "$tmp/o" || fail "pager_meta:1: $(tail -c 800 "$tmp/o")"
+  # Zspages 3 to 3000 refused while the program pages (inside the SIGBUS handler and the
+  # handler threads): those evictions fail and their pages stay resident, nothing is lost.
+  # (Refusing every zspage from then on works too, but each fault over the limit then retries
+  # a reclaim pass 16 times before it maps above the limit: slow.)
+  for mode in sigbus handler-thread; do
+    USWAP_FAIL_INJECT=zs_malloc_page:3-3000 "$uswap" run --limit 8M --fault-mode $mode --json -- "$prog" touch >"$tmp/o" 2>"$tmp/e"
+    [ $? -eq 0 ] || fail "zs_malloc_page:3-3000 ($mode): $(tail -c 800 "$tmp/o" "$tmp/e")"
+    [ "$(json_field "$tmp/e" swap_out_failures)" -gt 0 ] 2>/dev/null ||
+      fail "zs_malloc_page:3-3000 ($mode): no eviction was refused: $(tail -c 800 "$tmp/e")"
+  done
+  # A bad specification is named and ignored.
+  USWAP_FAIL_INJECT=nowhere:1 "$uswap" run --limit 8M -- "$prog" touch >"$tmp/o" 2>&1
+  [ $? -eq 0 ] && grep -q "USWAP_FAIL_INJECT ignored" "$tmp/o" || fail "a bad USWAP_FAIL_INJECT: $(cat "$tmp/o")"
   ;;
 job)
   # One limit for the tree: every process's pages read back (the program checks), the job's

@@ -15,6 +15,7 @@
 
 #include "pager_impl.h"
 #include "sys.h"
+#include "uswap/base/fault_inject.h"
 
 namespace uswap {
 
@@ -25,9 +26,10 @@ namespace {
 std::string mib(uint64_t pages) { return std::to_string((pages << page_shift) >> 20) + " MiB"; }
 
 // Splits the record of `m` that contains idx (if it starts before idx) so that a record starts
-// at idx. `len` gives a record's length in pages, `cut` shortens one.
+// at idx, with a node from `nodes`. `len` gives a record's length in pages, `make` one with
+// another length.
 template <class Map, class Len, class Make>
-void split_record(Map& m, uint64_t idx, Len len, Make make) {
+void split_record(Map& m, record_nodes<Map>& nodes, uint64_t idx, Len len, Make make) {
   auto it = m.upper_bound(idx);
   if (it == m.begin()) return;
   --it;
@@ -35,7 +37,28 @@ void split_record(Map& m, uint64_t idx, Len len, Make make) {
   if (s < idx && idx < s + n) {
     auto tail = make(it->second, s + n - idx);
     it->second = make(it->second, idx - s);
-    m.emplace(idx, tail);
+    nodes.put(m, idx, tail);
+  }
+}
+
+// Takes the mapping records of [first, last) out (after `edit` changed each), then inserts them
+// again in order, merging neighbours alike: with the records' own nodes, so nothing allocates.
+template <class Edit>
+void reinsert_mappings(pager::impl& m, uint64_t first, uint64_t last, Edit edit) noexcept {
+  std::map<uint64_t, vma> pieces;
+  for (auto it = m.mappings.lower_bound(first); it != m.mappings.end() && it->first < last;) {
+    auto next = std::next(it);
+    auto node = m.mappings.extract(it);
+    edit(node.key(), node.mapped());
+    pieces.insert(pieces.end(), std::move(node));
+    it = next;
+  }
+  while (!pieces.empty()) {
+    auto node = pieces.extract(pieces.begin());
+    const uint64_t s = node.key();
+    const vma v = node.mapped();
+    m.mapping_nodes.give(std::move(node));
+    m.insert_mapping(s, v);
   }
 }
 
@@ -75,14 +98,14 @@ void pager::impl::insert_mapping(uint64_t s, const vma& v_in) noexcept {
     if (prev->first + prev->second.pages == s && prev->second.same_kind(v)) {
       s = prev->first;
       v.pages += prev->second.pages;
-      mappings.erase(prev);
+      mapping_nodes.erase(mappings, prev);
     }
   }
   if (next != mappings.end() && s + v.pages == next->first && next->second.same_kind(v)) {
     v.pages += next->second.pages;
-    mappings.erase(next);
+    mapping_nodes.erase(mappings, next);
   }
-  mappings[s] = v;
+  mapping_nodes.put(mappings, s, v);
   nr_mappings.store(mappings.size(), std::memory_order_relaxed);
 }
 
@@ -100,14 +123,14 @@ int pager::impl::reserve(uint64_t first, uint64_t n) noexcept {
 
 int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
   USWAP_ASSERT_HELD_WRITE(map_lock);
-  split_record(mappings, first, vma_len, vma_with);
-  split_record(mappings, last, vma_len, vma_with);
-  split_record(foreign, first, ext_len, ext_with);
-  split_record(foreign, last, ext_len, ext_with);
+  split_record(mappings, mapping_nodes, first, vma_len, vma_with);
+  split_record(mappings, mapping_nodes, last, vma_len, vma_with);
+  split_record(foreign, foreign_nodes, first, ext_len, ext_with);
+  split_record(foreign, foreign_nodes, last, ext_len, ext_with);
   for (auto it = mappings.lower_bound(first); it != mappings.end() && it->first < last;) {
     release_pages(it->first, it->second.pages, true);
     mapped_pages.fetch_sub(it->second.pages, std::memory_order_relaxed);
-    it = mappings.erase(it);
+    it = mapping_nodes.erase(mappings, it);
   }
   nr_mappings.store(mappings.size(), std::memory_order_relaxed);
   free_extents.remove(first, last);
@@ -120,9 +143,25 @@ int pager::impl::carve(uint64_t first, uint64_t last) noexcept {
       continue;
     }
     foreign_pages.fetch_sub(it->second, std::memory_order_relaxed);
-    it = foreign.erase(it);
+    it = foreign_nodes.erase(foreign, it);
   }
   return err;
+}
+
+status pager::impl::reserve_records(uint64_t first, uint64_t last, unsigned carves) noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
+  // A carve splits at most two records of each kind at its edges and takes two free-extent
+  // nodes; an insert (mapping, foreign range or free extent) takes one more. unmap, when a
+  // foreign range cannot be taken back, frees the gaps between the foreign records: one extent
+  // each. Erased records give their nodes back, so a reservation made once is there next time.
+  size_t foreign_in = 0;
+  for (auto it = foreign.lower_bound(first); it != foreign.end() && it->first < last; ++it)
+    ++foreign_in;
+  const size_t per = 3 * size_t{carves};
+  if (mapping_nodes.reserve(per + 3) && foreign_nodes.reserve(per + 1) &&
+      free_extents.reserve(per + foreign_in + 2))
+    return {};
+  return error(ENOMEM, "uffd: no memory for the arena's records");
 }
 
 void pager::impl::set_unevictable(uint64_t first, uint64_t last, bool on) noexcept {
@@ -163,7 +202,10 @@ result<void*> pager::map(uint64_t len, uint64_t alignment, int prot, const void*
     return error(ENOMEM, "uffd: " + std::to_string(len) + " bytes do not fit an arena of " +
                              mib(m.nr_pages));
 
+  if (const int e = should_fail(fault_point::pager_map))
+    return error(e, "uffd: no room for " + mib(np) + " (injected)");
   std::unique_lock g(m.map_lock);
+  if (auto st = m.reserve_records(0, 0, 1); !st.ok()) return st;
   uint64_t at = UINT64_MAX;
   const auto h = reinterpret_cast<uintptr_t>(hint);
   if (h && contains(hint) && !(h & (alignment - 1))) {
@@ -210,6 +252,8 @@ result<void*> pager::map_fixed(void* addr, uint64_t len, int prot, bool noreplac
   uint64_t first, last;
   if (!arena_range(*this, addr, len, &first, &last))
     return error(EINVAL, "uffd: map_fixed of a range outside the arena");
+  if (const int e = should_fail(fault_point::pager_map))
+    return error(e, "uffd: no room for a fixed mapping of " + mib(last - first) + " (injected)");
   std::unique_lock g(m.map_lock);
   if (noreplace) {
     auto overlaps = [&](const auto& recs, auto length) {
@@ -221,6 +265,7 @@ result<void*> pager::map_fixed(void* addr, uint64_t len, int prot, bool noreplac
     if (overlaps(m.mappings, vma_len) || overlaps(m.foreign, ext_len))
       return error(EEXIST, "uffd: map_fixed_noreplace over an existing mapping");
   }
+  if (auto st = m.reserve_records(first, last, 1); !st.ok()) return st;
   if (const int e = m.carve(first, last); e != 0)
     return error(e, std::string("uffd: map_fixed could not take back a foreign range: ") +
                         std::strerror(e));
@@ -242,6 +287,7 @@ status pager::unmap(void* addr, uint64_t len) {
   if (!arena_range(*this, addr, len, &first, &last))
     return error(EINVAL, "uffd: unmap of a range outside the arena");
   std::unique_lock g(m.map_lock);
+  if (auto st = m.reserve_records(first, last, 1); !st.ok()) return st;
   const int e = m.carve(first, last);
   // The mappings' pages are gone; their protection goes too, so that an access is SIGSEGV.
   sys::mprotect(addr, (last - first) << page_shift, PROT_NONE);
@@ -269,21 +315,18 @@ status pager::protect(void* addr, uint64_t len, int prot) {
   std::unique_lock g(m.map_lock);
   if (!m.all_mapped(first, last))
     return error(ENOMEM, "uffd: protect of a range that is not wholly mapped");
+  if (auto st = m.reserve_records(first, last, 1); !st.ok()) return st;
   if (sys::mprotect(addr, (last - first) << page_shift, prot) != 0) {
     const int err = errno;
     return error(err, std::string("uffd: mprotect: ") + std::strerror(err));
   }
-  split_record(m.mappings, first, vma_len, vma_with);
-  split_record(m.mappings, last, vma_len, vma_with);
+  split_record(m.mappings, m.mapping_nodes, first, vma_len, vma_with);
+  split_record(m.mappings, m.mapping_nodes, last, vma_len, vma_with);
   const bool readable = prot & PROT_READ;
-  std::vector<std::pair<uint64_t, vma>> pieces;
-  for (auto it = m.mappings.lower_bound(first); it != m.mappings.end() && it->first < last;) {
-    if (bool(it->second.prot & PROT_READ) != readable)
-      m.set_unevictable(it->first, it->first + it->second.pages, !readable);
-    pieces.emplace_back(it->first, vma{it->second.pages, prot, it->second.on_fork});
-    it = m.mappings.erase(it);
-  }
-  for (const auto& [s, v] : pieces) m.insert_mapping(s, v);
+  reinsert_mappings(m, first, last, [&](uint64_t s, vma& v) {
+    if (bool(v.prot & PROT_READ) != readable) m.set_unevictable(s, s + v.pages, !readable);
+    v.prot = prot;
+  });
   return {};
 }
 
@@ -320,15 +363,11 @@ status pager::set_fork_advice(void* addr, uint64_t len, fork_advice advice) {
   if (!arena_range(*this, addr, len, &first, &last))
     return error(EINVAL, "uffd: fork advice for a range outside the arena");
   std::unique_lock g(m.map_lock);
+  if (auto st = m.reserve_records(first, last, 1); !st.ok()) return st;
   const bool whole = m.all_mapped(first, last);
-  split_record(m.mappings, first, vma_len, vma_with);
-  split_record(m.mappings, last, vma_len, vma_with);
-  std::vector<std::pair<uint64_t, vma>> pieces;
-  for (auto it = m.mappings.lower_bound(first); it != m.mappings.end() && it->first < last;) {
-    pieces.emplace_back(it->first, vma{it->second.pages, it->second.prot, advice});
-    it = m.mappings.erase(it);
-  }
-  for (const auto& [s, v] : pieces) m.insert_mapping(s, v);
+  split_record(m.mappings, m.mapping_nodes, first, vma_len, vma_with);
+  split_record(m.mappings, m.mapping_nodes, last, vma_len, vma_with);
+  reinsert_mappings(m, first, last, [&](uint64_t, vma& v) { v.on_fork = advice; });
   if (!whole) return error(ENOMEM, "uffd: fork advice for a range that is not wholly mapped");
   return {};
 }
@@ -356,6 +395,11 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
     return error(EFAULT, "uffd: remap of a range that is not one mapping");
   const vma v = it->second;
   const uint64_t mapping_end = it->first + it->second.pages;
+  if (new_addr || new_np > old_np) {
+    if (const int e = should_fail(fault_point::pager_map))
+      return error(e, "uffd: no room for " + mib(new_np) + " to grow or move a mapping (injected)");
+  }
+  if (auto st = m.reserve_records(first, old_last, 2); !st.ok()) return st;
 
   if (!new_addr) {
     if (new_np == old_np) return addr;
@@ -492,10 +536,11 @@ status pager::adopt_foreign(void* addr, uint64_t len) {
   if (!arena_range(*this, addr, len, &first, &last))
     return error(EINVAL, "uffd: foreign range outside the arena");
   std::unique_lock g(m.map_lock);
+  if (auto st = m.reserve_records(first, last, 1); !st.ok()) return st;
   if (const int e = m.carve(first, last); e != 0)
     return error(e, std::string("uffd: could not release the range: ") + std::strerror(e));
   sys::mprotect(addr, (last - first) << page_shift, PROT_NONE);
-  m.foreign[first] = last - first;
+  m.foreign_nodes.put(m.foreign, first, last - first);
   m.foreign_pages.fetch_add(last - first, std::memory_order_relaxed);
   return {};
 }

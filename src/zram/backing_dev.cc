@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <utility>
 
+#include "uswap/base/fault_inject.h"
 #include "uswap/base/page.h"
 
 namespace uswap::zram_detail {
@@ -77,6 +79,8 @@ result<std::unique_ptr<backing_dev>> open_file_backing_dev(const std::string& pa
     return error(EINVAL, "backing_dev: " + path + " is larger than 16 TiB (2^32 pages)");
   }
   try {
+    // An injected refusal takes the path a refused bitmap takes.
+    if (!shared && should_fail(fault_point::backing_bitmap)) throw std::bad_alloc();
     return std::unique_ptr<backing_dev>(new file_backing_dev(path, fd, nr_pages, shared));
   } catch (const std::bad_alloc&) {
     ::close(fd);
@@ -155,6 +159,9 @@ void backing_dev::release(uint64_t block) {
 }
 
 status file_backing_dev::write_one(uint64_t block, const void* page) const {
+  if (const int err = should_fail(fault_point::backing_write))
+    return errno_status(err, "backing_dev: write block " + std::to_string(block) + " of " + path() +
+                                 " (injected)");
   const auto* p = static_cast<const uint8_t*>(page);
   size_t done = 0;
   while (done < page_size) {
@@ -170,6 +177,9 @@ status file_backing_dev::write_one(uint64_t block, const void* page) const {
 }
 
 status file_backing_dev::read_block(uint64_t block, void* page) {
+  if (const int err = should_fail(fault_point::backing_read))
+    return errno_status(err, "backing_dev: read block " + std::to_string(block) + " of " + path() +
+                                 " (injected)");
   auto* p = static_cast<uint8_t*>(page);
   size_t done = 0;
   while (done < page_size) {

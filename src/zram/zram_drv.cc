@@ -23,6 +23,8 @@
 #include <mutex>
 #include <new>
 
+#include "uswap/base/fault_inject.h"
+
 namespace uswap {
 
 using namespace zram_detail;
@@ -416,11 +418,11 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
   z->limit_pages.store(round_up_to_page(o.mem_limit) >> page_shift);
 
   // zram_meta_alloc()
-  z->table = zeroed_array<zram_table_entry>(nr_pages);
+  if (!should_fail(fault_point::zram_table)) z->table = zeroed_array<zram_table_entry>(nr_pages);
   if (!z->table)
     return error(ENOMEM, "zram: no memory for a table of " + std::to_string(nr_pages) + " slots");
   if (o.checksum) {
-    z->huge_csum = zeroed_array<uint32_t>(nr_pages);
+    if (!should_fail(fault_point::zram_table)) z->huge_csum = zeroed_array<uint32_t>(nr_pages);
     if (!z->huge_csum) return error(ENOMEM, "zram: no memory for the huge-page checksums");
   }
   z->arena.reset(new (std::nothrow) zram_detail::zspage_arena(

@@ -8,9 +8,11 @@
 // Thread-safety: one post-processing call at a time (pp_lock), concurrently with I/O (zram.h).
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <vector>
 
+#include "uswap/base/fault_inject.h"
 #include "zram_drv.h"
 
 namespace uswap {
@@ -26,11 +28,18 @@ struct pp_slot {
   uint32_t size;
 };
 
-// place_pp_slot(), with the slot locked for write.
-void place_pp_slot(zram& z, std::vector<pp_slot>& ctl, uint64_t index, uint64_t w) {
+// place_pp_slot(), with the slot locked for write. false, with the slot left unmarked, when the
+// list cannot grow.
+bool place_pp_slot(zram& z, std::vector<pp_slot>& ctl, uint64_t index, uint64_t w) noexcept {
   z.assert_slot_locked(index, slot_access::write);
-  ctl.push_back({index, static_cast<uint32_t>(w & size_mask)});
+  if (ctl.size() == ctl.capacity() && should_fail(fault_point::zram_pp)) return false;
+  try {
+    ctl.push_back({index, static_cast<uint32_t>(w & size_mask)});
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
   flags_update(z.table[index].flags, 0, bit(ZRAM_PP_SLOT));
+  return true;
 }
 
 // release_pp_slot() for the slots not processed.
@@ -43,16 +52,25 @@ void release_pp_slots(zram& z, const std::vector<pp_slot>& ctl, size_t from) {
 
 // scan_slots_for_writeback() and scan_slots_for_recompress(): the slots of [first, last) whose
 // word `wanted` accepts (looked at with the slot locked for write), marked ZRAM_PP_SLOT, largest
-// first. Free slots are never wanted.
+// first. Free slots are never wanted. ENOMEM, with every mark taken back, when the list cannot
+// grow (the kernel's pp_ctl allocation failing).
 template <class Wanted>
-std::vector<pp_slot> scan_pp_slots(zram& z, uint64_t first, uint64_t last, Wanted wanted,
-                                   uint64_t max = 0) {
+result<std::vector<pp_slot>> scan_pp_slots(zram& z, uint64_t first, uint64_t last, Wanted wanted,
+                                           uint64_t max = 0) {
   std::vector<pp_slot> ctl;
+  bool refused = false;
   for (uint64_t i = first; i < last && (max == 0 || ctl.size() < max); ++i) {
     zram::slot_guard g(z, i, slot_access::write);
     const uint64_t w = z.word(i);
     if (!zram::slot_allocated(w) || !wanted(w)) continue;
-    place_pp_slot(z, ctl, i, w);
+    if (!place_pp_slot(z, ctl, i, w)) {
+      refused = true;
+      break;
+    }
+  }
+  if (refused) {
+    release_pp_slots(z, ctl, 0);  // no slot lock held here: it takes each slot's in turn
+    return error(ENOMEM, z.opts.name + ": no memory for the list of slots to post-process");
   }
   std::stable_sort(ctl.begin(), ctl.end(),
                    [](const pp_slot& a, const pp_slot& b) { return a.size > b.size; });
@@ -100,13 +118,15 @@ result<uint64_t> zram_device::writeback(const zram_writeback_params& params) {
   const bool want_incompressible = params.type == zram_writeback_type::incompressible;
 
   std::lock_guard<mutex> pp(z.pp_lock);
-  const std::vector<pp_slot> ctl = scan_pp_slots(z, params.first_page, hi, [&](uint64_t w) {
+  auto scanned = scan_pp_slots(z, params.first_page, hi, [&](uint64_t w) {
     if (w & (bit(ZRAM_WB) | bit(ZRAM_SAME))) return false;
     if (want_idle && !(w & bit(ZRAM_IDLE))) return false;
     if (want_huge && !(w & bit(ZRAM_HUGE))) return false;
     if (want_incompressible && !(w & bit(ZRAM_INCOMPRESSIBLE))) return false;
     return true;
   }, params.max_pages);
+  if (!scanned.ok()) return scanned.error();
+  const std::vector<pp_slot>& ctl = *scanned;
 
   // zram_writeback_slots(), in batches of the backing device's batch_size() (the kernel's
   // writeback_batch_size): each page of a batch is read under its slot lock into the batch,
@@ -116,11 +136,21 @@ result<uint64_t> zram_device::writeback(const zram_writeback_params& params) {
   status failure;
   backing_dev& bdev = *z.bdev;
   const size_t batch_max = std::max<size_t>(1, bdev.batch_size());
-  std::vector<uint8_t> pages(batch_max * page_size);
+  std::vector<uint8_t> pages;
   std::vector<backing_write> batch;
   std::vector<uint64_t> batch_index;
-  batch.reserve(batch_max);
-  batch_index.reserve(batch_max);
+  // The batch's buffers, before anything moves: refused, every selected slot is let go (ENOMEM,
+  // never bad_alloc across the layer's API).
+  try {
+    if (should_fail(fault_point::zram_pp)) throw std::bad_alloc();
+    pages.resize(batch_max * page_size);
+    batch.reserve(batch_max);
+    batch_index.reserve(batch_max);
+  } catch (const std::bad_alloc&) {
+    release_pp_slots(z, ctl, 0);
+    return error(ENOMEM, z.opts.name + ": writeback: no memory for a batch of " +
+                             std::to_string(batch_max) + " pages");
+  }
   auto give_back = [&](uint64_t blk) {
     bdev.release(blk);
     z.stats.bd_count.fetch_sub(1, std::memory_order_relaxed);
@@ -219,13 +249,15 @@ result<uint64_t> zram_device::recompress(const zram_recompress_params& params) {
   const uint32_t prio_hi = params.priority ? params.priority + 1 : z.num_comps;  // exclusive
 
   std::lock_guard<mutex> pp(z.pp_lock);
-  const std::vector<pp_slot> ctl = scan_pp_slots(z, 0, z.nr_pages, [&](uint64_t w) {
+  auto scanned = scan_pp_slots(z, 0, z.nr_pages, [&](uint64_t w) {
     if (want_idle && !(w & bit(ZRAM_IDLE))) return false;
     if (want_huge && !(w & bit(ZRAM_HUGE))) return false;
     if (w & (bit(ZRAM_WB) | bit(ZRAM_SAME) | bit(ZRAM_INCOMPRESSIBLE))) return false;
     // Already compressed with the same or a higher priority codec.
     return zram::comp_priority(w) + 1 < prio_hi;
   });
+  if (!scanned.ok()) return scanned.error();
+  const std::vector<pp_slot>& ctl = *scanned;
 
   uint64_t recompressed = 0, tried = 0;
   status failure;

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <new>
 
+#include "uswap/base/fault_inject.h"
+
 namespace uswap::zs_detail {
 
 template <class T, unsigned BaseShift>
@@ -52,7 +54,7 @@ class seg_array {
   // memory is refused or the table is at its limit. Caller holds the owner's lock.
   template <class Make>
   bool grow(Make&& make) noexcept {
-    if (nr_segments_ == max_segments) return false;
+    if (nr_segments_ == max_segments || should_fail(fault_point::zs_meta)) return false;
     const unsigned k = nr_segments_;
     const uint64_t n = segment_size(k);
     void* raw = ::operator new(n * sizeof(T), std::align_val_t{alignof(T)}, std::nothrow);

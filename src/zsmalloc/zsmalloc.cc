@@ -19,6 +19,7 @@
 #include <new>
 
 #include "seg_array.h"
+#include "uswap/base/fault_inject.h"
 #include "uswap/sync/mutex.h"
 
 namespace uswap {
@@ -344,7 +345,8 @@ void* zs_pool::alloc_zspage_memory(unsigned nr_pages, status* why) {
     }
   } while (!pages_allocated_.compare_exchange_weak(cur, cur + nr_pages,
                                                    std::memory_order_relaxed));
-  void* mem = page_allocator_->alloc_pages(nr_pages);
+  void* mem = should_fail(fault_point::zs_malloc_page) ? nullptr
+                                                      : page_allocator_->alloc_pages(nr_pages);
   if (!mem) {
     pages_allocated_.fetch_sub(nr_pages, std::memory_order_relaxed);
     *why = error(ENOMEM, "zs_malloc: pool '" + name_ + "': no memory for a zspage of " +

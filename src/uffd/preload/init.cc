@@ -16,6 +16,8 @@
 //                       and tests that range
 //   USWAP_SECCOMP       set by the shim that installed the filter ("lo:hi:trampoline"), so that
 //                       its descendants know it is there
+//   USWAP_FAIL_INJECT   testing: fault points to arm in each process ("pager_map:3+,..."; see
+//                       uswap/base/fault_inject.h), passed through from uswap run's environment
 // The arena sits at a fixed address with unmapped guard pages on both sides, so that the filter's
 // test (one mask and compare) sees every buffer that touches it.
 #include <errno.h>
@@ -41,6 +43,7 @@
 #include "../kernel_access.h"
 #include "shim.h"
 #include "uswap/base/atomic_max.h"
+#include "uswap/base/fault_inject.h"
 #include "uswap/base/page.h"
 #include "uswap/base/units.h"
 
@@ -203,8 +206,10 @@ void write_stats(const char* event) noexcept {
       ",\"anon_peak_bytes\":%" PRIu64 ",\"vm_hwm_bytes\":%" PRIu64 ",\"faults\":%" PRIu64
       ",\"wp_faults\":%" PRIu64 ",\"zero_fills\":%" PRIu64 ",\"swap_ins\":%" PRIu64
       ",\"swap_outs\":%" PRIu64 ",\"clean_evictions\":%" PRIu64 ",\"zero_evictions\":%" PRIu64
-      ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64 ",\"fault_p50_ns\":%" PRIu64 ",\"fault_p99_ns\":%" PRIu64
-      ",\"overcharges\":%" PRIu64 ",\"zram_mem_used_max\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
+      ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64
+      ",\"fault_p50_ns\":%" PRIu64 ",\"fault_p99_ns\":%" PRIu64
+      ",\"overcharges\":%" PRIu64 ",\"swap_out_failures\":%" PRIu64
+      ",\"zram_mem_used_max\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
       ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64 ",\"forks\":%" PRIu64
       ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
       "}\n",
@@ -214,7 +219,8 @@ void write_stats(const char* event) noexcept {
       st.peak_resident_pages * uswap::page_size, st.peak_resident_pages * uswap::page_size,
       peak_unrouted.load(), peak_anon.load(), vm_hwm(), st.faults, st.wp_faults, st.zero_fills,
       st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions, st.swap_out_bytes,
-      st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns, st.overcharges, st.zram_mem_used_max, st.mapped_bytes,
+      st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns, st.overcharges,
+      st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes,
       st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
@@ -328,6 +334,12 @@ __attribute__((constructor)) void shim_init() {
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
   // environment strings were in.
   if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
+  // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
+  // that its creation counts too.
+  if (const char* fi = getenv("USWAP_FAIL_INJECT"); fi && *fi) {
+    if (auto st = uswap::fault_inject_setup(fi); !st.ok())
+      fprintf(stderr, "uswap: USWAP_FAIL_INJECT ignored: %s\n", st.to_string().c_str());
+  }
   // The job, and with it the backing file all its processes write back into.
   std::shared_ptr<uswap::job>* job = nullptr;
   if (const char* jp = getenv("USWAP_JOB"); jp && *jp) job = attach_job(jp);
