@@ -213,13 +213,15 @@ def main():
         xs = [x[field] for x in results[k] if x["ok"]]
         return statistics.median(xs) if xs else None
 
-    base = med("file", "wall_s")
     rows = []
     for k in kinds:
         wall = med(k, "wall_s")
+        pairs = [x["wall_s"] / f["wall_s"] for x, f in zip(results[k], results["file"])
+                 if x["ok"] and f["ok"]]
         rows.append({"backing": k, "done": sum(x["ok"] for x in results[k]),
                      "runs": len(results[k]), "wall_s": wall,
-                     "ratio_to_file": wall / base if wall and base else None,
+                     # each round's runs side by side: the median of the per-round ratios
+                     "ratio_to_file": statistics.median(pairs) if pairs else None,
                      **{f: med(k, f) for f in ("fault_p50_ns", "fault_p99_ns",
                                                 "peak_resident_bytes", "pool_peak_bytes",
                                                 "bd_writes", "bd_reads")}})
