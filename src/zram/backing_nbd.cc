@@ -21,6 +21,7 @@
 // of the same job wrote it first).
 //
 // Thread-safety: each connection's handle is used under its lock only; counters are atomics.
+#include <dlfcn.h>
 #include <libnbd.h>
 #include <sys/random.h>
 #include <time.h>
@@ -43,6 +44,97 @@ namespace uswap::zram_detail {
 
 namespace {
 
+// libnbd, opened on first use rather than linked: the zram layer is in every process `uswap
+// run` pages (the preload shim), and libnbd brings GnuTLS, libxml2 and ICU with it, megabytes
+// of resident memory in every program whether or not it writes back to an NBD export.
+struct libnbd_api {
+  decltype(&::nbd_aio_command_completed) nbd_aio_command_completed = nullptr;
+  decltype(&::nbd_aio_flush) nbd_aio_flush = nullptr;
+  decltype(&::nbd_aio_in_flight) nbd_aio_in_flight = nullptr;
+  decltype(&::nbd_aio_is_closed) nbd_aio_is_closed = nullptr;
+  decltype(&::nbd_aio_is_dead) nbd_aio_is_dead = nullptr;
+  decltype(&::nbd_aio_pread) nbd_aio_pread = nullptr;
+  decltype(&::nbd_aio_pwrite) nbd_aio_pwrite = nullptr;
+  decltype(&::nbd_can_flush) nbd_can_flush = nullptr;
+  decltype(&::nbd_can_fua) nbd_can_fua = nullptr;
+  decltype(&::nbd_can_multi_conn) nbd_can_multi_conn = nullptr;
+  decltype(&::nbd_close) nbd_close = nullptr;
+  decltype(&::nbd_connect_uri) nbd_connect_uri = nullptr;
+  decltype(&::nbd_create) nbd_create = nullptr;
+  decltype(&::nbd_flush) nbd_flush = nullptr;
+  decltype(&::nbd_get_errno) nbd_get_errno = nullptr;
+  decltype(&::nbd_get_error) nbd_get_error = nullptr;
+  decltype(&::nbd_get_size) nbd_get_size = nullptr;
+  decltype(&::nbd_is_read_only) nbd_is_read_only = nullptr;
+  decltype(&::nbd_poll) nbd_poll = nullptr;
+  decltype(&::nbd_pread) nbd_pread = nullptr;
+  decltype(&::nbd_pwrite) nbd_pwrite = nullptr;
+  decltype(&::nbd_shutdown) nbd_shutdown = nullptr;
+};
+
+// The API, or why it could not be loaded (libnbd0 not installed).
+const result<const libnbd_api*>& load_libnbd() {
+  static const result<const libnbd_api*> loaded = []() -> result<const libnbd_api*> {
+    void* h = ::dlopen("libnbd.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+      return error(ENOSYS, std::string("backing_dev: an NBD backing device needs libnbd "
+                                       "(Debian: libnbd0): ") + ::dlerror());
+    static libnbd_api a;
+    auto missing = [](const char* name) -> result<const libnbd_api*> {
+      return error(ENOSYS, std::string("backing_dev: libnbd.so.0 lacks ") + name);
+    };
+  a.nbd_aio_command_completed = reinterpret_cast<decltype(&::nbd_aio_command_completed)>(::dlsym(h, "nbd_aio_command_completed"));
+  if (!a.nbd_aio_command_completed) return missing("nbd_aio_command_completed");
+  a.nbd_aio_flush = reinterpret_cast<decltype(&::nbd_aio_flush)>(::dlsym(h, "nbd_aio_flush"));
+  if (!a.nbd_aio_flush) return missing("nbd_aio_flush");
+  a.nbd_aio_in_flight = reinterpret_cast<decltype(&::nbd_aio_in_flight)>(::dlsym(h, "nbd_aio_in_flight"));
+  if (!a.nbd_aio_in_flight) return missing("nbd_aio_in_flight");
+  a.nbd_aio_is_closed = reinterpret_cast<decltype(&::nbd_aio_is_closed)>(::dlsym(h, "nbd_aio_is_closed"));
+  if (!a.nbd_aio_is_closed) return missing("nbd_aio_is_closed");
+  a.nbd_aio_is_dead = reinterpret_cast<decltype(&::nbd_aio_is_dead)>(::dlsym(h, "nbd_aio_is_dead"));
+  if (!a.nbd_aio_is_dead) return missing("nbd_aio_is_dead");
+  a.nbd_aio_pread = reinterpret_cast<decltype(&::nbd_aio_pread)>(::dlsym(h, "nbd_aio_pread"));
+  if (!a.nbd_aio_pread) return missing("nbd_aio_pread");
+  a.nbd_aio_pwrite = reinterpret_cast<decltype(&::nbd_aio_pwrite)>(::dlsym(h, "nbd_aio_pwrite"));
+  if (!a.nbd_aio_pwrite) return missing("nbd_aio_pwrite");
+  a.nbd_can_flush = reinterpret_cast<decltype(&::nbd_can_flush)>(::dlsym(h, "nbd_can_flush"));
+  if (!a.nbd_can_flush) return missing("nbd_can_flush");
+  a.nbd_can_fua = reinterpret_cast<decltype(&::nbd_can_fua)>(::dlsym(h, "nbd_can_fua"));
+  if (!a.nbd_can_fua) return missing("nbd_can_fua");
+  a.nbd_can_multi_conn = reinterpret_cast<decltype(&::nbd_can_multi_conn)>(::dlsym(h, "nbd_can_multi_conn"));
+  if (!a.nbd_can_multi_conn) return missing("nbd_can_multi_conn");
+  a.nbd_close = reinterpret_cast<decltype(&::nbd_close)>(::dlsym(h, "nbd_close"));
+  if (!a.nbd_close) return missing("nbd_close");
+  a.nbd_connect_uri = reinterpret_cast<decltype(&::nbd_connect_uri)>(::dlsym(h, "nbd_connect_uri"));
+  if (!a.nbd_connect_uri) return missing("nbd_connect_uri");
+  a.nbd_create = reinterpret_cast<decltype(&::nbd_create)>(::dlsym(h, "nbd_create"));
+  if (!a.nbd_create) return missing("nbd_create");
+  a.nbd_flush = reinterpret_cast<decltype(&::nbd_flush)>(::dlsym(h, "nbd_flush"));
+  if (!a.nbd_flush) return missing("nbd_flush");
+  a.nbd_get_errno = reinterpret_cast<decltype(&::nbd_get_errno)>(::dlsym(h, "nbd_get_errno"));
+  if (!a.nbd_get_errno) return missing("nbd_get_errno");
+  a.nbd_get_error = reinterpret_cast<decltype(&::nbd_get_error)>(::dlsym(h, "nbd_get_error"));
+  if (!a.nbd_get_error) return missing("nbd_get_error");
+  a.nbd_get_size = reinterpret_cast<decltype(&::nbd_get_size)>(::dlsym(h, "nbd_get_size"));
+  if (!a.nbd_get_size) return missing("nbd_get_size");
+  a.nbd_is_read_only = reinterpret_cast<decltype(&::nbd_is_read_only)>(::dlsym(h, "nbd_is_read_only"));
+  if (!a.nbd_is_read_only) return missing("nbd_is_read_only");
+  a.nbd_poll = reinterpret_cast<decltype(&::nbd_poll)>(::dlsym(h, "nbd_poll"));
+  if (!a.nbd_poll) return missing("nbd_poll");
+  a.nbd_pread = reinterpret_cast<decltype(&::nbd_pread)>(::dlsym(h, "nbd_pread"));
+  if (!a.nbd_pread) return missing("nbd_pread");
+  a.nbd_pwrite = reinterpret_cast<decltype(&::nbd_pwrite)>(::dlsym(h, "nbd_pwrite"));
+  if (!a.nbd_pwrite) return missing("nbd_pwrite");
+  a.nbd_shutdown = reinterpret_cast<decltype(&::nbd_shutdown)>(::dlsym(h, "nbd_shutdown"));
+  if (!a.nbd_shutdown) return missing("nbd_shutdown");
+    return &a;
+  }();
+  return loaded;
+}
+
+// Only called once load_libnbd() succeeded (connect_uri checks it first).
+const libnbd_api& api() noexcept { return **load_libnbd(); }
+
 constexpr int io_timeout_ms = 30'000;
 constexpr uint64_t backoff_min_ms = 100;
 constexpr uint64_t backoff_max_ms = 5'000;
@@ -56,12 +148,12 @@ uint64_t now_ms() noexcept {
 }
 
 std::string libnbd_error() {
-  const char* e = ::nbd_get_error();
+  const char* e = api().nbd_get_error();
   return e && *e ? e : "unknown libnbd error";
 }
 
 int libnbd_errno(int fallback) noexcept {
-  const int e = ::nbd_get_errno();
+  const int e = api().nbd_get_errno();
   return e ? e : fallback;
 }
 
@@ -74,12 +166,13 @@ struct header_id {
 
 // A connected handle to `uri`, or the reason there is none.
 result<nbd_handle*> connect_uri(const std::string& uri) {
-  nbd_handle* h = ::nbd_create();
+  if (!load_libnbd().ok()) return load_libnbd().error();
+  nbd_handle* h = api().nbd_create();
   if (!h) return error(ENOMEM, "backing_dev: nbd_create: " + libnbd_error());
-  if (::nbd_connect_uri(h, uri.c_str()) == -1) {
+  if (api().nbd_connect_uri(h, uri.c_str()) == -1) {
     const int err = libnbd_errno(ECONNREFUSED);
     status st = error(err, "backing_dev: connect to " + uri + ": " + libnbd_error());
-    ::nbd_close(h);
+    api().nbd_close(h);
     return st;
   }
   return h;
@@ -92,7 +185,7 @@ struct connection {
 };
 
 bool is_dead(nbd_handle* h) noexcept {
-  return ::nbd_aio_is_dead(h) == 1 || ::nbd_aio_is_closed(h) == 1;
+  return api().nbd_aio_is_dead(h) == 1 || api().nbd_aio_is_closed(h) == 1;
 }
 
 class nbd_backing_dev final : public backing_dev {
@@ -100,8 +193,8 @@ class nbd_backing_dev final : public backing_dev {
   nbd_backing_dev(std::string uri, uint64_t nr_pages, uint64_t header_block,
                   zram_block_allocator* shared, nbd_handle* h)
       : backing_dev(uri, nr_pages, shared), uri_(std::move(uri)), header_block_(header_block),
-        use_fua_(::nbd_can_fua(h) == 1), can_flush_(::nbd_can_flush(h) == 1),
-        multi_conn_(::nbd_can_multi_conn(h) == 1),
+        use_fua_(api().nbd_can_fua(h) == 1), can_flush_(api().nbd_can_flush(h) == 1),
+        multi_conn_(api().nbd_can_multi_conn(h) == 1),
         written_in_(new std::atomic<uint32_t>[nr_pages]) {
     writer_.h = h;
     writer_.had = true;
@@ -110,8 +203,8 @@ class nbd_backing_dev final : public backing_dev {
   ~nbd_backing_dev() override {
     for (connection* c : {&writer_, &reader_})
       if (c->h) {
-        ::nbd_shutdown(c->h, 0);
-        ::nbd_close(c->h);
+        api().nbd_shutdown(c->h, 0);
+        api().nbd_close(c->h);
       }
   }
 
@@ -158,7 +251,7 @@ class nbd_backing_dev final : public backing_dev {
 
 status nbd_backing_dev::check_header(nbd_handle* h, bool first) {
   alignas(8) uint8_t block[page_size];
-  if (::nbd_pread(h, block, page_size, header_block_ << page_shift, 0) == -1)
+  if (api().nbd_pread(h, block, page_size, header_block_ << page_shift, 0) == -1)
     return error(libnbd_errno(EIO), "backing_dev: read the header of " + uri_ + ": " +
                                         libnbd_error());
   header_id found;
@@ -181,9 +274,9 @@ status nbd_backing_dev::check_header(nbd_handle* h, bool first) {
   std::memset(block, 0, page_size);
   std::memcpy(block, header_magic, sizeof header_magic);
   std::memcpy(block + sizeof header_magic, fresh.uuid, sizeof fresh.uuid);
-  const uint32_t fua = ::nbd_can_fua(h) == 1 ? LIBNBD_CMD_FLAG_FUA : 0;
-  if (::nbd_pwrite(h, block, page_size, header_block_ << page_shift, fua) == -1 ||
-      (!fua && ::nbd_can_flush(h) == 1 && ::nbd_flush(h, 0) == -1))
+  const uint32_t fua = api().nbd_can_fua(h) == 1 ? LIBNBD_CMD_FLAG_FUA : 0;
+  if (api().nbd_pwrite(h, block, page_size, header_block_ << page_shift, fua) == -1 ||
+      (!fua && api().nbd_can_flush(h) == 1 && api().nbd_flush(h, 0) == -1))
     return error(libnbd_errno(EIO), "backing_dev: write the header of " + uri_ + ": " +
                                         libnbd_error());
   id_ = fresh;
@@ -200,14 +293,14 @@ status nbd_backing_dev::ensure_connected(connection& c) {
                              "); trying again in " + std::to_string(at - now) + " ms");
   }
   auto h = connect_uri(uri_);
-  if (h.ok() && static_cast<uint64_t>(std::max<int64_t>(::nbd_get_size(*h), 0)) <
+  if (h.ok() && static_cast<uint64_t>(std::max<int64_t>(api().nbd_get_size(*h), 0)) <
                     (nr_pages() << page_shift)) {
-    ::nbd_close(*h);
+    api().nbd_close(*h);
     h = error(ENOSPC, "backing_dev: " + uri_ + " came back smaller than before");
   }
   if (h.ok()) {
     if (status st = check_header(*h, false); !st.ok()) {
-      ::nbd_close(*h);
+      api().nbd_close(*h);
       h = st;
     }
   }
@@ -230,7 +323,7 @@ status nbd_backing_dev::ensure_connected(connection& c) {
 }
 
 void nbd_backing_dev::lose(connection& c, const status& why) {
-  ::nbd_close(c.h);
+  api().nbd_close(c.h);
   c.h = nullptr;
   // Whether the blocks survived is for the header to say when a connection is made again.
   drops_.fetch_add(1, std::memory_order_relaxed);
@@ -247,7 +340,7 @@ status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
     bool pending = false;
     for (size_t i = 0; i < cookies.size(); ++i) {
       if (cookies[i] < 0) continue;
-      const int r = ::nbd_aio_command_completed(c.h, static_cast<uint64_t>(cookies[i]));
+      const int r = api().nbd_aio_command_completed(c.h, static_cast<uint64_t>(cookies[i]));
       if (r == 0) {
         pending = true;
         continue;
@@ -263,7 +356,7 @@ status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
     if (now >= deadline)
       return error(ETIMEDOUT, "backing_dev: " + uri_ + " did not answer within " +
                                   std::to_string(io_timeout_ms / 1000) + " s");
-    if (::nbd_poll(c.h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
+    if (api().nbd_poll(c.h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
         is_dead(c.h))
       return error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
   }
@@ -282,17 +375,17 @@ void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
   std::vector<status> results(batch.size());
   const uint32_t flags = use_fua_ ? LIBNBD_CMD_FLAG_FUA : 0;
   for (size_t i = 0; i < batch.size(); ++i) {
-    cookies[i] = ::nbd_aio_pwrite(writer_.h, batch[i].page, page_size,
+    cookies[i] = api().nbd_aio_pwrite(writer_.h, batch[i].page, page_size,
                                   batch[i].block << page_shift, NBD_NULL_COMPLETION, flags);
     if (cookies[i] == -1)
       results[i] = error(libnbd_errno(EIO), "backing_dev: write to " + uri_ + ": " +
                                                 libnbd_error());
   }
-  if (const int n = ::nbd_aio_in_flight(writer_.h); n > 0)
+  if (const int n = api().nbd_aio_in_flight(writer_.h); n > 0)
     fetch_max(max_in_flight_, static_cast<uint64_t>(n));
   status dead = wait(writer_, cookies, results);
   if (dead.ok() && !use_fua_ && can_flush_) {
-    int64_t flush = ::nbd_aio_flush(writer_.h, NBD_NULL_COMPLETION, 0);
+    int64_t flush = api().nbd_aio_flush(writer_.h, NBD_NULL_COMPLETION, 0);
     status flushed;
     if (flush == -1) flushed = error(libnbd_errno(EIO), "backing_dev: flush " + uri_ + ": " +
                                                            libnbd_error());
@@ -341,7 +434,7 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
       generation_.load(std::memory_order_acquire))
     return fail(error(EIO, "backing_dev: block " + std::to_string(block) + " was written to " +
                                uri_ + " before the connection to it was lost: the page is gone"));
-  int64_t cookie = ::nbd_aio_pread(c.h, page, page_size, block << page_shift, NBD_NULL_COMPLETION,
+  int64_t cookie = api().nbd_aio_pread(c.h, page, page_size, block << page_shift, NBD_NULL_COMPLETION,
                                    0);
   status result;
   if (cookie == -1)
@@ -365,7 +458,7 @@ void nbd_backing_dev::after_fork_child() noexcept {
   for (connection* c : {&writer_, &reader_}) {
     c->lock.~mutex();
     new (&c->lock) mutex();
-    if (c->h) ::nbd_close(c->h);
+    if (c->h) api().nbd_close(c->h);
     c->had = c->h != nullptr;
     c->h = nullptr;
   }
@@ -400,14 +493,14 @@ result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri
   auto h = connect_uri(uri);
   if (!h.ok()) return h.error();
   auto close_with = [&](status st) {
-    ::nbd_shutdown(*h, 0);
-    ::nbd_close(*h);
+    api().nbd_shutdown(*h, 0);
+    api().nbd_close(*h);
     return st;
   };
-  const int64_t export_bytes = ::nbd_get_size(*h);
+  const int64_t export_bytes = api().nbd_get_size(*h);
   if (export_bytes < 0) return close_with(error(EIO, "backing_dev: size of " + uri + ": " +
                                                          libnbd_error()));
-  if (::nbd_is_read_only(*h) == 1)
+  if (api().nbd_is_read_only(*h) == 1)
     return close_with(error(EROFS, "backing_dev: " + uri + " is read-only"));
   uint64_t bytes = static_cast<uint64_t>(export_bytes);
   if (size_bytes > bytes)
@@ -440,9 +533,9 @@ result<uint64_t> zram_remote_backing_blocks(const std::string& spec) {
     return error(EINVAL, "backing_dev: " + spec + " is not an NBD URI");
   auto h = zram_detail::connect_uri(spec);
   if (!h.ok()) return h.error();
-  const int64_t bytes = ::nbd_get_size(*h);
-  ::nbd_shutdown(*h, 0);
-  ::nbd_close(*h);
+  const int64_t bytes = zram_detail::api().nbd_get_size(*h);
+  zram_detail::api().nbd_shutdown(*h, 0);
+  zram_detail::api().nbd_close(*h);
   if (bytes < 2 * static_cast<int64_t>(page_size))
     return error(EINVAL, "backing_dev: " + spec + " has fewer than two whole pages");
   return (static_cast<uint64_t>(bytes) >> page_shift) - 1;
