@@ -262,12 +262,12 @@ job)
   esac
   ;;
 nbd)
-  # The sort's 128 MiB under --limit 16M and --pool-limit 8M: what the pools cannot hold goes
+  # The sort's 128 MiB under --limit 32M and --pool-limit 16M: what the pools cannot hold goes
   # to nbdkit memory and comes back; the output is the plain run's.
   prog=$3 n=8388608
   "$prog" "$n" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
   start_nbdkit 1G
-  "$uswap" run --limit 16M --pool-limit 8M --backing "$nbd_uri" --json -- "$prog" "$n" \
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --json -- "$prog" "$n" \
     >"$tmp/paged.out" 2>"$tmp/paged.err"
   rc=$?
   [ $rc -eq 0 ] || fail "uswap run exited $rc: $(tail -c 800 "$tmp/paged.err")"
@@ -278,12 +278,12 @@ nbd)
   [ "$(jq .job.swap_outs <<<"$json")" -gt 0 ] || fail "nothing was paged"
   [ "$(jq .job.bd_writes <<<"$json")" -gt 0 ] || fail "nothing reached the NBD server"
   [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing came back from the NBD server"
-  # The limits and a little: at 16M, four sorting threads sometimes find every page pinned and
+  # The limits and a little: four sorting threads sometimes find every page pinned and
   # map above the limit (overcharges, counted in the JSON) rather than fail a fault.
-  [ "$(jq .job.peak_footprint_bytes <<<"$json")" -le $(((16 + 8 + 4) << 20)) ] || fail "footprint past the limits: $(jq -c .job <<<"$json")"
+  [ "$(jq .job.peak_footprint_bytes <<<"$json")" -le $(((32 + 16 + 4) << 20)) ] || fail "footprint past the limits: $(jq -c .job <<<"$json")"
   # The server killed while the job runs: the job ends, named, never with other bytes.
   start_nbdkit 1G
-  "$uswap" run --limit 16M --pool-limit 8M --backing "$nbd_uri" --stats-dir "$tmp/sd" --json \
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --stats-dir "$tmp/sd" --json \
     -- "$prog" $((2 * n)) >"$tmp/paged.out" 2>"$tmp/paged.err" &
   upid=$!
   for _ in $(seq 600); do
