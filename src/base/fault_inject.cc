@@ -104,7 +104,8 @@ struct arming {
 }  // namespace
 
 status fault_inject_setup(std::string_view spec) {
-  std::vector<arming> todo;
+  // Every item is parsed before any is armed: a spec with one bad item arms nothing.
+  std::vector<arming> parsed;
   for (std::string_view item : split(spec, ',')) {
     if (item.empty()) continue;
     const auto bad = [&](const std::string& why) {
@@ -140,9 +141,9 @@ status fault_inject_setup(std::string_view spec) {
       if (!e.ok()) return bad(std::string(e.error().message()));
       err = *e;
     }
-    todo.push_back({*point, nth, times, err});
+    parsed.push_back({*point, nth, times, err});
   }
-  for (const arming& a : todo) fault_inject_arm(a.point, a.nth, a.err, a.times);
+  for (const arming& a : parsed) fault_inject_arm(a.point, a.nth, a.err, a.times);
   return {};
 }
 
