@@ -139,7 +139,8 @@ void pager::impl::charge(uint64_t n) noexcept {
     // stops it and says which limit; this fault waits for that rather than map above the limit.
     if (jr && jr->pool_limit_bytes() &&
         last_store_error.load(std::memory_order_relaxed) == ENOSPC &&
-        (balance_pool(*jr) ? (pool_stalls = 0, false) : ++pool_stalls >= 3)) {
+        (balance_pool(*jr, UINT64_MAX, pool_balance::when_full) ? (pool_stalls = 0, false)
+                                                                : ++pool_stalls >= 3)) {
       const zram_backing_stat bs = store->device().backing_stat();
       jr->set_stop_reason(!bs.kind.empty() && !bs.connected ? job_stop_backing_lost
                                                             : job_stop_pool_full);

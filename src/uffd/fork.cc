@@ -113,6 +113,9 @@ void pager::impl::prepare_fork() noexcept {
   map_lock.down_write();
   tls_map_writer = this;
   in_fork = true;
+  // The pool worker's round in flight ends first: the child's copy of the device has no
+  // writeback half done, and the backing blocks held for it below stay what it refers to.
+  pool_mu.lock();
   job_make_room_for_fork();
   set_arena_fork_flag(true);
 }
@@ -124,6 +127,7 @@ void pager::impl::after_fork_parent() noexcept {
   child_slot = -1;
   set_arena_fork_flag(false);
   in_fork = false;
+  pool_mu.unlock();
   c.forks.fetch_add(1, std::memory_order_relaxed);
   tls_map_writer = nullptr;
   map_lock.up_write();
@@ -153,7 +157,14 @@ status pager::impl::after_fork_child() noexcept {
   } clear_on_return;
   fork_generation = current_fork_generation();
   owner_pid = ::getpid();
-  forget_handlers();
+  forget_handlers();  // and the pool worker
+  // pool_mu was copied held by this thread's parent (prepare_fork), with no waiter here.
+  pool_mu.~mutex();
+  new (&pool_mu) std::mutex();
+  pool_kick.store(0, std::memory_order_relaxed);
+  pool_round.store(0, std::memory_order_relaxed);
+  pool_rounds.store(0, std::memory_order_relaxed);
+  pool_waits.store(0, std::memory_order_relaxed);
   if (stop_fd >= 0) ::close(stop_fd);
   stop_fd = -1;
   if (self_pidfd >= 0) ::close(self_pidfd);
@@ -234,6 +245,8 @@ status pager::impl::after_fork_child() noexcept {
   job_after_fork_child();
 
   if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
+  g.unlock();
+  start_pool_worker();
   return {};
 }
 

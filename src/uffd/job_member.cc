@@ -9,10 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
+#include <system_error>
 
 #include "pager_impl.h"
 #include "sigbus.h"
+#include "uswap/sync/futex.h"
 
 namespace uswap {
 
@@ -71,6 +74,8 @@ status pager::join_job(std::shared_ptr<job> j) {
   m.job_owner = std::move(j);
   m.jlink.store(m.job_owner.get(), std::memory_order_seq_cst);
   m.publish_job_stats(*m.job_owner);
+  g.unlock();
+  m.start_pool_worker();
   return {};
 }
 
@@ -153,22 +158,75 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
   return false;  // nobody made room: evict what this member has
 }
 
-bool pager::impl::balance_pool(job& j, uint64_t mine_cap) noexcept {
-  USWAP_ASSERT_HELD(map_lock);
+bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noexcept {
   const uint64_t limit = j.pool_limit_bytes();
   if (limit == 0) return true;
-  std::unique_lock<std::mutex> g(pool_mu, std::try_to_lock);
-  if (!g.owns_lock()) return true;  // another reclaimer balances right now
+  // Room for a pass of compressed pages before the limit: where faults balance themselves.
+  const uint64_t headroom = uint64_t{reclaim_pass} * page_size / 2;
+  switch (how) {
+    case pool_balance::on_reclaim: {
+      if (!pool_worker_on.load(std::memory_order_acquire)) {
+        std::unique_lock<std::mutex> g(pool_mu, std::try_to_lock);
+        if (!g.owns_lock()) return true;  // another reclaimer balances right now
+        return balance_pool_locked(j, mine_cap, headroom);
+      }
+      // The worker writes back; this pass only keeps the device within what the others leave
+      // and kicks the worker once the pools pass the high watermark (an eighth of the limit,
+      // at least the faults' headroom, below it), early enough that it keeps ahead of them.
+      swap_device& dev = store->device();
+      const uint64_t mine = dev.stats().mem_used;
+      const uint64_t published = j.pool_bytes();
+      const uint64_t others = published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
+      (void)dev.set_mem_limit(pool_device_limit(limit, others, mine));
+      const uint64_t high = std::max(headroom, limit / 8);
+      if (others + mine + high > limit) kick_pool_worker();
+      return true;
+    }
+    case pool_balance::when_full: {
+      if (!pool_worker_on.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> g(pool_mu);
+        return balance_pool_locked(j, mine_cap, headroom);
+      }
+      // The next round that ends after this kick says whether the worker made room.
+      pool_waits.fetch_add(1, std::memory_order_relaxed);
+      const uint32_t r = pool_round.load(std::memory_order_acquire);
+      kick_pool_worker();
+      uint32_t now;
+      while ((now = pool_round.load(std::memory_order_acquire)) == r) futex_wait(&pool_round, r);
+      return pool_round_shrank.load(std::memory_order_acquire);
+    }
+    case pool_balance::locked:
+      return balance_pool_locked(j, mine_cap, headroom);
+    case pool_balance::worker: {
+      // Down to the low watermark, a quarter of the limit below it.
+      std::lock_guard<std::mutex> g(pool_mu);
+      return balance_pool_locked(j, mine_cap, std::max(2 * headroom, limit / 4));
+    }
+  }
+  return true;
+}
+
+uint64_t pager::impl::pool_device_limit(uint64_t limit, uint64_t others,
+                                        uint64_t mine) const noexcept {
+  // What the others leave, less room for a reclaim pass of theirs in flight (their published
+  // sizes are from their last pass): several members storing a pass at once stay within the
+  // limit. Never below what the device holds (a store fails; nothing is taken away).
+  const uint64_t pass = uint64_t{reclaim_pass} * page_size / 2;
+  const uint64_t room = limit > others + pass ? limit - others - pass : 0;
+  return std::max<uint64_t>(std::max(room, mine), page_size);
+}
+
+bool pager::impl::balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headroom) noexcept {
+  const uint64_t limit = j.pool_limit_bytes();
   swap_device& dev = store->device();
   const uint64_t mine = dev.stats().mem_used;
   // The job's pools as published, with this one as it is now.
   const uint64_t published = j.pool_bytes();
   const uint64_t others = published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
   const uint64_t total = others + mine;
-  // Room for a pass of compressed pages before the limit. Over it, every member shrinks its pool
-  // in proportion to its size (each at its own reclaim passes): cold pages to the backing file,
-  // then compaction. The device refuses to grow past what is left for it (zram's mem_limit).
-  const uint64_t headroom = uint64_t{reclaim_pass} * page_size / 2;
+  // Over the target, every member shrinks its pool in proportion to its size (each at its own
+  // reclaim passes or worker rounds): cold pages to the backing device, then compaction. The
+  // device refuses to grow past what is left for it (zram's mem_limit).
   const uint64_t target = limit > headroom ? limit - headroom : 0;
   uint64_t keep = mine;
   if (total > target && total > 0)
@@ -181,12 +239,89 @@ bool pager::impl::balance_pool(job& j, uint64_t mine_cap) noexcept {
     (void)dev.compact();
   }
   const uint64_t after = dev.stats().mem_used;
-  const uint64_t room = limit > others ? limit - others : 0;
-  (void)dev.set_mem_limit(std::max<uint64_t>(std::max(room, after), page_size));
+  (void)dev.set_mem_limit(pool_device_limit(limit, others, after));
   publish_job_stats(j);
   // Over its share, the pool is balanced only if it shrank: a page's worth of bytes under the
   // limit is no room for zsmalloc, which grows by whole zspages.
-  return over ? after < mine : others + after + page_size <= limit;
+  return over ? after < mine : after + page_size <= pool_device_limit(limit, others, 0);
+}
+
+void pager::impl::kick_pool_worker() noexcept {
+  // Dekker with the worker's idle flag (both sequentially consistent): either it sees the new
+  // count before it sleeps, or this sees it idle and wakes it. Busy, it looks again when done.
+  pool_kick.fetch_add(1, std::memory_order_seq_cst);
+  if (pool_worker_idle.load(std::memory_order_seq_cst)) futex_wake(&pool_kick, 1);
+}
+
+void pager::impl::pool_worker_loop() noexcept {
+  pager_scope in_pager;  // what it allocates (libnbd's requests) is the pager's
+  uint32_t seen = pool_kick.load(std::memory_order_seq_cst);
+  bool again = false;
+  for (;;) {
+    if (!again) {
+      pool_worker_idle.store(true, std::memory_order_seq_cst);
+      uint32_t k;
+      while ((k = pool_kick.load(std::memory_order_seq_cst)) == seen &&
+             !pool_worker_stop.load(std::memory_order_seq_cst))
+        futex_wait(&pool_kick, seen);
+      pool_worker_idle.store(false, std::memory_order_seq_cst);
+      seen = k;
+    }
+    if (pool_worker_stop.load(std::memory_order_seq_cst)) return;
+    bool shrank = false, still_high = false;
+    {
+      job_ref jr(*this);
+      if (jr && jr->pool_limit_bytes()) {
+        shrank = balance_pool(*jr, UINT64_MAX, pool_balance::worker);
+        const uint64_t limit = jr->pool_limit_bytes();
+        const uint64_t high = std::max(uint64_t{reclaim_pass} * page_size / 2, limit / 8);
+        still_high = jr->pool_bytes() + high > limit;
+      }
+    }
+    pool_rounds.fetch_add(1, std::memory_order_relaxed);
+    pool_round_shrank.store(shrank, std::memory_order_release);
+    pool_round.fetch_add(1, std::memory_order_release);
+    futex_wake(&pool_round, INT_MAX);
+    // A round that shrank the pool and left it above the high watermark goes on at once; one
+    // that could not (the backing device full or unreachable, retrying with its own backoff)
+    // waits for the next kick, and a moment, rather than rescan the device for nothing.
+    again = shrank && still_high;
+    if (!shrank) {
+      const timespec pause{0, 20 * 1000 * 1000};
+      ::nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+void pager::impl::start_pool_worker() noexcept {
+  if (pool_worker_on.load(std::memory_order_relaxed) || opts.backing_dev.empty()) return;
+  job_ref jr(*this);
+  if (!jr || jr->pool_limit_bytes() == 0) return;
+  pager_scope in_pager;
+  pool_worker_stop.store(false, std::memory_order_relaxed);
+  pool_worker_idle.store(true, std::memory_order_relaxed);
+  // The program's asynchronous signals are not this thread's to take (it inherits the mask);
+  // the synchronous ones stay open: the kernel kills a thread that traps with them blocked.
+  sigset_t all, old;
+  sigfillset(&all);
+  for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP}) sigdelset(&all, sig);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  try {
+    pool_worker = std::thread([this] { pool_worker_loop(); });
+    pool_worker_on.store(true, std::memory_order_release);
+  } catch (const std::system_error&) {
+    // No thread: faults balance the pool themselves, as without a backing device.
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void pager::impl::stop_pool_worker() noexcept {
+  if (!pool_worker_on.load(std::memory_order_relaxed)) return;
+  pool_worker_stop.store(true, std::memory_order_seq_cst);
+  pool_kick.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&pool_kick, 1);
+  pool_worker.join();
+  pool_worker_on.store(false, std::memory_order_relaxed);
 }
 
 void pager::impl::trim_reservation(job& j, uint64_t keep) noexcept {
@@ -267,7 +402,8 @@ void pager::impl::reserve_child_share() noexcept {
       const uint64_t published = jr->pool_bytes();
       const uint64_t others_pool =
           published - std::min(published, jr->published(jslot, JOB_POOL_BYTES));
-      balance_pool(*jr, pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0);
+      balance_pool(*jr, pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0,
+                   pool_balance::locked);
     }
     auto slot = jr->reserve_for_child(::getpid(), resident.load(std::memory_order_relaxed));
     if (slot) {

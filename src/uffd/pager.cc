@@ -134,6 +134,8 @@ void pager::impl::forget_handlers() noexcept {
   // with them (join, detach, destroy would all touch a thread this process does not have).
   for (std::thread& t : handlers) new (&t) std::thread();
   handlers.clear();
+  new (&pool_worker) std::thread();
+  pool_worker_on.store(false, std::memory_order_relaxed);
 }
 
 pager::impl::~impl() {
@@ -142,10 +144,13 @@ pager::impl::~impl() {
   if (registry_slot >= 0) sigbus_unregister(registry_slot);
   if (child) {
     forget_handlers();
-  } else if (!handlers.empty()) {
-    const uint64_t one = 1;
-    (void)!::write(stop_fd, &one, sizeof one);
-    for (std::thread& t : handlers) t.join();
+  } else {
+    stop_pool_worker();
+    if (!handlers.empty()) {
+      const uint64_t one = 1;
+      (void)!::write(stop_fd, &one, sizeof one);
+      for (std::thread& t : handlers) t.join();
+    }
   }
   if (stop_fd >= 0) ::close(stop_fd);
   if (self_pidfd >= 0) ::close(self_pidfd);
@@ -509,6 +514,8 @@ uint64_t pager::reclaim(uint64_t nr_pages) {
 // ---------------------------------------------------------------------------------------------
 // Statistics and invariants.
 
+zram_backing_stat pager::backing_stat() const { return impl_->store->device().backing_stat(); }
+
 pager_stats pager::stats() const {
   const impl& m = *impl_;
   pager_stats s;
@@ -532,6 +539,8 @@ pager_stats pager::stats() const {
   s.pages_scanned = ld(m.c.scanned);
   s.pages_rotated = ld(m.c.rotated);
   s.overcharges = ld(m.c.overcharges);
+  s.pool_worker_rounds = ld(m.pool_rounds);
+  s.pool_full_waits = ld(m.pool_waits);
   s.swap_out_failures = ld(m.c.swap_out_failures);
   s.fault_ns = ld(m.c.fault_ns);
   {

@@ -332,9 +332,25 @@ struct pager::impl {
   // means evicting this pager's own pages, not waiting again at every fault.
   std::atomic<uint64_t> job_wait_failed_ns{0};
   // The job's pool limit: one balancer at a time (it keeps the device's writeback cursor), and
-  // the errno of the last store that failed (ENOSPC at the device's share of the pool).
+  // the errno of the last store that failed (ENOSPC at the device's share of the pool). A fork
+  // holds pool_mu from prepare to parent/child, so that the copied device has no writeback in
+  // flight. Lock order: map_lock, then pool_mu.
   std::mutex pool_mu;
   std::atomic<int> last_store_error{0};
+  // The pool worker (zswap's shrink_worker): with a backing device and a pool limit, one thread
+  // writes cold pages back and compacts, so that no fault waits on the backing device's round
+  // trips. Faults kick it (pool_kick, a futex word, counts requests) when the pools pass the high
+  // watermark; it balances down to the low one. A fault whose store the device refused (the
+  // pool at its limit) waits for the end of a round (pool_round, a futex word; its outcome in
+  // pool_round_shrank). pool_worker_on: the thread runs in this process.
+  std::thread pool_worker;
+  std::atomic<bool> pool_worker_on{false};
+  std::atomic<bool> pool_worker_stop{false};
+  std::atomic<bool> pool_worker_idle{true};
+  std::atomic<uint32_t> pool_kick{0};
+  std::atomic<uint32_t> pool_round{0};
+  std::atomic<bool> pool_round_shrank{false};
+  std::atomic<uint64_t> pool_rounds{0}, pool_waits{0};
   // Backing blocks retained for the child of the last fork, and the job slot reserved for it,
   // until fork() returned (fork_returned): released if the fork failed.
   std::vector<uint64_t> fork_blocks;
@@ -459,11 +475,29 @@ struct pager::impl {
   void job_make_room_for_fork() noexcept;
   void reserve_child_share() noexcept;
   // The child of the fork adopts that slot as its own membership (after_fork_child).
-  // The job's pool limit (map_lock held): when the members' pools together pass it, this pool
-  // shrinks in proportion to its size (and to mine_cap at most), writing cold pages back (with
-  // a backing file) and compacting, and the zram device refuses to grow past what the others
-  // leave. Returns whether the pools have room for more, or over their share, whether this one shrank.
-  bool balance_pool(job& j, uint64_t mine_cap = UINT64_MAX) noexcept;
+  // The job's pool limit: when the members' pools together pass it, this pool shrinks in
+  // proportion to its size (and to mine_cap at most), writing cold pages back (with a backing
+  // device) and compacting, and the zram device refuses to grow past what the others leave.
+  // Returns whether the pools have room for more, or over their share, whether this one shrank.
+  //   on_reclaim  each reclaim pass (map_lock held): with the pool worker, only the device's
+  //               limit is set and the worker kicked past the high watermark, nothing waits;
+  //               without it, a balance here if no one else balances now;
+  //   when_full   a store was refused (map_lock held): waits for a round of the worker (or
+  //               balances here without one);
+  //   locked      the caller holds pool_mu (a fork);
+  //   worker      the pool worker's round, down to the low watermark.
+  enum class pool_balance : uint8_t { on_reclaim, when_full, locked, worker };
+  bool balance_pool(job& j, uint64_t mine_cap = UINT64_MAX,
+                    pool_balance how = pool_balance::on_reclaim) noexcept;
+  bool balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headroom) noexcept;
+  // The zram device's mem_limit for a pool holding `mine` bytes beside the others' `others`.
+  uint64_t pool_device_limit(uint64_t limit, uint64_t others, uint64_t mine) const noexcept;
+  // The pool worker's life (job_member.cc): started by join_job and in a forked child, stopped
+  // by the destructor; a child forgets the parent's.
+  void start_pool_worker() noexcept;
+  void stop_pool_worker() noexcept;
+  void pool_worker_loop() noexcept;
+  void kick_pool_worker() noexcept;
   void job_after_fork_child() noexcept;
 
   // --- The clock and eviction (reclaim.cc).

@@ -105,7 +105,13 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   if (opts.reclaim_hook)
     opts.reclaim_hook(opts.reclaim_hook_arg, resident.load(std::memory_order_relaxed),
                       store->device().stats().mem_used);
-  if (job_ref jr(*this); jr) publish_job_stats(*jr);
+  if (job_ref jr(*this); jr) {
+    // What this pass stored may have taken the pools past the pool worker's high watermark:
+    // kicked now, it writes back while the program runs on, not at the next pass.
+    if (total != 0 && jr->pool_limit_bytes() && pool_worker_on.load(std::memory_order_relaxed))
+      balance_pool(*jr);
+    publish_job_stats(*jr);
+  }
   return total;
 }
 

@@ -240,7 +240,7 @@ class nbd_backing_dev final : public backing_dev {
   std::atomic<uint32_t> generation_{1};
   std::unique_ptr<std::atomic<uint32_t>[]> written_in_;  // per block; 0: never written
   std::atomic<uint64_t> write_failures_{0}, read_failures_{0}, losses_{0}, reconnects_{0};
-  std::atomic<uint64_t> max_in_flight_{0}, drops_{0};
+  std::atomic<uint64_t> max_in_flight_{0}, in_flight_{0}, drops_{0};
   std::atomic<uint64_t> retry_at_ms_{0}, backoff_ms_{0};
   std::atomic<bool> connected_{true};
   mutex header_lock_;
@@ -381,9 +381,12 @@ void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
       results[i] = error(libnbd_errno(EIO), "backing_dev: write to " + uri_ + ": " +
                                                 libnbd_error());
   }
-  if (const int n = api().nbd_aio_in_flight(writer_.h); n > 0)
+  if (const int n = api().nbd_aio_in_flight(writer_.h); n > 0) {
     fetch_max(max_in_flight_, static_cast<uint64_t>(n));
+    in_flight_.store(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  }
   status dead = wait(writer_, cookies, results);
+  in_flight_.store(0, std::memory_order_relaxed);
   if (dead.ok() && !use_fua_ && can_flush_) {
     int64_t flush = api().nbd_aio_flush(writer_.h, NBD_NULL_COMPLETION, 0);
     status flushed;
@@ -475,6 +478,7 @@ zram_backing_stat nbd_backing_dev::backing_stat() const {
   s.server_resets = losses_.load(std::memory_order_relaxed);
   s.reconnects = reconnects_.load(std::memory_order_relaxed);
   s.max_in_flight = max_in_flight_.load(std::memory_order_relaxed);
+  s.in_flight = in_flight_.load(std::memory_order_relaxed);
   if (!s.connected) {
     const uint64_t at = retry_at_ms_.load(std::memory_order_relaxed), now = now_ms();
     s.retry_in_ms = at > now ? at - now : 0;

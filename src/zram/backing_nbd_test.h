@@ -52,6 +52,10 @@ class nbdkit_memory {
     ready_ = false;
     ::unlink(socket().c_str());
   }
+  // The server stops answering (SIGSTOP) with its connections open, as an overloaded or
+  // unreachable host would, and resumes.
+  void stop() { if (pid_ > 0) ::kill(pid_, SIGSTOP); }
+  void resume() { if (pid_ > 0) ::kill(pid_, SIGCONT); }
   // A new, empty server on the same socket.
   void restart() {
     kill9();

@@ -90,11 +90,11 @@ std::string zram_device::backing_stat_text() const {
   if (s.kind.empty()) return "kind none\n";
   return format("kind %s\nconnected %d\nwrite_failures %llu\nread_failures %llu\n"
                 "connection_losses %llu\nreconnects %llu\nserver_resets %llu\nretry_in_ms %llu\n"
-                "max_in_flight %llu\n"
+                "max_in_flight %llu\nin_flight %llu\n"
                 "last_error %s\n",
                 s.kind.c_str(), s.connected ? 1 : 0, ull(s.write_failures), ull(s.read_failures),
                 ull(s.connection_losses), ull(s.reconnects), ull(s.server_resets), ull(s.retry_in_ms),
-                ull(s.max_in_flight),
+                ull(s.max_in_flight), ull(s.in_flight),
                 s.last_error.empty() ? "-" : s.last_error.c_str());
 }
 

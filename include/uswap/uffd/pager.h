@@ -192,6 +192,10 @@ struct pager_stats {
   uint64_t pages_rotated = 0;        // second chances given
   uint64_t overcharges = 0;          // faults mapped above the limit because nothing was evictable
   uint64_t swap_out_failures = 0;    // victims kept because swap or zram was full
+  // In a job with a pool limit and a backing device: rounds of the pool worker (the thread
+  // that writes cold pages back), and faults that waited for one because the pool was full.
+  uint64_t pool_worker_rounds = 0;
+  uint64_t pool_full_waits = 0;
   uint64_t fault_ns = 0;             // time spent resolving faults (including reclaim in them)
   uint64_t fault_p50_ns = 0;         // median fault latency (the floor of its ~19% wide bucket)
   uint64_t fault_p99_ns = 0;         // 99th percentile, likewise
@@ -324,6 +328,8 @@ class pager {
 
   // Lock-free (atomic counters): callable from anywhere, a reclaim_hook included.
   pager_stats stats() const;
+  // The backing device's health (zram_device::backing_stat): callable from anywhere.
+  zram_backing_stat backing_stat() const;
 
   // Quiescent only (no fault, map, unmap or reclaim running): checks that the page states, the
   // LRU, the resident count and the swap slots agree. EIO lists what is wrong.

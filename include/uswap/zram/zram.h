@@ -238,6 +238,7 @@ struct zram_backing_stat {
                                   // (its header block changed): every page written before is lost
   uint64_t retry_in_ms = 0;       // while not connected: when writeback tries again
   uint64_t max_in_flight = 0;     // most writes in flight at once (batched asynchronous I/O)
+  uint64_t in_flight = 0;         // writes sent and not yet acknowledged, now
   std::string last_error;         // the last failure, for the message; empty when none
 };
 

@@ -1,0 +1,165 @@
+// The pool worker (job_member.cc, zswap's shrink_worker): in a job with a pool limit and a
+// backing device, cold pages go to the backing device from a thread of their own, so that a
+// slow or stalled server delays writeback, not the program's faults on resident or pooled pages.
+// The server is nbdkit memory, stopped (SIGSTOP) while the worker has a batch in flight to it;
+// the program's faults go on, every page reads back as written, and once the server answers
+// again writeback completes.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "../zram/backing_nbd_test.h"
+#include "uffd_test_util.h"
+#include "uswap/uffd/job.h"
+#include "uswap/uffd/pager.h"
+
+namespace uswap {
+namespace {
+
+using namespace uffd_test;
+
+zram_backing_stat backing_of(const pager& pg) { return pg.backing_stat(); }
+
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
+  zram_test::nbdkit_memory server("256M");
+  ASSERT_TRUE(server.ready());
+  // A resident limit of 512 KiB and a pool of 4 MiB: most of what the program holds is pooled
+  // or written back.
+  constexpr uint64_t limit = 512 * 1024, pool_limit = 4 * MiB;
+  job_options jo;
+  jo.limit_pages = limit / page_size;
+  jo.pool_limit_bytes = pool_limit;
+  auto jc = job::create(jo);
+  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
+  std::shared_ptr<job> j = std::move(jc).value();
+  pager_options o = options(fault_mode::sigbus, limit, 256 * MiB);
+  o.backing_dev = server.uri();
+  auto pg = make_pager(o);
+  ASSERT_TRUE(pg);
+  ASSERT_TRUE(pg->join_job(j).ok());
+
+  // 24 MiB written with the server answering: six times the pool (three times, compressed), so
+  // the worker writes back.
+  constexpr uint64_t a_pages = 24 * MiB / page_size;
+  auto ma = pg->map(a_pages * page_size);
+  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
+  auto* a = static_cast<uint8_t*>(*ma);
+  for (uint64_t i = 0; i < a_pages; ++i) fill_page(a + i * page_size, i, 0);
+  ASSERT_TRUE(wait_until([&] { return pg->stats().bd_writes > 0; }, std::chrono::seconds(30)))
+      << describe(pg->stats());
+  // Then the worker settles: no write in flight and no round started for 200 ms (nothing kicks
+  // it while the program does not fault).
+  uint64_t rounds = pg->stats().pool_worker_rounds;
+  auto quiet_since = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] {
+    const uint64_t r = pg->stats().pool_worker_rounds;
+    const auto now = std::chrono::steady_clock::now();
+    if (r != rounds || backing_of(*pg).in_flight != 0) {
+      rounds = r;
+      quiet_since = now;
+    }
+    return now - quiet_since > std::chrono::milliseconds(200);
+  }, std::chrono::seconds(30)));
+  // The later half of it goes (its pooled pages with it), so that the pool has room for many
+  // new pages before the worker's high watermark.
+  constexpr uint64_t a_kept = a_pages / 2;
+  ASSERT_TRUE(pg->unmap(a + a_kept * page_size, (a_pages - a_kept) * page_size).ok());
+
+  // The server stops. New pages push the pool past the worker's high watermark, until the
+  // worker's next batch is in flight to the stopped server.
+  server.stop();
+  // From here on nothing the program does may wait for the server: a watchdog resumes it
+  // after 20 s if something did (and when the test ends, however it ends).
+  std::atomic<bool> done{false}, waited{false};
+  std::thread watchdog([&] {
+    if (!wait_until([&] { return done.load(); }, std::chrono::seconds(20))) {
+      waited = true;
+      server.resume();
+    }
+  });
+  struct resume_on_exit {
+    zram_test::nbdkit_memory& s;
+    std::atomic<bool>& done;
+    std::thread& watchdog;
+    ~resume_on_exit() {
+      done = true;
+      if (watchdog.joinable()) watchdog.join();
+      s.resume();
+    }
+  } resume{server, done, watchdog};
+  constexpr uint64_t b_max = 16 * MiB / page_size;
+  auto mb = pg->map(b_max * page_size);
+  ASSERT_TRUE(mb.ok()) << mb.error().to_string();
+  auto* b = static_cast<uint8_t*>(*mb);
+  uint64_t b_pages = 0;
+  // The worker is kicked an eighth of the pool limit below it: from there, each new page waits
+  // a moment for it, so that the pool stays clear of the limit (where a store would wait).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (; b_pages < b_max && backing_of(*pg).in_flight == 0 &&
+         std::chrono::steady_clock::now() < give_up;
+       ++b_pages) {
+    fill_page(b + b_pages * page_size, 1000000 + b_pages, 0);
+    if (pg->stats().zram_mem_used_total + pool_limit / 8 > pool_limit)
+      (void)wait_until([&] { return backing_of(*pg).in_flight > 0; },
+                       std::chrono::milliseconds(200));
+  }
+  const zram_backing_stat stalled = backing_of(*pg);
+  ASSERT_FALSE(waited) << "writing new pages waited for the stalled server";
+  ASSERT_GT(stalled.in_flight, 0u) << "the worker never sent a batch after " << b_pages
+                                   << " new pages: " << describe(pg->stats());
+  ASSERT_GT(b_pages, limit / page_size + 64) << "too few new pages to cycle through the pool";
+  const pager_stats before = pg->stats();
+
+  // Faults on the new pages, resident and pooled (none was written back: the server stopped
+  // before they were written), three rounds over more than the limit.
+  uint64_t bad = 0;
+  for (int round = 0; round < 3; ++round)
+    for (uint64_t i = 0; i < b_pages; ++i)
+      bad += !page_matches(b + i * page_size, 1000000 + i, 0);
+  const zram_backing_stat during = backing_of(*pg);
+  const pager_stats after = pg->stats();
+  done = true;
+  watchdog.join();
+  EXPECT_FALSE(waited) << "faults on resident and pooled pages waited for the stalled server";
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(after.swap_ins - before.swap_ins, b_pages) << describe(after);
+  // The worker's batch was in flight the whole time: nothing was acknowledged meanwhile.
+  EXPECT_GT(during.in_flight, 0u);
+  EXPECT_EQ(after.bd_writes, before.bd_writes);
+
+  // The server answers again: the batch completes, writeback goes on, every page reads back.
+  server.resume();
+  EXPECT_TRUE(wait_until([&] { return pg->stats().bd_writes > before.bd_writes; },
+                         std::chrono::seconds(30)))
+      << describe(pg->stats());
+  for (uint64_t i = 0; i < a_kept; ++i)
+    if (!page_matches(a + i * page_size, i, 0)) ++bad;
+  for (uint64_t i = 0; i < b_pages; ++i)
+    if (!page_matches(b + i * page_size, 1000000 + i, 0)) ++bad;
+  EXPECT_EQ(bad, 0u);
+  const pager_stats end = pg->stats();
+  EXPECT_GT(end.pool_worker_rounds, 0u);
+  EXPECT_GT(end.bd_reads, 0u) << "no page came back from the server: " << describe(end);
+  EXPECT_EQ(end.overcharges, 0u) << describe(end);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+  ASSERT_TRUE(pg->unmap(a, a_kept * page_size).ok());
+  ASSERT_TRUE(pg->unmap(b, b_max * page_size).ok());
+  pg->leave_job();
+}
+
+}  // namespace
+}  // namespace uswap
