@@ -3,7 +3,7 @@
 #   make test    install, build, run every test
 #   make tsan    ThreadSanitizer build in build-tsan/, run the tests labelled `concurrency`
 #   make debug   Debug build in build-debug/ (invariant and lock-held checks on: USWAP_DCHECK),
-#                run the tests labelled `unit` and `concurrency`
+#                run the tests labelled `unit` and `concurrency` (DEBUG_TARGET, DEBUG_LABELS)
 #   make asan    AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, run the tests
 #                labelled `unit` and `concurrency` (what cannot run under ASan: src/uffd/CMakeLists.txt)
 #   make fuzz    clang libFuzzer build in build-fuzz/, run each target of fuzz/ for FUZZ_SECONDS
@@ -22,6 +22,10 @@ DEBUG_BUILD ?= build-debug
 # -O1 -g1: the checks are what the Debug build is for; unoptimised code and full debug
 # information would only slow the build and the tests (line tables still name file and line).
 DEBUG_FLAGS ?= -O1 -g1
+# What make debug builds and runs: by default every unit and concurrency test; CI builds and
+# runs only the tests no sanitizer build can (DEBUG_TARGET=shim_tests DEBUG_LABELS=shim).
+DEBUG_TARGET ?= all
+DEBUG_LABELS ?= unit|concurrency
 ASAN_BUILD ?= build-asan
 # -O1 -g1 as for debug: ASan's checks do not need -O2, and its builds are the slowest.
 ASAN_FLAGS ?= -O1 -g1
@@ -64,8 +68,8 @@ tsan: deps
 debug: deps
 	cmake -S . -B $(DEBUG_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$(DEBUG_FLAGS)" \
 	  -DCMAKE_C_FLAGS_DEBUG="$(DEBUG_FLAGS)" -DUSWAP_BUILD_BENCH=OFF $(CMAKE_FLAGS)
-	cmake --build $(DEBUG_BUILD) -j$(JOBS)
-	cd $(DEBUG_BUILD) && ctest --output-on-failure -j$(JOBS) -L 'unit|concurrency'
+	cmake --build $(DEBUG_BUILD) -j$(JOBS) --target $(DEBUG_TARGET)
+	cd $(DEBUG_BUILD) && ctest --output-on-failure -j$(JOBS) -L '$(DEBUG_LABELS)'
 
 asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
