@@ -47,52 +47,56 @@ TEST_P(SwapBackendStress, PagesSurviveCrossThreadReleaseAndNothingLeaks) {
   };
   std::atomic<uint64_t> cross_releases{0}, verified{0}, failures{0};
 
-  testing::run_threads(threads, [&](int t) {
-    std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
-    alignas(64) unsigned char page[page_size];
-    std::vector<held> mine;
-    auto check_and_release = [&](const held& h) {
-      if (call([&] { return b->load(h.e, page); }) != 0 || !page_has_tag(h.tag, page))
-        failures.fetch_add(1);
-      verified.fetch_add(1, std::memory_order_relaxed);
-      call([&] {
-        b->release(h.e);
-        return 0;
-      });
-    };
-    for (int i = 0; i < iterations; ++i) {
-      const uint64_t tag = (static_cast<uint64_t>(t + 1) << 32) | static_cast<uint64_t>(i);
-      fill_tagged_page(tag, page);
-      swap_entry e;
-      uint32_t bytes;
-      const int rc = call([&] { return b->store(page, &e, &bytes); });
-      if (rc != 0) {
-        failures.fetch_add(1);
-        continue;
-      }
-      mine.push_back({e, tag});
-      if (mine.size() < 24) continue;
-      const size_t pick = rng() % mine.size();
-      held h = mine[pick];
-      mine[pick] = mine.back();
-      mine.pop_back();
-      if (rng() & 1) {
-        check_and_release(h);
-      } else {
-        held other;
-        {
-          std::lock_guard g(mailbox_lock);
-          std::swap(mailbox[rng() % mailbox.size()], h);
-          other = h;
+  // A thread's share runs a few milliseconds: on a loaded machine the threads may all run one
+  // after another, so the stress repeats (every page checked each time) until calls overlapped.
+  for (int attempt = 0; attempt < 20 && max_in_flight.load() < 2; ++attempt) {
+    testing::run_threads(threads, [&](int t) {
+      std::mt19937_64 rng(static_cast<uint64_t>(t) * 7919 + 1);
+      alignas(64) unsigned char page[page_size];
+      std::vector<held> mine;
+      auto check_and_release = [&](const held& h) {
+        if (call([&] { return b->load(h.e, page); }) != 0 || !page_has_tag(h.tag, page))
+          failures.fetch_add(1);
+        verified.fetch_add(1, std::memory_order_relaxed);
+        call([&] {
+          b->release(h.e);
+          return 0;
+        });
+      };
+      for (int i = 0; i < iterations; ++i) {
+        const uint64_t tag = (static_cast<uint64_t>(t + 1) << 32) | static_cast<uint64_t>(i);
+        fill_tagged_page(tag, page);
+        swap_entry e;
+        uint32_t bytes;
+        const int rc = call([&] { return b->store(page, &e, &bytes); });
+        if (rc != 0) {
+          failures.fetch_add(1);
+          continue;
         }
-        if (other.tag != 0) {
-          check_and_release(other);
-          if ((other.tag >> 32) != static_cast<uint64_t>(t + 1)) cross_releases.fetch_add(1);
+        mine.push_back({e, tag});
+        if (mine.size() < 24) continue;
+        const size_t pick = rng() % mine.size();
+        held h = mine[pick];
+        mine[pick] = mine.back();
+        mine.pop_back();
+        if (rng() & 1) {
+          check_and_release(h);
+        } else {
+          held other;
+          {
+            std::lock_guard g(mailbox_lock);
+            std::swap(mailbox[rng() % mailbox.size()], h);
+            other = h;
+          }
+          if (other.tag != 0) {
+            check_and_release(other);
+            if ((other.tag >> 32) != static_cast<uint64_t>(t + 1)) cross_releases.fetch_add(1);
+          }
         }
       }
-    }
-    for (const held& h : mine) check_and_release(h);
-  });
+      for (const held& h : mine) check_and_release(h);
+    });
+  }
   alignas(64) unsigned char page[page_size];
   for (const held& h : mailbox) {
     if (h.tag == 0) continue;
