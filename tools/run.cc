@@ -56,6 +56,7 @@ struct run_config {
   uint64_t pool_limit = 0;   // the job's compressed pools (0: none)
   std::string backing;       // the file pools write back into past pool_limit
   uint64_t backing_size = 0;
+  unsigned backing_timeout = 30;  // seconds an unreachable --backing server is waited for
   std::string stats_dir;
   std::vector<std::string> command;
 };
@@ -236,6 +237,8 @@ int check_options(const run_config& c) {
     problem = "--backing takes what the compressed pools cannot hold: it needs --pool-limit";
   else if (c.pool_limit && c.pool_limit < 64 * 4096)
     problem = "--pool-limit must be at least 256K";
+  else if (c.backing_timeout == 0)
+    problem = "--backing-timeout must be at least 1 second";
   if (problem.empty()) return 0;
   std::cerr << "uswap run: " << problem << "\n";
   return 2;
@@ -280,6 +283,7 @@ int check_routable(const run_config& c) {
     ::unsetenv("USWAP_BACKING");
   else
     ::setenv("USWAP_BACKING", backing_path.c_str(), 1);
+  ::setenv("USWAP_BACKING_TIMEOUT_MS", std::to_string(uint64_t{c.backing_timeout} * 1000).c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -402,6 +406,11 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "nbd+unix:///?socket=PATH): far memory on another machine");
   add_size_option(*sub, "--backing-size", c.backing_size,
                   "Size of the --backing file (0: its size, or 1G for a new one; an export's own)");
+  sub->add_option("--backing-timeout", c.backing_timeout,
+                  "Seconds an --backing NBD server that stopped answering is waited for (a read "
+                  "of a page it holds, a pool with no room) before the read fails and the job is "
+                  "stopped, named: a server back within it loses nothing")
+      ->capture_default_str();
   sub->add_option("--stats-dir", c.stats_dir,
                   "Keep memory.current, memory.max, memory.peak, memory.swap.current, memory.stat, "
                   "mm_stat, io_stat and bd_stat (cgroup v2 and zram formats) up to date in this "

@@ -142,8 +142,15 @@ void pager::impl::charge(uint64_t n) noexcept {
         (balance_pool(*jr, UINT64_MAX, pool_balance::when_full) ? (pool_stalls = 0, false)
                                                                 : ++pool_stalls >= 3)) {
       const zram_backing_stat bs = store->device().backing_stat();
-      jr->set_stop_reason(!bs.kind.empty() && !bs.connected ? job_stop_backing_lost
-                                                            : job_stop_pool_full);
+      const bool lost = !bs.kind.empty() && !bs.connected;
+      // A backing server that cannot be reached may come back (restarted over its storage, a
+      // network that heals): the fault waits for writeback to resume as long as a read would
+      // wait for it, then the job stops.
+      if (lost && wait_for_backing(*jr)) {
+        pool_stalls = 0;
+        continue;
+      }
+      jr->set_stop_reason(lost ? job_stop_backing_lost : job_stop_pool_full);
       for (int i = 0; i < 1000 && jr->stop_reason() != job_stop_none; ++i) {
         const timespec ten_ms{0, 10 * 1000 * 1000};
         ::nanosleep(&ten_ms, nullptr);

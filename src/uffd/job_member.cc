@@ -246,6 +246,19 @@ bool pager::impl::balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headro
   return over ? after < mine : after + page_size <= pool_device_limit(limit, others, 0);
 }
 
+bool pager::impl::wait_for_backing(job& j) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
+  const uint64_t give_up = coarse_clock_ns() + opts.backing_timeout_ms * 1000 * 1000;
+  do {
+    // Each round tries the server again at its backoff's times (ensure_connected).
+    if (balance_pool(j, UINT64_MAX, pool_balance::when_full)) return true;
+    if (j.stop_reason() != job_stop_none) return false;
+    const timespec pause{0, 100 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+  } while (coarse_clock_ns() < give_up);
+  return false;
+}
+
 void pager::impl::kick_pool_worker() noexcept {
   // Dekker with the worker's idle flag (both sequentially consistent): either it sees the new
   // count before it sleeps, or this sees it idle and wakes it. Busy, it looks again when done.

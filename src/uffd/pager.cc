@@ -248,6 +248,7 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   bo.zram.huge_page_chunks = false;
   bo.zram.backing_dev = o.backing_dev;
   bo.zram.backing_allocator = o.backing_allocator;
+  bo.zram.backing_timeout_ms = o.backing_timeout_ms;
   bo.swap.lock_mode = swap_lock_mode::percpu;
   bo.swap.slot_cache = slot_cache_policy::off;
   auto store = swap_backend::create(bo);

@@ -498,6 +498,10 @@ struct pager::impl {
   void stop_pool_worker() noexcept;
   void pool_worker_loop() noexcept;
   void kick_pool_worker() noexcept;
+  // A fault whose store a full pool refused while the backing server is unreachable (map_lock
+  // held): waits up to opts.backing_timeout_ms for writeback to make room again. False when it
+  // did not (or the job was stopped meanwhile).
+  bool wait_for_backing(job& j) noexcept;
   void job_after_fork_child() noexcept;
 
   // --- The clock and eviction (reclaim.cc).

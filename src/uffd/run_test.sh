@@ -23,12 +23,14 @@ fail() {
 }
 
 # start_nbdkit SIZE: nbdkit memory SIZE on $tmp/nbd.sock (pid in $nbdkit_pid), killed with this
-# script; its URI in $nbd_uri.
+# script; its URI in $nbd_uri. start_nbdkit PLUGIN ARGS...: another plugin there.
 nbdkit_pid=
 start_nbdkit() {
   [ -n "$nbdkit_pid" ] && kill -9 "$nbdkit_pid" 2>/dev/null && wait "$nbdkit_pid" 2>/dev/null
   rm -f "$tmp/nbd.pid" "$tmp/nbd.sock"
-  nbdkit -f --exit-with-parent -U "$tmp/nbd.sock" -P "$tmp/nbd.pid" memory "$1" >"$tmp/nbdkit.log" 2>&1 &
+  local plugin=(memory "$1")
+  [ $# -gt 1 ] && plugin=("$@")
+  nbdkit -f --exit-with-parent -U "$tmp/nbd.sock" -P "$tmp/nbd.pid" "${plugin[@]}" >"$tmp/nbdkit.log" 2>&1 &
   nbdkit_pid=$!
   for _ in $(seq 500); do [ -s "$tmp/nbd.pid" ] && break; sleep 0.01; done
   [ -s "$tmp/nbd.pid" ] || fail "nbdkit did not start: $(cat "$tmp/nbdkit.log")"
@@ -281,9 +283,35 @@ nbd)
   # The limits and a little: four sorting threads sometimes find every page pinned and
   # map above the limit (overcharges, counted in the JSON) rather than fail a fault.
   [ "$(jq .job.peak_footprint_bytes <<<"$json")" -le $(((32 + 16 + 4) << 20)) ] || fail "footprint past the limits: $(jq -c .job <<<"$json")"
-  # The server killed while the job runs: the job ends, named, never with other bytes.
+  # A server that comes back: nbdkit's file plugin over a file (storage that outlives the
+  # process), killed mid-run and started again over the same file 2 s later. Reads of its pages
+  # and the pools' writeback wait for it (--backing-timeout) and go on: the plain run's output.
+  truncate -s 1G "$tmp/export.img"
+  start_nbdkit file "$tmp/export.img"
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --stats-dir "$tmp/sdr" --json \
+    -- "$prog" "$n" >"$tmp/paged.out" 2>"$tmp/paged.err" &
+  upid=$!
+  for _ in $(seq 600); do
+    [ "$(awk '{print $3}' "$tmp/sdr/bd_stat" 2>/dev/null || echo 0)" -gt 1000 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  kill -0 $upid 2>/dev/null || fail "the job ended before the server could be restarted: $(tail -c 600 "$tmp/paged.err")"
+  kill -9 "$nbdkit_pid"
+  sleep 2
+  start_nbdkit file "$tmp/export.img"
+  wait $upid
+  rc=$?
+  json=$(tail -n 1 "$tmp/paged.err")
+  echo "server restarted: exit $rc: $(jq -c '.job | {bd_writes, bd_reads, failed_reads}' <<<"$json" 2>/dev/null)"
+  [ $rc -eq 0 ] || fail "the job did not survive a server back within --backing-timeout: exit $rc: $(tail -c 800 "$tmp/paged.err")"
+  cmp -s "$tmp/plain.out" "$tmp/paged.out" || fail "output differs after the server came back"
+  [ "$(jq .job.failed_reads <<<"$json")" = 0 ] || fail "pages were lost: $(jq -c .job <<<"$json")"
+  [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing came back from the NBD server"
+  # The server killed for good while the job runs: after --backing-timeout the job ends, named,
+  # never with other bytes.
   start_nbdkit 1G
-  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --stats-dir "$tmp/sd" --json \
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --backing-timeout 3 \
+    --stats-dir "$tmp/sd" --json \
     -- "$prog" $((2 * n)) >"$tmp/paged.out" 2>"$tmp/paged.err" &
   upid=$!
   for _ in $(seq 600); do

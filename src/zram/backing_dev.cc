@@ -99,8 +99,9 @@ bool backing_dev::is_nbd_uri(std::string_view spec) noexcept {
 
 result<std::unique_ptr<backing_dev>> backing_dev::open(const std::string& spec,
                                                        uint64_t size_bytes,
-                                                       zram_block_allocator* shared) {
-  if (is_nbd_uri(spec)) return open_nbd_backing_dev(spec, size_bytes, shared);
+                                                       zram_block_allocator* shared,
+                                                       uint64_t timeout_ms) {
+  if (is_nbd_uri(spec)) return open_nbd_backing_dev(spec, size_bytes, shared, timeout_ms);
   return open_file_backing_dev(spec, size_bytes, shared);
 }
 

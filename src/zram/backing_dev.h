@@ -45,9 +45,11 @@ class backing_dev {
   // Opens `spec`: an NBD URI (is_nbd_uri) or a file path (created if missing). For a file,
   // size_bytes 0 uses the file's size, otherwise the file is extended to it when shorter; for an
   // export, size_bytes 0 uses the export's size and a larger size than the export is EINVAL.
-  // EINVAL for a zero-sized target, the errno of open / connect otherwise.
+  // EINVAL for a zero-sized target, the errno of open / connect otherwise. timeout_ms: an
+  // export's zram_options::backing_timeout_ms.
   static result<std::unique_ptr<backing_dev>> open(const std::string& spec, uint64_t size_bytes,
-                                                   zram_block_allocator* shared = nullptr);
+                                                   zram_block_allocator* shared = nullptr,
+                                                   uint64_t timeout_ms = 30'000);
   static bool is_nbd_uri(std::string_view spec) noexcept;
   virtual ~backing_dev();
   backing_dev(const backing_dev&) = delete;
@@ -92,6 +94,7 @@ class backing_dev {
 // The NBD kind (backing_nbd.cc): connects, checks the export, returns the device.
 result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri,
                                                           uint64_t size_bytes,
-                                                          zram_block_allocator* shared);
+                                                          zram_block_allocator* shared,
+                                                          uint64_t timeout_ms);
 
 }  // namespace uswap::zram_detail

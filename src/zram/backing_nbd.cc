@@ -8,9 +8,12 @@
 // then, zram_pp.cc). Reads: a reader connection of their own when the export offers multi-conn
 // (its connections then see each other's acknowledged writes), otherwise the writer's.
 //
-// Loss: a connection found dead (server killed, network gone, a request outstanding past
-// io_timeout_ms) is closed and made again after a backoff that doubles from backoff_min_ms to
-// backoff_max_ms; meanwhile writeback fails at once (the pages stay in the pool). Whether the
+// Loss: a connection found dead (server killed, network gone, a request outstanding past the
+// timeout, zram_options::backing_timeout_ms) is closed and made again after a backoff that
+// doubles from backoff_min_ms to backoff_max_ms; meanwhile writeback fails at once (the pages
+// stay in the pool), and a read waits for a new connection up to the timeout (the kernel nbd's
+// dead_conn_timeout) before it is EIO: a server that restarts or a network that comes back
+// within it costs the program a pause, not its memory. Whether the
 // server on the other end still holds what was written is decided by a header block, as the
 // kernel's swap area has its header page (SWAPSPACE2 and a uuid): the export's last block holds
 // a magic and a uuid, and every new connection reads it. The same uuid: the data is there (the
@@ -135,7 +138,6 @@ const result<const libnbd_api*>& load_libnbd() {
 // Only called once load_libnbd() succeeded (connect_uri checks it first).
 const libnbd_api& api() noexcept { return **load_libnbd(); }
 
-constexpr int io_timeout_ms = 30'000;
 constexpr uint64_t backoff_min_ms = 100;
 constexpr uint64_t backoff_max_ms = 5'000;
 // The kernel's zram writeback_batch_size default is 32 pages.
@@ -191,8 +193,9 @@ bool is_dead(nbd_handle* h) noexcept {
 class nbd_backing_dev final : public backing_dev {
  public:
   nbd_backing_dev(std::string uri, uint64_t nr_pages, uint64_t header_block,
-                  zram_block_allocator* shared, nbd_handle* h)
+                  zram_block_allocator* shared, nbd_handle* h, uint64_t timeout_ms)
       : backing_dev(uri, nr_pages, shared), uri_(std::move(uri)), header_block_(header_block),
+        timeout_ms_(timeout_ms),
         use_fua_(api().nbd_can_fua(h) == 1), can_flush_(api().nbd_can_flush(h) == 1),
         multi_conn_(api().nbd_can_multi_conn(h) == 1),
         written_in_(new std::atomic<uint32_t>[nr_pages]) {
@@ -230,8 +233,13 @@ class nbd_backing_dev final : public backing_dev {
     last_error_ = std::string(st.message());
   }
 
+  // One read attempt (the connection's lock held): EAGAIN-like failures (no connection, or it
+  // died under the read) are `retry`, anything else is final.
+  status read_once(connection& c, uint64_t block, void* page, bool* retry);
+
   const std::string uri_;
   const uint64_t header_block_;
+  const uint64_t timeout_ms_;
   const bool use_fua_;
   const bool can_flush_;
   const bool multi_conn_;
@@ -335,7 +343,7 @@ void nbd_backing_dev::lose(connection& c, const status& why) {
 
 status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
                              std::span<status> results) {
-  const uint64_t deadline = now_ms() + io_timeout_ms;
+  const uint64_t deadline = now_ms() + timeout_ms_;
   for (;;) {
     bool pending = false;
     for (size_t i = 0; i < cookies.size(); ++i) {
@@ -355,7 +363,7 @@ status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
     const uint64_t now = now_ms();
     if (now >= deadline)
       return error(ETIMEDOUT, "backing_dev: " + uri_ + " did not answer within " +
-                                  std::to_string(io_timeout_ms / 1000) + " s");
+                                  std::to_string(timeout_ms_) + " ms");
     if (api().nbd_poll(c.h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
         is_dead(c.h))
       return error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
@@ -422,23 +430,19 @@ void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
   }
 }
 
-status nbd_backing_dev::read_block(uint64_t block, void* page) {
-  connection& c = multi_conn_ ? reader_ : writer_;
-  std::lock_guard<mutex> g(c.lock);
-  auto fail = [&](status st) {
-    read_failures_.fetch_add(1, std::memory_order_relaxed);
-    note_error(st);
-    return st;
-  };
-  if (status st = ensure_connected(c); !st.ok())
-    return fail(error(EIO, "backing_dev: block " + std::to_string(block) + " cannot be read: " +
-                               std::string(st.message())));
+status nbd_backing_dev::read_once(connection& c, uint64_t block, void* page, bool* retry) {
+  *retry = false;
+  if (status st = ensure_connected(c); !st.ok()) {
+    *retry = true;
+    return error(EIO, "backing_dev: block " + std::to_string(block) + " cannot be read: " +
+                          std::string(st.message()));
+  }
   if (written_in_[block].load(std::memory_order_acquire) !=
       generation_.load(std::memory_order_acquire))
-    return fail(error(EIO, "backing_dev: block " + std::to_string(block) + " was written to " +
-                               uri_ + " before the connection to it was lost: the page is gone"));
-  int64_t cookie = api().nbd_aio_pread(c.h, page, page_size, block << page_shift, NBD_NULL_COMPLETION,
-                                   0);
+    return error(EIO, "backing_dev: block " + std::to_string(block) + " was written to " + uri_ +
+                          " before the connection to it was lost: the page is gone");
+  int64_t cookie = api().nbd_aio_pread(c.h, page, page_size, block << page_shift,
+                                       NBD_NULL_COMPLETION, 0);
   status result;
   if (cookie == -1)
     result = error(libnbd_errno(EIO), "backing_dev: read from " + uri_ + ": " + libnbd_error());
@@ -447,11 +451,39 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
     dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
   if (!dead.ok()) {
     if (is_dead(c.h) || dead.code() == ETIMEDOUT) lose(c, dead);
-    return fail(error(EIO, "backing_dev: block " + std::to_string(block) + ": " +
-                               std::string(dead.message())));
+    // Lost under the read (not a request past the timeout, which already waited as long as a
+    // read may): worth a new connection.
+    *retry = dead.code() != ETIMEDOUT;
+    return error(EIO, "backing_dev: block " + std::to_string(block) + ": " +
+                          std::string(dead.message()));
   }
-  if (!result.ok()) return fail(error(EIO, std::string(result.message())));
+  if (!result.ok()) return error(EIO, std::string(result.message()));
   return {};
+}
+
+status nbd_backing_dev::read_block(uint64_t block, void* page) {
+  connection& c = multi_conn_ ? reader_ : writer_;
+  std::lock_guard<mutex> g(c.lock);
+  // The page is the reader's memory: a server that is gone may come back (restarted over its
+  // storage, a network that heals), so a read waits for a new connection up to the timeout,
+  // trying at the backoff's times, before it says EIO.
+  const uint64_t give_up = now_ms() + timeout_ms_;
+  for (;;) {
+    bool retry = false;
+    status st = read_once(c, block, page, &retry);
+    if (st.ok()) return {};
+    const uint64_t now = now_ms();
+    if (!retry || now >= give_up) {
+      read_failures_.fetch_add(1, std::memory_order_relaxed);
+      note_error(st);
+      return st;
+    }
+    const uint64_t at = std::max(retry_at_ms_.load(std::memory_order_relaxed), now + 10);
+    const uint64_t nap_ms = std::min(at, give_up) - now;
+    const timespec nap{static_cast<time_t>(nap_ms / 1000),
+                       static_cast<long>(nap_ms % 1000) * 1000 * 1000};
+    ::nanosleep(&nap, nullptr);
+  }
 }
 
 void nbd_backing_dev::after_fork_child() noexcept {
@@ -492,7 +524,8 @@ zram_backing_stat nbd_backing_dev::backing_stat() const {
 
 result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri,
                                                           uint64_t size_bytes,
-                                                          zram_block_allocator* shared) {
+                                                          zram_block_allocator* shared,
+                                                          uint64_t timeout_ms) {
   if (shared) size_bytes = shared->nr_blocks() << page_shift;
   auto h = connect_uri(uri);
   if (!h.ok()) return h.error();
@@ -520,7 +553,8 @@ result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri
   if (nr_pages > (uint64_t{1} << 32))
     return close_with(error(EINVAL, "backing_dev: " + uri + " is larger than 16 TiB"));
   try {
-    auto dev = std::make_unique<nbd_backing_dev>(uri, nr_pages, header_block, shared, *h);
+    auto dev = std::make_unique<nbd_backing_dev>(uri, nr_pages, header_block, shared, *h,
+                                                 timeout_ms);
     if (status st = dev->label(); !st.ok()) return st;  // the device closes the handle
     return std::unique_ptr<backing_dev>(std::move(dev));
   } catch (const std::bad_alloc&) {

@@ -2,6 +2,7 @@
 // pages reach the server and read back, freed blocks are reused, a killed server turns into EIO
 // (never other bytes) while new pages stay in the pool, a restarted server resumes writeback,
 // a forked child reads through a connection of its own, batches are in flight together.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,11 +23,13 @@ using zram_test::nbdkit_memory;
 using zram_test::page_kind;
 
 std::unique_ptr<zram_device> nbd_dev(const std::string& uri, uint64_t pages,
-                                     zram_lock_mode mode = zram_lock_mode::slot_bitlock) {
+                                     zram_lock_mode mode = zram_lock_mode::slot_bitlock,
+                                     uint64_t timeout_ms = 30'000) {
   zram_options o;
   o.disksize = pages * page_size;
   o.backing_dev = uri;
   o.lock_mode = mode;
+  o.backing_timeout_ms = timeout_ms;
   return make_dev(o);
 }
 
@@ -150,7 +153,8 @@ TEST(NbdBacking, FreedBlocksAreReusedOnTheExport) {
 TEST(NbdBacking, AKilledServerIsEIONeverOtherBytesAndARestartedOneResumes) {
   nbdkit_memory server("16M");
   ASSERT_TRUE(server.ready());
-  auto dev = nbd_dev(server.uri(), 128);
+  // Each read of a lost page waits the timeout for the server to come back: a short one here.
+  auto dev = nbd_dev(server.uri(), 128, zram_lock_mode::slot_bitlock, 50);
   ASSERT_TRUE(dev);
   fill(*dev, 0, 64, 11);
   const uint64_t first = writeback_idle(*dev);
@@ -214,11 +218,65 @@ TEST(NbdBacking, AKilledServerIsEIONeverOtherBytesAndARestartedOneResumes) {
   zram_test::expect_stats_match_table(*dev);
 }
 
+// A server back within the timeout over the same storage (nbdkit's file plugin over a file that
+// outlives it): a read waits for it and gets its page, nothing is lost, writeback resumes.
+TEST(NbdBacking, AReadWaitsForAServerThatComesBackOverItsStorage) {
+  testing::temp_dir dir{"uswap-zram-nbd-file-"};
+  const std::string image = dir.path() + "/export.img";
+  const int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << ::strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, 16 << 20), 0) << ::strerror(errno);
+  ::close(fd);
+  nbdkit_memory server = nbdkit_memory::with_plugin({"file", image});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 128, zram_lock_mode::slot_bitlock, 20'000);
+  ASSERT_TRUE(dev);
+  fill(*dev, 0, 64, 21);
+  const uint64_t written = writeback_idle(*dev);
+  ASSERT_GT(written, 40u);
+  server.kill9();
+  // The server is gone when the reads start, and back 500 ms later (started by this thread:
+  // nbdkit --exit-with-parent follows the thread that forked it).
+  std::chrono::steady_clock::duration waited{};
+  std::thread reader([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_pages(*dev, 0, 64, 21);
+    waited = std::chrono::steady_clock::now() - t0;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  server.restart();
+  reader.join();
+  ASSERT_TRUE(server.ready());
+  EXPECT_GE(waited, std::chrono::milliseconds(400)) << "no read waited for the server";
+  const zram_backing_stat bs = dev->backing_stat();
+  EXPECT_TRUE(bs.connected);
+  EXPECT_EQ(bs.read_failures, 0u);
+  EXPECT_EQ(bs.server_resets, 0u) << "the header was found again: nothing was lost";
+  EXPECT_EQ(dev->bd_stat().bd_reads, written);
+  // Writeback goes on to the same export once the writer's connection, found dead by its first
+  // batch, is made again after the backoff.
+  fill(*dev, 64, 64, 23);
+  uint64_t resumed = 0;
+  for (int attempt = 0; attempt < 100 && resumed == 0; ++attempt) {
+    dev->mark_idle();
+    auto n = dev->writeback({.type = zram_writeback_type::idle, .first_page = 64, .nr_pages = 64,
+                             .max_pages = 0});
+    if (n.ok()) resumed = *n;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GT(resumed, 40u);
+  EXPECT_GE(dev->backing_stat().reconnects, 1u);
+  EXPECT_EQ(dev->backing_stat().server_resets, 0u);
+  expect_pages(*dev, 0, 64, 21);
+  expect_pages(*dev, 64, 64, 23);
+  zram_test::expect_stats_match_table(*dev);
+}
+
 TEST(NbdBacking, AServerKilledMidWritebackLeavesEveryPageReadableOrEIO) {
   // 30 ms per write: the batch is in flight when the server dies.
   nbdkit_memory server("16M", {"--filter=delay"}, {"delay-write=30ms"});
   ASSERT_TRUE(server.ready());
-  auto dev = nbd_dev(server.uri(), 128);
+  auto dev = nbd_dev(server.uri(), 128, zram_lock_mode::slot_bitlock, 50);
   ASSERT_TRUE(dev);
   alignas(8) uint8_t page[page_size], got[page_size];
   for (uint64_t i = 0; i < 128; ++i) {

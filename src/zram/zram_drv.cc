@@ -389,6 +389,7 @@ zram_device::~zram_device() {
 
 result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) {
   if (o.disksize == 0) return invalid_option("disksize 0 (set a size, e.g. 1G)");
+  if (o.backing_timeout_ms == 0) return invalid_option("backing_timeout_ms 0 (e.g. 30000)");
   const uint64_t nr_pages = round_up_to_page(o.disksize) >> page_shift;
   if (o.disksize > (uint64_t{1} << 44) || nr_pages > (uint64_t{1} << 32))
     return invalid_option("disksize " + std::to_string(o.disksize) +
@@ -453,7 +454,8 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
   z->num_comps = static_cast<unsigned>(algs.size());
 
   if (!o.backing_dev.empty()) {
-    auto bd = backing_dev::open(o.backing_dev, o.backing_dev_size, o.backing_allocator);
+    auto bd = backing_dev::open(o.backing_dev, o.backing_dev_size, o.backing_allocator,
+                                o.backing_timeout_ms);
     if (!bd.ok()) return bd.error();
     z->bdev = std::move(*bd);
   }

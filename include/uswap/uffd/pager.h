@@ -157,6 +157,10 @@ struct pager_options {
   // job's pool limit. Default none.
   std::string backing_dev = {};
   zram_block_allocator* backing_allocator = nullptr;
+  // An NBD backing device's timeout (zram_options::backing_timeout_ms): a read waits this long
+  // for a lost server to come back, and so does a fault that needs room in a full pool before
+  // the job is stopped. Default 30000 ms.
+  uint64_t backing_timeout_ms = 30'000;
   // Testing only: called by eviction for each victim after its contents were copied out and
   // stored and before its page is dropped, with the victim's address; a test uses it to force
   // a write into that window. Default nullptr.

@@ -178,6 +178,10 @@ struct zram_options {
   // writing into the same file, instead of by the device's own bitmap (the file's size is then
   // the allocator's nr_blocks). Default nullptr: the device's own.
   zram_block_allocator* backing_allocator = nullptr;
+  // For an NBD export: how long a request may go unanswered, and how long a read waits for a
+  // lost server to come back (the kernel nbd's timeout and dead_conn_timeout), in milliseconds.
+  // Past it the read is EIO; writeback only pauses. Default 30000; 0 is EINVAL.
+  uint64_t backing_timeout_ms = 30'000;
   // Checksum every stored object (see "Integrity" above). Default true.
   bool checksum = true;
   // zsmalloc's chain size (CONFIG_ZSMALLOC_CHAIN_SIZE), 1..16. Default 8.

@@ -346,6 +346,8 @@ __attribute__((constructor)) void shim_init() {
   if (const char* b = getenv("USWAP_BACKING"); job && b && *b && (*job)->backing_blocks()) {
     o.backing_dev = b;
     o.backing_allocator = new uswap::job_blocks(**job);  // as long as the process
+    if (const char* t = getenv("USWAP_BACKING_TIMEOUT_MS"); t && *t)
+      if (const uint64_t ms = strtoull(t, nullptr, 10)) o.backing_timeout_ms = ms;
   }
 
   // The arena's place: the one an ancestor's filter tests, if there is one.
