@@ -119,6 +119,17 @@ struct run_result {
   void print(std::ostream& os) const;
 };
 
+// A page that cannot be read back is never replaced: the process that needed it took a real
+// SIGBUS (fault.cc). Names how many and where they were; nothing when none was lost.
+void print_lost_pages(std::ostream& os, const job_totals& t) {
+  if (!t.stat[JOB_FAILED_READS]) return;
+  os << "uswap run: " << t.stat[JOB_FAILED_READS] << " pages could not be read back"
+     << (t.backing.empty() ? std::string(" (a corrupt compressed object)")
+                           : " from --backing " + t.backing +
+                                 " (its server lost them or could not be reached)")
+     << ": the process that needed one was stopped with SIGBUS rather than given other bytes\n";
+}
+
 void print_process(std::ostream& os, const nlohmann::json& p) {
   const uint64_t out_bytes = u64(p, "swap_out_bytes"), comp_bytes = u64(p, "compressed_bytes");
   char ratio[32] = "-";
@@ -205,15 +216,7 @@ void run_result::print(std::ostream& os) const {
          << mib(t.backing_bytes) << "), " << t.stat[JOB_BD_READS] << " read back";
     if (t.pool_limit_bytes) os << "\n";
     if (!t.stopped.empty()) os << "uswap run: the job was stopped: " << t.stopped << "\n";
-    // A page that cannot be read back is never replaced: the process that needed it took a real
-    // SIGBUS (fault.cc). Name how many and where they were.
-    if (t.stat[JOB_FAILED_READS])
-      os << "uswap run: " << t.stat[JOB_FAILED_READS] << " pages could not be read back"
-         << (t.backing.empty() ? std::string(" (a corrupt compressed object)")
-                               : " from --backing " + t.backing +
-                                     " (its server lost them or could not be reached)")
-         << ": the process that needed one was stopped with SIGBUS rather than given other "
-            "bytes\n";
+    print_lost_pages(os, t);
   }
 }
 
@@ -382,7 +385,9 @@ int run_program(const run_config& c) {
   if (sup) r.job = sup->finish();
   read_statistics(stats_path, r);
   ::unlink(stats_path);
-  // The report goes to stderr: stdout is the program's. --json: one line, the last on stderr.
+  // The report goes to stderr: stdout is the program's. --json: one line, the last on stderr,
+  // and lost pages said in words before it too, as a stopped job is (whatever the format).
+  if (c.json && r.job) print_lost_pages(std::cerr, *r.job);
   print_report(std::cerr, r, c.json, -1);
   return r.exit_status;
 }

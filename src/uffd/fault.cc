@@ -343,6 +343,9 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
       err = ENOMEM;
     } else if (loaded == 0) {
       err = EIO;  // the faulting page's contents are lost: its fault gets a real SIGBUS
+      // Which kills the process before it publishes again: the job's summary must still count
+      // the page and name where it was.
+      if (job_ref jr(*this); jr) publish_job_stats(*jr);
     } else {
       for (unsigned i = loaded; i < k; ++i) page_lock::unlock(ptes[run[i]]);
       k = loaded;
