@@ -123,7 +123,8 @@ struct run_result {
 // SIGBUS (fault.cc). Names how many and where they were; nothing when none was lost.
 void print_lost_pages(std::ostream& os, const job_totals& t) {
   if (!t.stat[JOB_FAILED_READS]) return;
-  os << "uswap run: " << t.stat[JOB_FAILED_READS] << " pages could not be read back"
+  os << "uswap run: " << t.stat[JOB_FAILED_READS]
+     << (t.stat[JOB_FAILED_READS] == 1 ? " page" : " pages") << " could not be read back"
      << (t.backing.empty() ? std::string(" (a corrupt compressed object)")
                            : " from --backing " + t.backing +
                                  " (its server lost them or could not be reached)")
