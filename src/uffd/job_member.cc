@@ -161,8 +161,7 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
 bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noexcept {
   const uint64_t limit = j.pool_limit_bytes();
   if (limit == 0) return true;
-  // Room for a pass of compressed pages before the limit: where faults balance themselves.
-  const uint64_t headroom = uint64_t{reclaim_pass} * page_size / 2;
+  const uint64_t headroom = pool_headroom();
   switch (how) {
     case pool_balance::on_reclaim: {
       if (!pool_worker_on.load(std::memory_order_acquire)) {
@@ -175,11 +174,9 @@ bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noex
       // at least the faults' headroom, below it), early enough that it keeps ahead of them.
       swap_device& dev = store->device();
       const uint64_t mine = dev.stats().mem_used;
-      const uint64_t published = j.pool_bytes();
-      const uint64_t others = published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
+      const uint64_t others = others_pool_bytes(j);
       (void)dev.set_mem_limit(pool_device_limit(limit, others, mine));
-      const uint64_t high = std::max(headroom, limit / 8);
-      if (others + mine + high > limit) kick_pool_worker();
+      if (others + mine + pool_high_watermark(limit) > limit) kick_pool_worker();
       return true;
     }
     case pool_balance::when_full: {
@@ -191,8 +188,7 @@ bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noex
       pool_waits.fetch_add(1, std::memory_order_relaxed);
       const uint32_t r = pool_round.load(std::memory_order_acquire);
       kick_pool_worker();
-      uint32_t now;
-      while ((now = pool_round.load(std::memory_order_acquire)) == r) futex_wait(&pool_round, r);
+      while (pool_round.load(std::memory_order_acquire) == r) futex_wait(&pool_round, r);
       return pool_round_shrank.load(std::memory_order_acquire);
     }
     case pool_balance::locked:
@@ -211,7 +207,7 @@ uint64_t pager::impl::pool_device_limit(uint64_t limit, uint64_t others,
   // What the others leave, less room for a reclaim pass of theirs in flight (their published
   // sizes are from their last pass): several members storing a pass at once stay within the
   // limit. Never below what the device holds (a store fails; nothing is taken away).
-  const uint64_t pass = uint64_t{reclaim_pass} * page_size / 2;
+  const uint64_t pass = pool_headroom();
   const uint64_t room = limit > others + pass ? limit - others - pass : 0;
   return std::max<uint64_t>(std::max(room, mine), page_size);
 }
@@ -221,8 +217,7 @@ bool pager::impl::balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headro
   swap_device& dev = store->device();
   const uint64_t mine = dev.stats().mem_used;
   // The job's pools as published, with this one as it is now.
-  const uint64_t published = j.pool_bytes();
-  const uint64_t others = published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
+  const uint64_t others = others_pool_bytes(j);
   const uint64_t total = others + mine;
   // Over the target, every member shrinks its pool in proportion to its size (each at its own
   // reclaim passes or worker rounds): cold pages to the backing device, then compaction. The
@@ -287,8 +282,7 @@ void pager::impl::pool_worker_loop() noexcept {
       if (jr && jr->pool_limit_bytes()) {
         shrank = balance_pool(*jr, UINT64_MAX, pool_balance::worker);
         const uint64_t limit = jr->pool_limit_bytes();
-        const uint64_t high = std::max(uint64_t{reclaim_pass} * page_size / 2, limit / 8);
-        still_high = jr->pool_bytes() + high > limit;
+        still_high = jr->pool_bytes() + pool_high_watermark(limit) > limit;
       }
     }
     pool_rounds.fetch_add(1, std::memory_order_relaxed);
@@ -412,9 +406,7 @@ void pager::impl::reserve_child_share() noexcept {
     // The child's copy of the zram device counts as a pool of its own: with a pool limit, this
     // pool goes down to half of what the others leave (after the eviction above filled it).
     if (const uint64_t pool_limit = jr->pool_limit_bytes()) {
-      const uint64_t published = jr->pool_bytes();
-      const uint64_t others_pool =
-          published - std::min(published, jr->published(jslot, JOB_POOL_BYTES));
+      const uint64_t others_pool = others_pool_bytes(*jr);
       balance_pool(*jr, pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0,
                    pool_balance::locked);
     }

@@ -490,6 +490,18 @@ struct pager::impl {
   bool balance_pool(job& j, uint64_t mine_cap = UINT64_MAX,
                     pool_balance how = pool_balance::on_reclaim) noexcept;
   bool balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headroom) noexcept;
+  // Room for a reclaim pass of compressed pages (half a pass of pages): faults balance the pool
+  // that far below its limit. The pool worker is kicked an eighth of the limit below it (and at
+  // least that far).
+  uint64_t pool_headroom() const noexcept { return uint64_t{reclaim_pass} * page_size / 2; }
+  uint64_t pool_high_watermark(uint64_t limit) const noexcept {
+    return std::max(pool_headroom(), limit / 8);
+  }
+  // The other members' pools as they last published them.
+  uint64_t others_pool_bytes(job& j) const noexcept {
+    const uint64_t published = j.pool_bytes();
+    return published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
+  }
   // The zram device's mem_limit for a pool holding `mine` bytes beside the others' `others`.
   uint64_t pool_device_limit(uint64_t limit, uint64_t others, uint64_t mine) const noexcept;
   // The pool worker's life (job_member.cc): started by join_job and in a forked child, stopped

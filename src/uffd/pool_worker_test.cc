@@ -17,6 +17,7 @@
 #include "uffd_test_util.h"
 #include "uswap/uffd/job.h"
 #include "uswap/uffd/pager.h"
+#include "uswap_testing/threads.h"
 
 #if defined(USWAP_TSAN)
 // report_signal_unsafe=0: see region_concurrency_test.cc (a SIGBUS raised by an access to pager
@@ -31,15 +32,6 @@ namespace {
 using namespace uffd_test;
 
 zram_backing_stat backing_of(const pager& pg) { return pg.backing_stat(); }
-
-bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
   zram_test::nbdkit_memory server("256M");
@@ -66,13 +58,13 @@ TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
   ASSERT_TRUE(ma.ok()) << ma.error().to_string();
   auto* a = static_cast<uint8_t*>(*ma);
   for (uint64_t i = 0; i < a_pages; ++i) fill_page(a + i * page_size, i, 0);
-  ASSERT_TRUE(wait_until([&] { return pg->stats().bd_writes > 0; }, std::chrono::seconds(30)))
+  ASSERT_TRUE(testing::eventually([&] { return pg->stats().bd_writes > 0; }, std::chrono::seconds(30)))
       << describe(pg->stats());
   // Then the worker settles: no write in flight and no round started for 200 ms (nothing kicks
   // it while the program does not fault).
   uint64_t rounds = pg->stats().pool_worker_rounds;
   auto quiet_since = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([&] {
+  ASSERT_TRUE(testing::eventually([&] {
     const uint64_t r = pg->stats().pool_worker_rounds;
     const auto now = std::chrono::steady_clock::now();
     if (r != rounds || backing_of(*pg).in_flight != 0) {
@@ -93,7 +85,7 @@ TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
   // after 20 s if something did (and when the test ends, however it ends).
   std::atomic<bool> done{false}, waited{false};
   std::thread watchdog([&] {
-    if (!wait_until([&] { return done.load(); }, std::chrono::seconds(20))) {
+    if (!testing::eventually([&] { return done.load(); }, std::chrono::seconds(20))) {
       waited = true;
       server.resume();
     }
@@ -121,7 +113,7 @@ TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
        ++b_pages) {
     fill_page(b + b_pages * page_size, 1000000 + b_pages, 0);
     if (pg->stats().zram_mem_used_total + pool_limit / 8 > pool_limit)
-      (void)wait_until([&] { return backing_of(*pg).in_flight > 0; },
+      (void)testing::eventually([&] { return backing_of(*pg).in_flight > 0; },
                        std::chrono::milliseconds(200));
   }
   const zram_backing_stat stalled = backing_of(*pg);
@@ -150,7 +142,7 @@ TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
 
   // The server answers again: the batch completes, writeback goes on, every page reads back.
   server.resume();
-  EXPECT_TRUE(wait_until([&] { return pg->stats().bd_writes > before.bd_writes; },
+  EXPECT_TRUE(testing::eventually([&] { return pg->stats().bd_writes > before.bd_writes; },
                          std::chrono::seconds(30)))
       << describe(pg->stats());
   for (uint64_t i = 0; i < a_kept; ++i)

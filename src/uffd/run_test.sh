@@ -38,6 +38,16 @@ start_nbdkit() {
 }
 trap 'rm -rf "$tmp"; [ -n "$nbdkit_pid" ] && kill -9 "$nbdkit_pid" 2>/dev/null' EXIT
 
+# wait_for_writeback STATS_DIR: waits (up to 60 s) until the job writing STATS_DIR has written
+# more than 1000 pages back (bd_stat's third field); fails (1) if job $upid ended first.
+wait_for_writeback() {
+  for _ in $(seq 600); do
+    [ "$(awk '{print $3}' "$1/bd_stat" 2>/dev/null || echo 0)" -gt 1000 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  kill -0 "$upid" 2>/dev/null
+}
+
 # json_field FILE NAME: the first numeric value of "NAME": in FILE.
 json_field() {
   grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2
@@ -291,11 +301,7 @@ nbd)
   "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --stats-dir "$tmp/sdr" --json \
     -- "$prog" "$n" >"$tmp/paged.out" 2>"$tmp/paged.err" &
   upid=$!
-  for _ in $(seq 600); do
-    [ "$(awk '{print $3}' "$tmp/sdr/bd_stat" 2>/dev/null || echo 0)" -gt 1000 ] 2>/dev/null && break
-    sleep 0.1
-  done
-  kill -0 $upid 2>/dev/null || fail "the job ended before the server could be restarted: $(tail -c 600 "$tmp/paged.err")"
+  wait_for_writeback "$tmp/sdr" || fail "the job ended before the server could be restarted: $(tail -c 600 "$tmp/paged.err")"
   kill -9 "$nbdkit_pid"
   sleep 2
   start_nbdkit file "$tmp/export.img"
@@ -314,11 +320,7 @@ nbd)
     --stats-dir "$tmp/sd" --json \
     -- "$prog" $((2 * n)) >"$tmp/paged.out" 2>"$tmp/paged.err" &
   upid=$!
-  for _ in $(seq 600); do
-    [ "$(awk '{print $3}' "$tmp/sd/bd_stat" 2>/dev/null || echo 0)" -gt 1000 ] 2>/dev/null && break
-    sleep 0.1
-  done
-  kill -0 $upid 2>/dev/null || fail "the job ended before the server could be killed: $(tail -c 600 "$tmp/paged.err")"
+  wait_for_writeback "$tmp/sd" || fail "the job ended before the server could be killed: $(tail -c 600 "$tmp/paged.err")"
   kill -9 "$nbdkit_pid"
   wait $upid
   rc=$?

@@ -53,7 +53,7 @@ inline void run_threads(int n, const std::function<void(int)>& fn) {
 
 // Polls pred until it holds or `limit` passes; returns whether it held.
 inline bool eventually(const std::function<bool()>& pred,
-                       std::chrono::seconds limit = std::chrono::seconds(60)) {
+                       std::chrono::nanoseconds limit = std::chrono::seconds(60)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!pred()) {
     if (std::chrono::steady_clock::now() > deadline) return false;
