@@ -105,8 +105,10 @@ TEST_P(ForkTest, ParentThreadsKeepFaultingAcrossForks) {
   std::vector<std::atomic<uint64_t>> writing(nthreads);
   for (auto& w : writing) w.store(UINT64_MAX);
   std::vector<std::thread> ts;
+  std::atomic<unsigned> running{0};
   for (unsigned t = 0; t < nthreads; ++t)
     ts.emplace_back([&, t] {
+      running.fetch_add(1);
       for (uint64_t v = 1; !stop.load(); ++v) {
         for (uint64_t i = t * per_thread; i < (t + 1) * per_thread; ++i) {
           if (!page_matches(a + i * page_size, i, v - 1)) bad.fetch_add(1);
@@ -117,6 +119,10 @@ TEST_P(ForkTest, ParentThreadsKeepFaultingAcrossForks) {
         rounds.fetch_add(1);
       }
     });
+  // The first fork waits for every thread to run: a thread still starting may hold the lock of
+  // an allocator that fork does not take (AddressSanitizer's in GCC 12), and the child would
+  // wait on that copy forever.
+  while (running.load() < nthreads) std::this_thread::yield();
   int forks = 0, failed = 0;
   while (forks < 8 || rounds.load() < 4 * nthreads) {
     const int rc = in_child([&] {

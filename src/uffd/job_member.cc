@@ -314,7 +314,14 @@ void pager::impl::start_pool_worker() noexcept {
   for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP}) sigdelset(&all, sig);
   pthread_sigmask(SIG_BLOCK, &all, &old);
   try {
-    pool_worker = std::thread([this] { pool_worker_loop(); });
+    // Started when this returns, as the handler threads are (start_handlers says why).
+    std::atomic<bool> started{false};
+    pool_worker = std::thread([this, &started] {
+      started.store(true, std::memory_order_release);
+      started.notify_one();
+      pool_worker_loop();
+    });
+    started.wait(false, std::memory_order_acquire);
     pool_worker_on.store(true, std::memory_order_release);
   } catch (const std::system_error&) {
     // No thread: faults balance the pool themselves, as without a backing device.

@@ -190,23 +190,33 @@ status pager::impl::start_handlers() {
   if (opts.handler_threads == 0) cpus = allowed_cpus();
   const unsigned n = opts.handler_threads ? opts.handler_threads
                                           : static_cast<unsigned>(std::max<size_t>(cpus.size(), 1));
+  // Returns once every thread runs its loop: a thread still starting allocates (the C library
+  // and a sanitizer runtime do, before the thread's function runs), and a fork in that window
+  // copies an allocator whose lock that thread holds into a child where nobody releases it.
+  std::atomic<unsigned> started{0};
+  unsigned created = 0;
+  status st;
   try {
     for (unsigned i = 0; i < n; ++i) {
       const int cpu = i < cpus.size() ? cpus[i] : -1;
-      handlers.emplace_back([this, cpu] {
+      handlers.emplace_back([this, cpu, &started] {
         if (cpu >= 0) {
           cpu_set_t one;
           CPU_ZERO(&one);
           CPU_SET(cpu, &one);
           (void)::sched_setaffinity(0, sizeof one, &one);
         }
+        started.fetch_add(1, std::memory_order_release);
+        started.notify_one();
         handler_loop();
       });
+      ++created;
     }
   } catch (const std::system_error& e) {
-    return error(e.code().value(), std::string("uffd: cannot start a handler thread: ") + e.what());
+    st = error(e.code().value(), std::string("uffd: cannot start a handler thread: ") + e.what());
   }
-  return {};
+  for (unsigned s; (s = started.load(std::memory_order_acquire)) != created;) started.wait(s);
+  return st;
 }
 
 result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
