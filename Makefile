@@ -1,7 +1,8 @@
 # The front door. `make demo` and `make test` do all set-up on a fresh Debian 12 machine.
 #   make demo    install what is missing, build Release into build/, run the demo
 #   make test    install, build, run every test
-#   make tsan    ThreadSanitizer build in build-tsan/, run the tests labelled `concurrency`
+#   make tsan    ThreadSanitizer build in build-tsan/ of the tests labelled `concurrency` (target
+#                concurrency_tests), and run them
 #   make debug   Debug build in build-debug/ (invariant and lock-held checks on: USWAP_DCHECK),
 #                run the tests labelled `unit` and `concurrency` (DEBUG_TARGET, DEBUG_LABELS)
 #   make asan    AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/, run the tests
@@ -61,7 +62,7 @@ test: build
 tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUSWAP_SANITIZE=thread \
 	  -DUSWAP_BUILD_BENCH=OFF $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j$(JOBS)
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target concurrency_tests
 	cd $(TSAN_BUILD) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -j$(JOBS) -L concurrency
 

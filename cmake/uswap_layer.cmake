@@ -70,6 +70,21 @@ function(uswap_test)
   set_target_properties(${T_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
                        PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT})
+  foreach(label IN LISTS T_LABELS)
+    set_property(GLOBAL APPEND PROPERTY USWAP_TEST_TARGETS_${label} ${T_NAME})
+  endforeach()
+endfunction()
+
+# A target per test label that builds that label's test executables alone (concurrency_tests:
+# what `make tsan` runs), so that a build which runs one label compiles nothing else.
+function(uswap_label_targets)
+  foreach(label IN LISTS ARGN)
+    get_property(targets GLOBAL PROPERTY USWAP_TEST_TARGETS_${label})
+    add_custom_target(${label}_tests)
+    if(targets)
+      add_dependencies(${label}_tests ${targets})
+    endif()
+  endforeach()
 endfunction()
 
 # Writes <build>/layers.cmake: for every layer, the layers it may include (itself and the
