@@ -50,6 +50,7 @@
 #   expect_exit   optional: the exit status of a correct plain run (default 0)
 #   nobody=yes    optional: CTest also runs it as the unprivileged user (compat_NAME_nobody)
 #   slow=yes      optional: not registered with CTest (minutes by design); run it by name
+#   cost=SECONDS  optional: about how long the case runs; CTest starts the costly ones first
 #   case_timeout_factor, case_max_timeout   optional: this case's own --timeout-factor and cap
 #                 (default 240 s)
 #   compat_gen KIND SEED COUNT   (for prepare) deterministic data from gen.py
@@ -249,7 +250,7 @@ run_case() {
   IN=$dir/in
   mkdir -p "$IN"
   description="" packages=() program="" command=() outputs=() case_env=() expect_exit=0
-  case_timeout_factor="" case_max_timeout="" slow=""
+  case_timeout_factor="" case_max_timeout="" slow="" cost=""
   reasons=()
   local version="" limit=0 plain_rc="" plain_wall=0 plain_peak=0 u_rc="" u_wall=0 u_peak=0
   local json_line="" procs_json="[]" unrouted_json="[]" swap_outs_total=0 max_zram=0 max_hwm=0

@@ -2,5 +2,6 @@
 description="jq: group_by and aggregate over 200k objects"
 packages=(jq)
 program="jq"
+cost=15
 prepare() { compat_gen json 5 200000 >data.json; }
 command=(jq -c 'group_by(.k) | map({k: .[0].k, n: length, s: (map(.v) | add), t: (map(.tags | length) | add)})' "$IN/data.json")

@@ -2,6 +2,7 @@
 description="perl: hash of 500k records, sort, Digest::MD5"
 packages=(perl)
 program="perl"
+cost=55
 prepare() { compat_gen lines 43 500000 >lines.txt; }
 command=(perl -MDigest::MD5 -e 'my (%h, %n); while (<>) { my @f = split; $h{$f[0]} = [$., @f[1, 2]]; $n{$f[1]}++ }
 my $c = Digest::MD5->new; $c->add("$_:@{$h{$_}}\n") for sort keys %h;

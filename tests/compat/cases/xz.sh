@@ -4,5 +4,6 @@
 description="xz -6 -T2 --block-size=6MiB on 12 MB of generated text (threads)"
 packages=(xz-utils)
 program="xz -6 -T2"
+cost=60
 prepare() { compat_gen text 7 3000000 | head -c 12000000 >text.txt; }
 command=(xz -6 -T2 --block-size=6MiB -c "$IN/text.txt")

@@ -5,5 +5,6 @@
 description="zstd -19 --long=25 --zstd=hlog=24 from a pipe"
 packages=(zstd bash)
 program="zstd -19 --long=25"
+cost=20
 prepare() { compat_gen text 8 3000000 | head -c 5000000 >text.txt; }
 command=(bash -c 'set -o pipefail; cat "$IN/text.txt" | zstd -19 --long=25 --zstd=hlog=24 -c | sha256sum')
