@@ -6,8 +6,11 @@ alternating A B C D per round:
   nbd-unix    nbdkit memory over a Unix socket (another process's RAM on this machine);
   nbd-tcp     nbdkit memory in a network namespace this script creates, over TCP on a veth pair
               (root only);
-  nbd-delay   the same with 200 us each way (tc netem), or, on a kernel without netem, 1 ms per
-              request in the server (nbdkit's delay filter; its granularity).
+  nbd-delay   the same with 200 us each way: tc netem, or on a kernel without netem a userspace
+              proxy in the namespace that delays every byte 200 us each way (bench/delay_proxy.cc,
+              built into build/bench-tools/), or without that 1 ms per request in the server
+              (nbdkit's delay filter; its granularity). The notes give the round trip of one
+              4 KiB write measured on nbd-tcp and nbd-delay (nbdcopy, one request at a time).
 The program: python3 filling SIZE MiB with random bytes (incompressible, so what the pool cannot
 hold goes to the backing tier), then touching one byte of every page in a random order PASSES
 times, and printing a checksum (equal on every run, or the run counts as failed).
@@ -67,15 +70,16 @@ def wait_for_file(path, proc, what):
 class Server:
     """nbdkit memory, on a Unix socket or in a network namespace over TCP."""
 
-    def __init__(self, tmp, kind, size):
+    def __init__(self, tmp, kind, size, delay_proxy=None):
         self.tmp, self.kind, self.proc, self.ns, self.note = tmp, kind, None, None, ""
+        self.proxy = None
         try:
-            self._start(tmp, kind, size)
+            self._start(tmp, kind, size, delay_proxy)
         except BaseException:
             self.close()
             raise
 
-    def _start(self, tmp, kind, size):
+    def _start(self, tmp, kind, size, delay_proxy):
         pidfile = os.path.join(tmp, f"{kind}.pid")
         mem = ["memory", f"{size}M"]
         if kind == "nbd-unix":
@@ -98,6 +102,7 @@ class Server:
             run("ip", "netns", "exec", self.ns, "ip", "link", "set", self.peer, "up")
             run("ip", "netns", "exec", self.ns, "ip", "link", "set", "lo", "up")
             filters = []
+            listen = ["-i", f"{net}.2", "-p", "10809"]
             if kind == "nbd-delay":
                 netem = subprocess.run(["tc", "qdisc", "add", "dev", self.host, "root", "netem",
                                         "delay", "200us"], capture_output=True)
@@ -105,23 +110,52 @@ class Server:
                     run("ip", "netns", "exec", self.ns, "tc", "qdisc", "add", "dev", self.peer,
                         "root", "netem", "delay", "200us")
                     self.note = "netem 200 us each way"
+                elif delay_proxy and os.access(delay_proxy, os.X_OK):
+                    # nbdkit on the namespace's loopback; the proxy takes the veth address.
+                    listen = ["-i", "127.0.0.1", "-p", "10810"]
+                    ready = os.path.join(tmp, "proxy.ready")
+                    self.proxy = subprocess.Popen(
+                        ["ip", "netns", "exec", self.ns, delay_proxy, f"{net}.2:10809",
+                         "127.0.0.1:10810", "200", ready],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    wait_for_file(ready, self.proxy, "delay_proxy")
+                    self.note = ("no netem in this kernel: a userspace proxy in the namespace "
+                                 "delays every byte 200 us each way (bench/delay_proxy.cc)")
                 else:
                     filters = ["--filter=delay"]
                     mem += ["delay-read=1ms", "delay-write=1ms"]
                     self.note = "no netem in this kernel: 1 ms per request in the server"
             cmd = (["ip", "netns", "exec", self.ns, "nbdkit", "-f", "--exit-with-parent",
-                    "-i", f"{net}.2", "-p", "10809", "-P", pidfile] + filters + mem)
+                    "-P", pidfile] + listen + filters + mem)
             self.uri = f"nbd://{net}.2:10809/"
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_file(pidfile, self.proc, "nbdkit")
 
     def close(self):
-        if getattr(self, "proc", None):
-            self.proc.kill()
-            self.proc.wait()
+        for p in (getattr(self, "proc", None), getattr(self, "proxy", None)):
+            if p:
+                p.kill()
+                p.wait()
         if self.ns:
             subprocess.run(["ip", "link", "del", self.host], capture_output=True)
             subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+
+
+def round_trip_us(tmp, uri):
+    """The median of three times one 4 KiB write at a time, 256 of them, through uri (nbdcopy
+    into the export's first MiB, which no run has written yet): one request's round trip."""
+    src = os.path.join(tmp, "rtt.bin")
+    with open(src, "wb") as f:
+        f.write(os.urandom(1 << 20))
+    times = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        p = subprocess.run(["nbdcopy", "--synchronous", "--requests=1", "--connections=1",
+                            "--request-size=4096", src, uri], capture_output=True)
+        if p.returncode != 0:
+            return None
+        times.append((time.monotonic() - t0) / 256 * 1e6)
+    return statistics.median(times)
 
 
 def run_once(args, backing, prog_path, expect):
@@ -130,7 +164,9 @@ def run_once(args, backing, prog_path, expect):
            "--backing", backing, "--json", "--", "python3", prog_path, str(args.size),
            str(args.passes)]
     if not backing.startswith("nbd"):
-        cmd[cmd.index("--json"):cmd.index("--json")] = ["--backing-size", f"{args.size * 2}M"]
+        # Twice the working set and room for the interpreter's own pages past the pool.
+        cmd[cmd.index("--json"):cmd.index("--json")] = ["--backing-size",
+                                                        f"{args.size * 2 + 64}M"]
     t0 = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     wall = time.monotonic() - t0
@@ -160,7 +196,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--json")
+    ap.add_argument("--delay-proxy", help="the delay proxy for nbd-delay where the kernel has no "
+                    "netem (default: bench-tools/delay_proxy in the build tree of --uswap)")
     args = ap.parse_args()
+    if args.delay_proxy is None:
+        args.delay_proxy = os.path.join(os.path.dirname(os.path.dirname(
+            os.path.abspath(args.uswap))), "bench-tools", "delay_proxy")
     if args.size < 16:
         ap.error("--size must be at least 16 (MiB)")
     for tool in ("nbdkit", "python3"):
@@ -184,12 +225,18 @@ def main():
     try:
         for k in kinds[1:]:
             try:
-                servers[k] = Server(tmp, k, args.size * 2 + 16)
+                servers[k] = Server(tmp, k, args.size * 2 + 64, args.delay_proxy)
             except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
                 log(f"far_memory: cannot set up {k}: {e}")
                 return 2
             if servers[k].note:
                 notes.append(f"{k}: {servers[k].note}")
+        if "nbd-delay" in servers and shutil.which("nbdcopy"):
+            rtt = {k: round_trip_us(tmp, servers[k].uri) for k in ("nbd-tcp", "nbd-delay")}
+            if None not in rtt.values():
+                notes.append(f"one 4 KiB write's round trip (nbdcopy, one request at a time, "
+                             f"median of 3 x 256): nbd-tcp {rtt['nbd-tcp']:.0f} us, "
+                             f"nbd-delay {rtt['nbd-delay']:.0f} us")
         for r in range(args.rounds):
             for k in kinds:
                 backing = os.path.join(tmp, "backing") if k == "file" else servers[k].uri
