@@ -315,13 +315,15 @@ void pager::impl::start_pool_worker() noexcept {
   pthread_sigmask(SIG_BLOCK, &all, &old);
   try {
     // Started when this returns, as the handler threads are (start_handlers says why).
-    std::atomic<bool> started{false};
-    pool_worker = std::thread([this, &started] {
-      started.store(true, std::memory_order_release);
-      started.notify_one();
+    // Shared with the thread, which may still be in notify_one when the wait returns.
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    pool_worker = std::thread([this, started]() mutable {
+      started->store(true, std::memory_order_release);
+      started->notify_one();
+      started.reset();
       pool_worker_loop();
     });
-    started.wait(false, std::memory_order_acquire);
+    started->wait(false, std::memory_order_acquire);
     pool_worker_on.store(true, std::memory_order_release);
   } catch (const std::system_error&) {
     // No thread: faults balance the pool themselves, as without a backing device.

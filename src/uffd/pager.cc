@@ -193,21 +193,23 @@ status pager::impl::start_handlers() {
   // Returns once every thread runs its loop: a thread still starting allocates (the C library
   // and a sanitizer runtime do, before the thread's function runs), and a fork in that window
   // copies an allocator whose lock that thread holds into a child where nobody releases it.
-  std::atomic<unsigned> started{0};
+  // The count is shared with the threads: one may still be in notify_one when this returns.
+  auto started = std::make_shared<std::atomic<unsigned>>(0);
   unsigned created = 0;
   status st;
   try {
     for (unsigned i = 0; i < n; ++i) {
       const int cpu = i < cpus.size() ? cpus[i] : -1;
-      handlers.emplace_back([this, cpu, &started] {
+      handlers.emplace_back([this, cpu, started]() mutable {
         if (cpu >= 0) {
           cpu_set_t one;
           CPU_ZERO(&one);
           CPU_SET(cpu, &one);
           (void)::sched_setaffinity(0, sizeof one, &one);
         }
-        started.fetch_add(1, std::memory_order_release);
-        started.notify_one();
+        started->fetch_add(1, std::memory_order_release);
+        started->notify_one();
+        started.reset();
         handler_loop();
       });
       ++created;
@@ -215,7 +217,7 @@ status pager::impl::start_handlers() {
   } catch (const std::system_error& e) {
     st = error(e.code().value(), std::string("uffd: cannot start a handler thread: ") + e.what());
   }
-  for (unsigned s; (s = started.load(std::memory_order_acquire)) != created;) started.wait(s);
+  for (unsigned s; (s = started->load(std::memory_order_acquire)) != created;) started->wait(s);
   return st;
 }
 
