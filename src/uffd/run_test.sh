@@ -48,6 +48,34 @@ wait_for_writeback() {
   kill -0 "$upid" 2>/dev/null
 }
 
+# wait_job PID SECONDS: waits for the background job PID and sets $rc to its status. Past
+# SECONDS it is a hang: every thread's stack of the job's processes (gdb, else the kernel's
+# view) goes to the output and they are killed, so that the test fails with its evidence rather
+# than at ctest's timeout.
+wait_job() {
+  local pid=$1 deadline=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    fail "the job did not end within $2 s: its stacks follow"
+    local procs=$pid p t
+    for p in $(pgrep -P "$pid"); do procs="$procs $p $(pgrep -P "$p" | tr '\n' ' ')"; done
+    for p in $procs; do
+      echo "=== pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)"
+      if command -v gdb >/dev/null; then
+        timeout 60 gdb -p "$p" -batch -nx -ex "thread apply all bt" 2>&1 | grep -E '^(Thread|#)'
+      else
+        for t in /proc/"$p"/task/*; do
+          echo "--- thread ${t##*/}: $(cat "$t/comm") syscall $(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+          cat "$t/stack" 2>/dev/null
+        done
+      fi
+    done
+    for p in $procs; do kill -9 "$p" 2>/dev/null; done
+  fi
+  wait "$pid"
+  rc=$?
+}
+
 # json_field FILE NAME: the first numeric value of "NAME": in FILE.
 json_field() {
   grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2
@@ -280,8 +308,8 @@ nbd)
   "$prog" "$n" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
   start_nbdkit 1G
   "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --json -- "$prog" "$n" \
-    >"$tmp/paged.out" 2>"$tmp/paged.err"
-  rc=$?
+    >"$tmp/paged.out" 2>"$tmp/paged.err" &
+  wait_job $! 300
   [ $rc -eq 0 ] || fail "uswap run exited $rc: $(tail -c 800 "$tmp/paged.err")"
   cmp -s "$tmp/plain.out" "$tmp/paged.out" || fail "output differs: $(cat "$tmp/paged.out")"
   json=$(tail -n 1 "$tmp/paged.err")
@@ -305,8 +333,7 @@ nbd)
   kill -9 "$nbdkit_pid"
   sleep 2
   start_nbdkit file "$tmp/export.img"
-  wait $upid
-  rc=$?
+  wait_job $upid 300
   json=$(tail -n 1 "$tmp/paged.err")
   echo "server restarted: exit $rc: $(jq -c '.job | {bd_writes, bd_reads, failed_reads}' <<<"$json" 2>/dev/null)"
   [ $rc -eq 0 ] || fail "the job did not survive a server back within --backing-timeout: exit $rc: $(tail -c 800 "$tmp/paged.err")"
@@ -322,8 +349,7 @@ nbd)
   upid=$!
   wait_for_writeback "$tmp/sd" || fail "the job ended before the server could be killed: $(tail -c 600 "$tmp/paged.err")"
   kill -9 "$nbdkit_pid"
-  wait $upid
-  rc=$?
+  wait_job $upid 300
   echo "after the kill: exit $rc: $(grep 'uswap run:' "$tmp/paged.err" | grep -E 'could not|stopp' | head -3)"
   [ $rc -ne 0 ] || fail "the program finished as if nothing was lost: $(cat "$tmp/paged.out")"
   grep -q -E "could not be read back from --backing|could not be reached" "$tmp/paged.err" ||
