@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -260,10 +261,17 @@ TEST_P(RegionConcurrencyTest, PinRacingSweepsKeepsPinnedPagesWritable) {
   const uint64_t slice = size / 8;  // pinners use the first four slices, streamers the rest
   std::atomic<uint64_t> efaults{0}, bad{0};
   std::atomic<unsigned> pinners_left{pinners};
+  // On a starved machine the pinners can finish their iterations before any page with content
+  // was evicted (the race never ran): they go on until one was, or for 60 s at most.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto go_on = [&](unsigned it) {
+    if (it < iterations || it % 64 != 0) return true;
+    return r->owner().stats().swap_outs == 0 && std::chrono::steady_clock::now() < deadline;
+  };
   std::vector<std::thread> ts;
   for (unsigned t = 0; t < pinners; ++t) {
     ts.emplace_back([&, t] {
-      for (unsigned it = 0; it < iterations; ++it) {
+      for (unsigned it = 0; go_on(it); ++it) {
         // Move over the slice so that pins meet pages in every state: resident and writable,
         // swept, evicted.
         uint8_t* at = base + t * slice + (it % (slice / file.size())) * file.size();
