@@ -7,7 +7,8 @@
 #   run_test.sh cli     USWAP STATIC_PROGRAM             errors, refusals and the summary
 #   run_test.sh job     USWAP JOB_PROGRAM MODE           processes sharing one --limit
 #   run_test.sh nbd     USWAP SORT_PROGRAM               --backing an NBD export (nbdkit memory):
-#                       the sort's output, pages on every tier; the server killed mid-run
+#                       the sort's output, pages on every tier; the server restarted, stopped
+#                       (SIGSTOP) and killed mid-run
 #   run_test.sh faultinject USWAP FAULT_INJECT_PROGRAM   refused allocations reach the program
 #                       as ENOMEM (USWAP_FAIL_INJECT, uswap/base/fault_inject.h), never a crash
 # MODE: sigbus | handler-thread; ACCESS: auto | user-mode-only.
@@ -340,6 +341,22 @@ nbd)
   cmp -s "$tmp/plain.out" "$tmp/paged.out" || fail "output differs after the server came back"
   [ "$(jq .job.failed_reads <<<"$json")" = 0 ] || fail "pages were lost: $(jq -c .job <<<"$json")"
   [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing came back from the NBD server"
+  # A server that stops answering with its socket open (SIGSTOP: a wedged or overloaded host, a
+  # partitioned network): every exchange with it, the handshakes of new connections included,
+  # is bounded by --backing-timeout, so the job ends, named, instead of waiting for it forever.
+  start_nbdkit 1G
+  "$uswap" run --limit 32M --pool-limit 16M --backing "$nbd_uri" --backing-timeout 3 \
+    --stats-dir "$tmp/sdw" --json \
+    -- "$prog" $((2 * n)) >"$tmp/paged.out" 2>"$tmp/paged.err" &
+  upid=$!
+  wait_for_writeback "$tmp/sdw" || fail "the job ended before the server could be stopped: $(tail -c 600 "$tmp/paged.err")"
+  kill -STOP "$nbdkit_pid"
+  wait_job $upid 120
+  kill -CONT "$nbdkit_pid"
+  echo "server stopped: exit $rc: $(grep 'uswap run:' "$tmp/paged.err" | grep -E 'could not|stopp' | head -3)"
+  [ $rc -ne 0 ] || fail "the program finished although its server never answered: $(cat "$tmp/paged.out")"
+  grep -q -E "could not be read back from --backing|could not be reached" "$tmp/paged.err" ||
+    fail "no message names the silent server: $(tail -c 800 "$tmp/paged.err")"
   # The server killed for good while the job runs: after --backing-timeout the job ends, named,
   # never with other bytes.
   start_nbdkit 1G

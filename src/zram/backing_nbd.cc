@@ -8,8 +8,10 @@
 // then, zram_pp.cc). Reads: a reader connection of their own when the export offers multi-conn
 // (its connections then see each other's acknowledged writes), otherwise the writer's.
 //
-// Loss: a connection found dead (server killed, network gone, a request outstanding past the
-// timeout, zram_options::backing_timeout_ms) is closed and made again after a backoff that
+// Loss: a connection found dead (server killed, network gone, a request or a handshake
+// outstanding past the timeout, zram_options::backing_timeout_ms: no exchange with the server
+// waits longer, so a server that accepts and never answers is a loss too, not a thread blocked
+// forever) is closed and made again after a backoff that
 // doubles from backoff_min_ms to backoff_max_ms; meanwhile writeback fails at once (the pages
 // stay in the pool), and a read waits for a new connection up to the timeout (the kernel nbd's
 // dead_conn_timeout) before it is EIO: a server that restarts or a network that comes back
@@ -52,27 +54,25 @@ namespace {
 // of resident memory in every program whether or not it writes back to an NBD export.
 struct libnbd_api {
   decltype(&::nbd_aio_command_completed) nbd_aio_command_completed = nullptr;
+  decltype(&::nbd_aio_connect_uri) nbd_aio_connect_uri = nullptr;
+  decltype(&::nbd_aio_disconnect) nbd_aio_disconnect = nullptr;
   decltype(&::nbd_aio_flush) nbd_aio_flush = nullptr;
   decltype(&::nbd_aio_in_flight) nbd_aio_in_flight = nullptr;
   decltype(&::nbd_aio_is_closed) nbd_aio_is_closed = nullptr;
   decltype(&::nbd_aio_is_dead) nbd_aio_is_dead = nullptr;
+  decltype(&::nbd_aio_is_ready) nbd_aio_is_ready = nullptr;
   decltype(&::nbd_aio_pread) nbd_aio_pread = nullptr;
   decltype(&::nbd_aio_pwrite) nbd_aio_pwrite = nullptr;
   decltype(&::nbd_can_flush) nbd_can_flush = nullptr;
   decltype(&::nbd_can_fua) nbd_can_fua = nullptr;
   decltype(&::nbd_can_multi_conn) nbd_can_multi_conn = nullptr;
   decltype(&::nbd_close) nbd_close = nullptr;
-  decltype(&::nbd_connect_uri) nbd_connect_uri = nullptr;
   decltype(&::nbd_create) nbd_create = nullptr;
-  decltype(&::nbd_flush) nbd_flush = nullptr;
   decltype(&::nbd_get_errno) nbd_get_errno = nullptr;
   decltype(&::nbd_get_error) nbd_get_error = nullptr;
   decltype(&::nbd_get_size) nbd_get_size = nullptr;
   decltype(&::nbd_is_read_only) nbd_is_read_only = nullptr;
   decltype(&::nbd_poll) nbd_poll = nullptr;
-  decltype(&::nbd_pread) nbd_pread = nullptr;
-  decltype(&::nbd_pwrite) nbd_pwrite = nullptr;
-  decltype(&::nbd_shutdown) nbd_shutdown = nullptr;
 };
 
 // The API, or why it could not be loaded (libnbd0 not installed).
@@ -88,6 +88,10 @@ const result<const libnbd_api*>& load_libnbd() {
     };
   a.nbd_aio_command_completed = reinterpret_cast<decltype(&::nbd_aio_command_completed)>(::dlsym(h, "nbd_aio_command_completed"));
   if (!a.nbd_aio_command_completed) return missing("nbd_aio_command_completed");
+  a.nbd_aio_connect_uri = reinterpret_cast<decltype(&::nbd_aio_connect_uri)>(::dlsym(h, "nbd_aio_connect_uri"));
+  if (!a.nbd_aio_connect_uri) return missing("nbd_aio_connect_uri");
+  a.nbd_aio_disconnect = reinterpret_cast<decltype(&::nbd_aio_disconnect)>(::dlsym(h, "nbd_aio_disconnect"));
+  if (!a.nbd_aio_disconnect) return missing("nbd_aio_disconnect");
   a.nbd_aio_flush = reinterpret_cast<decltype(&::nbd_aio_flush)>(::dlsym(h, "nbd_aio_flush"));
   if (!a.nbd_aio_flush) return missing("nbd_aio_flush");
   a.nbd_aio_in_flight = reinterpret_cast<decltype(&::nbd_aio_in_flight)>(::dlsym(h, "nbd_aio_in_flight"));
@@ -96,6 +100,8 @@ const result<const libnbd_api*>& load_libnbd() {
   if (!a.nbd_aio_is_closed) return missing("nbd_aio_is_closed");
   a.nbd_aio_is_dead = reinterpret_cast<decltype(&::nbd_aio_is_dead)>(::dlsym(h, "nbd_aio_is_dead"));
   if (!a.nbd_aio_is_dead) return missing("nbd_aio_is_dead");
+  a.nbd_aio_is_ready = reinterpret_cast<decltype(&::nbd_aio_is_ready)>(::dlsym(h, "nbd_aio_is_ready"));
+  if (!a.nbd_aio_is_ready) return missing("nbd_aio_is_ready");
   a.nbd_aio_pread = reinterpret_cast<decltype(&::nbd_aio_pread)>(::dlsym(h, "nbd_aio_pread"));
   if (!a.nbd_aio_pread) return missing("nbd_aio_pread");
   a.nbd_aio_pwrite = reinterpret_cast<decltype(&::nbd_aio_pwrite)>(::dlsym(h, "nbd_aio_pwrite"));
@@ -108,12 +114,8 @@ const result<const libnbd_api*>& load_libnbd() {
   if (!a.nbd_can_multi_conn) return missing("nbd_can_multi_conn");
   a.nbd_close = reinterpret_cast<decltype(&::nbd_close)>(::dlsym(h, "nbd_close"));
   if (!a.nbd_close) return missing("nbd_close");
-  a.nbd_connect_uri = reinterpret_cast<decltype(&::nbd_connect_uri)>(::dlsym(h, "nbd_connect_uri"));
-  if (!a.nbd_connect_uri) return missing("nbd_connect_uri");
   a.nbd_create = reinterpret_cast<decltype(&::nbd_create)>(::dlsym(h, "nbd_create"));
   if (!a.nbd_create) return missing("nbd_create");
-  a.nbd_flush = reinterpret_cast<decltype(&::nbd_flush)>(::dlsym(h, "nbd_flush"));
-  if (!a.nbd_flush) return missing("nbd_flush");
   a.nbd_get_errno = reinterpret_cast<decltype(&::nbd_get_errno)>(::dlsym(h, "nbd_get_errno"));
   if (!a.nbd_get_errno) return missing("nbd_get_errno");
   a.nbd_get_error = reinterpret_cast<decltype(&::nbd_get_error)>(::dlsym(h, "nbd_get_error"));
@@ -124,12 +126,6 @@ const result<const libnbd_api*>& load_libnbd() {
   if (!a.nbd_is_read_only) return missing("nbd_is_read_only");
   a.nbd_poll = reinterpret_cast<decltype(&::nbd_poll)>(::dlsym(h, "nbd_poll"));
   if (!a.nbd_poll) return missing("nbd_poll");
-  a.nbd_pread = reinterpret_cast<decltype(&::nbd_pread)>(::dlsym(h, "nbd_pread"));
-  if (!a.nbd_pread) return missing("nbd_pread");
-  a.nbd_pwrite = reinterpret_cast<decltype(&::nbd_pwrite)>(::dlsym(h, "nbd_pwrite"));
-  if (!a.nbd_pwrite) return missing("nbd_pwrite");
-  a.nbd_shutdown = reinterpret_cast<decltype(&::nbd_shutdown)>(::dlsym(h, "nbd_shutdown"));
-  if (!a.nbd_shutdown) return missing("nbd_shutdown");
     return &a;
   }();
   return loaded;
@@ -166,18 +162,63 @@ struct header_id {
   bool operator==(const header_id&) const = default;
 };
 
-// A connected handle to `uri`, or the reason there is none.
-result<nbd_handle*> connect_uri(const std::string& uri) {
+bool is_dead(nbd_handle* h) noexcept {
+  return api().nbd_aio_is_dead(h) == 1 || api().nbd_aio_is_closed(h) == 1;
+}
+
+// Runs h's state machine (nbd_poll) until done() or the deadline. Every exchange with a server
+// goes through here: none waits past the device's timeout, so a server that accepts a
+// connection and then never answers (stopped, wedged, behind a partitioned network) costs the
+// timeout, never a thread forever. A dead connection is `dead_errno` unless libnbd says better.
+template <class Done>
+status poll_until(nbd_handle* h, uint64_t timeout_ms, Done done, const std::string& what,
+                  int dead_errno = ECONNRESET) {
+  const uint64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    if (done()) return {};
+    if (is_dead(h)) return error(libnbd_errno(dead_errno), what + ": " + libnbd_error());
+    const uint64_t now = now_ms();
+    if (now >= deadline)
+      return error(ETIMEDOUT, what + ": no answer within " + std::to_string(timeout_ms) + " ms");
+    if (api().nbd_poll(h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
+        is_dead(h))
+      return error(libnbd_errno(dead_errno), what + ": " + libnbd_error());
+  }
+}
+
+// A connected handle to `uri` (the handshake done within timeout_ms), or the reason there is
+// none.
+result<nbd_handle*> connect_uri(const std::string& uri, uint64_t timeout_ms) {
   if (!load_libnbd().ok()) return load_libnbd().error();
   nbd_handle* h = api().nbd_create();
   if (!h) return error(ENOMEM, "backing_dev: nbd_create: " + libnbd_error());
-  if (api().nbd_connect_uri(h, uri.c_str()) == -1) {
-    const int err = libnbd_errno(ECONNREFUSED);
-    status st = error(err, "backing_dev: connect to " + uri + ": " + libnbd_error());
+  const std::string what = "backing_dev: connect to " + uri;
+  status st;
+  if (api().nbd_aio_connect_uri(h, uri.c_str()) == -1)
+    st = error(libnbd_errno(ECONNREFUSED), what + ": " + libnbd_error());
+  else
+    st = poll_until(
+        h, timeout_ms, [h] { return api().nbd_aio_is_ready(h) == 1; }, what, ECONNREFUSED);
+  if (!st.ok()) {
     api().nbd_close(h);
     return st;
   }
   return h;
+}
+
+// Tells the server goodbye (NBD_CMD_DISC) when the connection is up, waits a moment for it to
+// close (never longer), and frees the handle.
+void disconnect_and_close(nbd_handle* h) noexcept {
+  constexpr uint64_t goodbye_ms = 1000;
+  if (api().nbd_aio_is_ready(h) == 1 && api().nbd_aio_disconnect(h, 0) == 0) {
+    try {
+      (void)poll_until(
+          h, goodbye_ms, [h] { return api().nbd_aio_is_closed(h) == 1; }, "disconnect");
+    } catch (const std::bad_alloc&) {
+      // No memory for the message of a failed goodbye: close without it.
+    }
+  }
+  api().nbd_close(h);
 }
 
 struct connection {
@@ -185,10 +226,6 @@ struct connection {
   nbd_handle* h = nullptr;  // under lock; nullptr while not connected
   bool had = false;         // under lock: was connected before (a new one is a reconnect)
 };
-
-bool is_dead(nbd_handle* h) noexcept {
-  return api().nbd_aio_is_dead(h) == 1 || api().nbd_aio_is_closed(h) == 1;
-}
 
 class nbd_backing_dev final : public backing_dev {
  public:
@@ -205,10 +242,7 @@ class nbd_backing_dev final : public backing_dev {
   }
   ~nbd_backing_dev() override {
     for (connection* c : {&writer_, &reader_})
-      if (c->h) {
-        api().nbd_shutdown(c->h, 0);
-        api().nbd_close(c->h);
-      }
+      if (c->h) disconnect_and_close(c->h);
   }
 
   void write_blocks(std::span<backing_write> batch) override;
@@ -227,7 +261,7 @@ class nbd_backing_dev final : public backing_dev {
   void lose(connection& c, const status& why);
   // Waits for the commands whose cookies are >= 0, setting their results; a dead connection or
   // the deadline is the returned error (the results not yet set are left as they are).
-  status wait(connection& c, std::span<int64_t> cookies, std::span<status> results);
+  status wait(nbd_handle* h, std::span<int64_t> cookies, std::span<status> results);
   void note_error(const status& st) {
     std::lock_guard<mutex> g(error_lock_);
     last_error_ = std::string(st.message());
@@ -259,9 +293,22 @@ class nbd_backing_dev final : public backing_dev {
 
 status nbd_backing_dev::check_header(nbd_handle* h, bool first) {
   alignas(8) uint8_t block[page_size];
-  if (api().nbd_pread(h, block, page_size, header_block_ << page_shift, 0) == -1)
-    return error(libnbd_errno(EIO), "backing_dev: read the header of " + uri_ + ": " +
-                                        libnbd_error());
+  // One request, waited for within the timeout (a handle whose request is still out when this
+  // fails is closed by the caller, so nothing writes into `block` afterwards).
+  auto one = [&](int64_t cookie, const char* what) -> status {
+    const std::string about = std::string("backing_dev: ") + what + " the header of " + uri_;
+    if (cookie == -1) return error(libnbd_errno(EIO), about + ": " + libnbd_error());
+    status result;
+    if (status st = wait(h, {&cookie, 1}, {&result, 1}); !st.ok())
+      return error(st.code(), about + ": " + std::string(st.message()));
+    if (!result.ok()) return error(result.code(), about + ": " + std::string(result.message()));
+    return {};
+  };
+  if (status st = one(api().nbd_aio_pread(h, block, page_size, header_block_ << page_shift,
+                                          NBD_NULL_COMPLETION, 0),
+                      "read");
+      !st.ok())
+    return st;
   header_id found;
   const bool labelled = std::memcmp(block, header_magic, sizeof header_magic) == 0;
   if (labelled) std::memcpy(found.uuid, block + sizeof header_magic, sizeof found.uuid);
@@ -283,10 +330,14 @@ status nbd_backing_dev::check_header(nbd_handle* h, bool first) {
   std::memcpy(block, header_magic, sizeof header_magic);
   std::memcpy(block + sizeof header_magic, fresh.uuid, sizeof fresh.uuid);
   const uint32_t fua = api().nbd_can_fua(h) == 1 ? LIBNBD_CMD_FLAG_FUA : 0;
-  if (api().nbd_pwrite(h, block, page_size, header_block_ << page_shift, fua) == -1 ||
-      (!fua && api().nbd_can_flush(h) == 1 && api().nbd_flush(h, 0) == -1))
-    return error(libnbd_errno(EIO), "backing_dev: write the header of " + uri_ + ": " +
-                                        libnbd_error());
+  if (status st = one(api().nbd_aio_pwrite(h, block, page_size, header_block_ << page_shift,
+                                           NBD_NULL_COMPLETION, fua),
+                      "write");
+      !st.ok())
+    return st;
+  if (!fua && api().nbd_can_flush(h) == 1)
+    if (status st = one(api().nbd_aio_flush(h, NBD_NULL_COMPLETION, 0), "flush"); !st.ok())
+      return st;
   id_ = fresh;
   return {};
 }
@@ -300,7 +351,7 @@ status nbd_backing_dev::ensure_connected(connection& c) {
     return error(EAGAIN, "backing_dev: NBD server " + uri_ + " unreachable (" + last_error_ +
                              "); trying again in " + std::to_string(at - now) + " ms");
   }
-  auto h = connect_uri(uri_);
+  auto h = connect_uri(uri_, timeout_ms_);
   if (h.ok() && static_cast<uint64_t>(std::max<int64_t>(api().nbd_get_size(*h), 0)) <
                     (nr_pages() << page_shift)) {
     api().nbd_close(*h);
@@ -341,14 +392,14 @@ void nbd_backing_dev::lose(connection& c, const status& why) {
   note_error(why);
 }
 
-status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
+status nbd_backing_dev::wait(nbd_handle* h, std::span<int64_t> cookies,
                              std::span<status> results) {
   const uint64_t deadline = now_ms() + timeout_ms_;
   for (;;) {
     bool pending = false;
     for (size_t i = 0; i < cookies.size(); ++i) {
       if (cookies[i] < 0) continue;
-      const int r = api().nbd_aio_command_completed(c.h, static_cast<uint64_t>(cookies[i]));
+      const int r = api().nbd_aio_command_completed(h, static_cast<uint64_t>(cookies[i]));
       if (r == 0) {
         pending = true;
         continue;
@@ -358,14 +409,14 @@ status nbd_backing_dev::wait(connection& c, std::span<int64_t> cookies,
       cookies[i] = -1;
     }
     if (!pending) return {};
-    if (is_dead(c.h))
+    if (is_dead(h))
       return error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
     const uint64_t now = now_ms();
     if (now >= deadline)
       return error(ETIMEDOUT, "backing_dev: " + uri_ + " did not answer within " +
                                   std::to_string(timeout_ms_) + " ms");
-    if (api().nbd_poll(c.h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
-        is_dead(c.h))
+    if (api().nbd_poll(h, static_cast<int>(std::min<uint64_t>(deadline - now, 1000))) == -1 &&
+        is_dead(h))
       return error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
   }
 }
@@ -393,14 +444,14 @@ void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
     fetch_max(max_in_flight_, static_cast<uint64_t>(n));
     in_flight_.store(static_cast<uint64_t>(n), std::memory_order_relaxed);
   }
-  status dead = wait(writer_, cookies, results);
+  status dead = wait(writer_.h, cookies, results);
   in_flight_.store(0, std::memory_order_relaxed);
   if (dead.ok() && !use_fua_ && can_flush_) {
     int64_t flush = api().nbd_aio_flush(writer_.h, NBD_NULL_COMPLETION, 0);
     status flushed;
     if (flush == -1) flushed = error(libnbd_errno(EIO), "backing_dev: flush " + uri_ + ": " +
                                                            libnbd_error());
-    else dead = wait(writer_, {&flush, 1}, {&flushed, 1});
+    else dead = wait(writer_.h, {&flush, 1}, {&flushed, 1});
     // Without a flush nothing of the batch is known to be durable.
     if (dead.ok() && !flushed.ok()) dead = flushed;
   }
@@ -446,7 +497,7 @@ status nbd_backing_dev::read_once(connection& c, uint64_t block, void* page, boo
   status result;
   if (cookie == -1)
     result = error(libnbd_errno(EIO), "backing_dev: read from " + uri_ + ": " + libnbd_error());
-  status dead = wait(c, {&cookie, 1}, {&result, 1});
+  status dead = wait(c.h, {&cookie, 1}, {&result, 1});
   if (dead.ok() && is_dead(c.h))
     dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
   if (!dead.ok()) {
@@ -488,7 +539,7 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
 
 void nbd_backing_dev::after_fork_child() noexcept {
   // The handles share their sockets with the parent's: close them without a word on the wire
-  // (nbd_close sends nothing; nbd_shutdown would disconnect the parent) and connect afresh on
+  // (nbd_close sends nothing; a goodbye, NBD_CMD_DISC, would disconnect the parent) and connect afresh on
   // first use. The locks may have been held by parent threads that do not exist here.
   for (connection* c : {&writer_, &reader_}) {
     c->lock.~mutex();
@@ -527,11 +578,10 @@ result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri
                                                           zram_block_allocator* shared,
                                                           uint64_t timeout_ms) {
   if (shared) size_bytes = shared->nr_blocks() << page_shift;
-  auto h = connect_uri(uri);
+  auto h = connect_uri(uri, timeout_ms);
   if (!h.ok()) return h.error();
   auto close_with = [&](status st) {
-    api().nbd_shutdown(*h, 0);
-    api().nbd_close(*h);
+    disconnect_and_close(*h);
     return st;
   };
   const int64_t export_bytes = api().nbd_get_size(*h);
@@ -569,11 +619,10 @@ namespace uswap {
 result<uint64_t> zram_remote_backing_blocks(const std::string& spec) {
   if (!zram_detail::backing_dev::is_nbd_uri(spec))
     return error(EINVAL, "backing_dev: " + spec + " is not an NBD URI");
-  auto h = zram_detail::connect_uri(spec);
+  auto h = zram_detail::connect_uri(spec, zram_options{}.backing_timeout_ms);
   if (!h.ok()) return h.error();
   const int64_t bytes = zram_detail::api().nbd_get_size(*h);
-  zram_detail::api().nbd_shutdown(*h, 0);
-  zram_detail::api().nbd_close(*h);
+  zram_detail::disconnect_and_close(*h);
   if (bytes < 2 * static_cast<int64_t>(page_size))
     return error(EINVAL, "backing_dev: " + spec + " has fewer than two whole pages");
   return (static_cast<uint64_t>(bytes) >> page_shift) - 1;

@@ -1,12 +1,16 @@
 // zram writeback to a remote NBD export (backing_nbd.cc) against a real server, nbdkit memory:
 // pages reach the server and read back, freed blocks are reused, a killed server turns into EIO
 // (never other bytes) while new pages stay in the pool, a restarted server resumes writeback,
-// a forked child reads through a connection of its own, batches are in flight together.
+// a forked child reads through a connection of its own, batches are in flight together, a
+// server that accepts and never answers costs the timeout.
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -377,6 +381,97 @@ TEST(NbdBacking, ABatchIsInFlightTogetherOnASlowServer) {
     ASSERT_TRUE(dev->read_page(i, got).ok());
     ASSERT_EQ(std::memcmp(page, got, page_size), 0);
   }
+}
+
+// A Unix socket that takes connections (the kernel queues them) and never answers: what a
+// stopped or wedged server, or one behind a partitioned network, looks like to a client.
+class silent_listener {
+ public:
+  explicit silent_listener(const std::string& path) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+    ::unlink(path.c_str());
+    ok_ = fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+          ::listen(fd_, 512) == 0;
+  }
+  ~silent_listener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  silent_listener(const silent_listener&) = delete;
+  silent_listener& operator=(const silent_listener&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Every exchange with the server is bounded by backing_timeout_ms: the handshake of a first
+// connection and of a reconnection, the header check, reads and writeback. Before, a server that
+// accepted and never answered held the connecting thread in libnbd's synchronous
+// nbd_connect_uri forever (and under `uswap run` every fault waiting for writeback with it).
+TEST(NbdBacking, AServerThatAcceptsAndNeverAnswersCostsTheTimeoutNotForever) {
+  testing::temp_dir dir{"uswap-zram-nbd-silent-"};
+  {
+    const std::string path = dir.path() + "/silent.sock";
+    silent_listener silent(path);
+    ASSERT_TRUE(silent.ok()) << ::strerror(errno);
+    zram_options o;
+    o.disksize = 16 * page_size;
+    o.backing_dev = "nbd+unix:///?socket=" + path;
+    o.backing_timeout_ms = 300;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto d = zram_device::create(o);
+    ASSERT_FALSE(d.ok()) << "a device over a server that never answered";
+    EXPECT_EQ(d.error().code(), ETIMEDOUT) << d.error().to_string();
+    EXPECT_LT(seconds_since(t0), 10.0) << "the handshake waited far past the 300 ms timeout";
+  }
+  // A server that was there, then is replaced on its socket by one that never answers: reads
+  // of its pages are EIO and writeback fails, each within a bounded time.
+  nbdkit_memory server("16M");
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 128, zram_lock_mode::slot_bitlock, 300);
+  ASSERT_TRUE(dev);
+  fill(*dev, 0, 64, 41);
+  ASSERT_GT(writeback_idle(*dev), 40u);
+  server.kill9();
+  silent_listener silent(server.socket());
+  ASSERT_TRUE(silent.ok()) << ::strerror(errno);
+  alignas(8) uint8_t page[page_size];
+  uint64_t wb_page = 0;
+  while (wb_page < 64 && dev->slot_info(wb_page)->kind != zram_slot_kind::written_back) ++wb_page;
+  ASSERT_LT(wb_page, 64u);
+  auto t0 = std::chrono::steady_clock::now();
+  const status r = dev->read_page(wb_page, page);
+  EXPECT_EQ(r.code(), EIO) << r.to_string();
+  EXPECT_LT(seconds_since(t0), 10.0) << "a read waited far past the 300 ms timeout";
+  EXPECT_NE(dev->backing_stat().last_error.find("no answer within 300 ms"), std::string::npos)
+      << "the read never tried the silent server: " << dev->backing_stat().last_error;
+  // The writer's connection, found dead by its first batch, is made again once the backoff
+  // allows: to the silent server, which must cost a batch the timeout only.
+  fill(*dev, 64, 64, 43);
+  bool writer_tried = false;
+  for (int attempt = 0; attempt < 40 && !writer_tried; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    dev->mark_idle();
+    t0 = std::chrono::steady_clock::now();
+    auto n = dev->writeback({.type = zram_writeback_type::idle, .first_page = 64,
+                             .nr_pages = 64, .max_pages = 0});
+    ASSERT_FALSE(n.ok()) << "writeback to a server that never answered succeeded";
+    EXPECT_LT(seconds_since(t0), 10.0) << "writeback waited far past the 300 ms timeout";
+    writer_tried = n.error().message().find("no answer within 300 ms") != std::string::npos;
+  }
+  EXPECT_TRUE(writer_tried) << "writeback never tried the silent server";
+  EXPECT_FALSE(dev->backing_stat().connected);
+  // Nothing that was not written back was lost on the way.
+  expect_pages(*dev, 64, 64, 43);
+  zram_test::expect_stats_match_table(*dev);
 }
 
 TEST(NbdBacking, BadTargetsAreClearErrors) {
