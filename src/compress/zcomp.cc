@@ -44,23 +44,28 @@ constexpr size_t max_spares = 64;
 }  // namespace
 
 struct zcomp::registry {
+  // The spare list's room is taken once, here, with the zcomp (inside a pager's own code when
+  // a pager makes it): release() runs in an exiting thread's destructors, as the program's
+  // code, where an allocation is the program's and, under `uswap run`, lands in the paged
+  // arena. A spare list there deadlocked: take_spare's erase faulted on its evicted buffer
+  // with `lock` held, and the fault's page lock was held by an evicting thread waiting for
+  // `lock` to get its first stream.
+  registry() { spares.reserve(max_spares); }
+
   std::mutex lock;
   std::atomic<bool> alive{true};
   std::vector<std::unique_ptr<stream_slot>> streams;  // under lock
 
-  std::vector<stream_slot*> spares;  // under lock; each also in `streams`
+  std::vector<stream_slot*> spares;  // under lock; each also in `streams`; room for max_spares
 
   // Called by the owning thread at exit: its stream becomes a spare (or is freed beyond
   // max_spares), if the zcomp still exists.
   void release(stream_slot* s) {
     std::lock_guard<std::mutex> g(lock);
     if (!alive.load(std::memory_order_relaxed)) return;  // already freed with the zcomp
-    try {
-      if (spares.size() < max_spares) {
-        spares.push_back(s);
-        return;
-      }
-    } catch (const std::bad_alloc&) {
+    if (spares.size() < max_spares) {
+      spares.push_back(s);  // within the reserved capacity: never allocates
+      return;
     }
     auto it = std::find_if(streams.begin(), streams.end(),
                            [s](const std::unique_ptr<stream_slot>& p) { return p.get() == s; });

@@ -2,10 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <latch>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "uswap/compress/page_fill.h"
@@ -298,6 +303,62 @@ TEST(Zcomp, AThreadReusesItsStreamAndNestingGetsASecondOne) {
   ASSERT_TRUE(s2.ok());
   EXPECT_NE(&**s2, first);
   EXPECT_EQ((*z2)->nr_streams(), 1u);
+}
+
+// Allocations (operator new) made by a thread that set counting_allocations: its thread_local
+// destructors run after its function returns and still see the flag (trivially destructible).
+thread_local bool counting_allocations = false;
+std::atomic<unsigned> counted_allocations{0};
+
+}  // namespace
+}  // namespace uswap
+
+// A replacement pair over malloc/free: GCC cannot see that they match.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(std::size_t n) {
+  if (uswap::counting_allocations) uswap::counted_allocations.fetch_add(1);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
+
+namespace uswap {
+namespace {
+
+// A thread's exit gives its stream to the spare list without allocating: under `uswap run` the
+// exiting thread's destructors are the program's code, whose allocations land in the paged
+// arena, and a spare list there deadlocked a job (zcomp.cc, registry). Before the room was
+// reserved, the list grew by reallocation at the 1st, 2nd, 3rd, 5th, 9th... exit.
+TEST(Zcomp, AThreadsExitGivesItsStreamBackWithoutAllocating) {
+  auto z = zcomp::create("lz4");
+  ASSERT_TRUE(z.ok());
+  counted_allocations.store(0);
+  // Forty threads each take a stream while all the others hold theirs (so each makes one),
+  // then all exit: forty spares.
+  constexpr unsigned threads = 40;
+  std::latch all_hold(threads);
+  std::atomic<unsigned> failed{0};
+  std::vector<std::thread> ts;
+  for (unsigned i = 0; i < threads; ++i)
+    ts.emplace_back([&] {
+      {
+        auto s = (*z)->stream_get();
+        if (!s.ok()) failed.fetch_add(1);
+        all_hold.arrive_and_wait();
+      }
+      counting_allocations = true;  // from here: the cache's destructor gives the stream back
+    });
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(failed.load(), 0u);
+  EXPECT_EQ((*z)->nr_streams(), threads);
+  EXPECT_EQ(counted_allocations.load(), 0u)
+      << "a thread's exit allocated while giving its stream back";
+  // The spares serve the next threads: no new stream.
+  std::thread([&] { EXPECT_TRUE((*z)->stream_get().ok()); }).join();
+  EXPECT_EQ((*z)->nr_streams(), threads);
 }
 
 TEST(Zcomp, AMovedStreamIsPutOnce) {
