@@ -313,7 +313,11 @@ std::atomic<unsigned> counted_allocations{0};
 }  // namespace
 }  // namespace uswap
 
-// A replacement pair over malloc/free: GCC cannot see that they match.
+// A replacement pair over malloc/free: GCC cannot see that they match. Not under
+// AddressSanitizer, whose own operator new the libraries' objects come from (freeing them here
+// is its alloc-dealloc-mismatch): there the test is skipped.
+#if !defined(__SANITIZE_ADDRESS__)
+#define USWAP_COUNT_ALLOCATIONS 1
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
@@ -324,6 +328,7 @@ void* operator new(std::size_t n) {
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
+#endif
 
 namespace uswap {
 namespace {
@@ -333,6 +338,9 @@ namespace {
 // arena, and a spare list there deadlocked a job (zcomp.cc, registry). Before the room was
 // reserved, the list grew by reallocation at the 1st, 2nd, 3rd, 5th, 9th... exit.
 TEST(Zcomp, AThreadsExitGivesItsStreamBackWithoutAllocating) {
+#if !defined(USWAP_COUNT_ALLOCATIONS)
+  GTEST_SKIP() << "allocations are not counted under AddressSanitizer";
+#endif
   auto z = zcomp::create("lz4");
   ASSERT_TRUE(z.ok());
   counted_allocations.store(0);
