@@ -14,8 +14,9 @@
 // forever) is closed and made again after a backoff that
 // doubles from backoff_min_ms to backoff_max_ms; meanwhile writeback fails at once (the pages
 // stay in the pool), and a read waits for a new connection up to the timeout (the kernel nbd's
-// dead_conn_timeout) before it is EIO: a server that restarts or a network that comes back
-// within it costs the program a pause, not its memory. Whether the
+// dead_conn_timeout) before it is EIO, the reads after it at once until a connection is made
+// again: a server that restarts or a network that comes back within it costs the program a
+// pause, not its memory. Whether the
 // server on the other end still holds what was written is decided by a header block, as the
 // kernel's swap area has its header page (SWAPSPACE2 and a uuid): the export's last block holds
 // a magic and a uuid, and every new connection reads it. The same uuid: the data is there (the
@@ -285,6 +286,9 @@ class nbd_backing_dev final : public backing_dev {
   std::atomic<uint64_t> max_in_flight_{0}, in_flight_{0}, drops_{0};
   std::atomic<uint64_t> retry_at_ms_{0}, backoff_ms_{0};
   std::atomic<bool> connected_{true};
+  // A read waited the whole timeout for a connection and got none: reads fail without waiting
+  // until one is made (cleared by ensure_connected).
+  std::atomic<bool> gave_up_{false};
   mutex header_lock_;
   header_id id_;  // under header_lock_
   mutable mutex error_lock_;
@@ -378,6 +382,7 @@ status nbd_backing_dev::ensure_connected(connection& c) {
   backoff_ms_.store(0, std::memory_order_relaxed);
   retry_at_ms_.store(0, std::memory_order_relaxed);
   connected_.store(true, std::memory_order_relaxed);
+  gave_up_.store(false, std::memory_order_relaxed);
   return {};
 }
 
@@ -517,14 +522,19 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
   std::lock_guard<mutex> g(c.lock);
   // The page is the reader's memory: a server that is gone may come back (restarted over its
   // storage, a network that heals), so a read waits for a new connection up to the timeout,
-  // trying at the backoff's times, before it says EIO.
+  // trying at the backoff's times, before it says EIO. Once one read has waited that long in
+  // vain, the next ones try once and fail at once until a connection is made again (the kernel
+  // nbd's dead_conn_timeout, after which it marks the device disconnected): a thousand lost
+  // pages cost one timeout, not a thousand.
   const uint64_t give_up = now_ms() + timeout_ms_;
   for (;;) {
     bool retry = false;
     status st = read_once(c, block, page, &retry);
     if (st.ok()) return {};
     const uint64_t now = now_ms();
-    if (!retry || now >= give_up) {
+    const bool waited_in_vain = retry && now >= give_up;
+    if (!retry || waited_in_vain || gave_up_.load(std::memory_order_relaxed)) {
+      if (waited_in_vain) gave_up_.store(true, std::memory_order_relaxed);
       read_failures_.fetch_add(1, std::memory_order_relaxed);
       note_error(st);
       return st;
