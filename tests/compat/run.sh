@@ -166,8 +166,12 @@ run_one() {
   chmod 644 "$script"
   # In the background, so that a signal to the driver is handled at once (see the end).
   as_user "bash $(printf %q "$script")" &
-  wait $!
+  local run_pid=$! watcher
+  watch_run "$meta" "$limit_s" "$run_pid" &
+  watcher=$!
+  wait $run_pid
   rc=$?
+  wait $watcher
   if [ -n "$run_user" ] && [ "$(stat -c %U "$meta/stdout" 2>/dev/null)" != "$run_user" ]; then
     reasons+=("the $kind run did not run as $run_user (its stdout belongs to $(stat -c %U "$meta/stdout" 2>&1))")
   fi
@@ -181,6 +185,38 @@ run_one() {
   if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && awk -v w="$wall" -v t="$limit_s" 'BEGIN { exit !(w >= t - 1) }'; then
     timed_out=1
   fi
+}
+
+# watch_run META TIMEOUT PID: a run still going 4 s before its timeout is either slow or stuck,
+# and after the kill nothing tells which: record, while it still runs, how much CPU each of its
+# processes used over one second and every thread's stack (gdb; the kernel's where gdb is
+# missing), in META/stacks. Ends as soon as the run does.
+watch_run() {
+  local meta=$1 pid=$3 deadline=$((SECONDS + $2 - 4))
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt "$deadline" ]; do sleep 0.5; done
+  kill -0 "$pid" 2>/dev/null || return 0
+  local top procs="" p t after
+  top=$(cat "$meta/pid" 2>/dev/null) || return 0
+  tree() { local c; for c in $(pgrep -P "$1"); do procs+=" $c"; tree "$c"; done; }
+  tree "$top"
+  ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+  declare -A before
+  for p in $procs; do before[$p]=$(ticks "$p"); done
+  sleep 1
+  {
+    for p in $procs; do
+      after=$(ticks "$p")
+      echo "=== pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-100)): $((after - ${before[$p]:-0})) CPU ticks in the last second"
+      if command -v gdb >/dev/null; then
+        timeout 30 gdb -p "$p" -batch -nx -ex "thread apply all bt" 2>/dev/null |
+          awk '/^Thread/ { if (line) print line; line = "  " $1 " " $2 ":" } /^#/ { f = ($3 == "in") ? $4 : $2; line = line " " f } END { if (line) print line }'
+      else
+        for t in /proc/"$p"/task/*; do
+          echo "  thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(tr '\n' ' ' <"$t/stack" 2>/dev/null | cut -c1-300)"
+        done
+      fi
+    done
+  } >"$meta/stacks" 2>&1
 }
 
 # stop_runs: end what is left of the case's runs (the driver was interrupted): timeout, a child
@@ -477,6 +513,10 @@ run_case() {
       excerpt "$dir/program.stderr" 5
     fi
     [ -z "$json_line" ] || echo "     uswap JSON: $(printf %s "$json_line" | cut -c1-600)"
+    if [ $timed_out -eq 1 ] && [ -s "$dir/uswap.out/stacks" ]; then
+      echo "     4 s before the timeout (CPU used, then each thread's stack, innermost first):"
+      cut -c1-400 "$dir/uswap.out/stacks" | sed 's/^/     /'
+    fi
   fi
   [ "$result" = ok ]
 }
