@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -104,6 +105,15 @@ result<std::unique_ptr<job_supervisor>> job_supervisor::create(const options& o)
     const int fd = ::open(o.backing.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return error(errno, "--backing " + o.backing + ": " + std::strerror(errno));
     s->backing_fd_ = fd;
+    // Two jobs writing back into one file would hand each other's pages out (a checksum
+    // mismatch, SIGBUS at best): the file is this job's while it runs, as swapon makes a swap
+    // file the kernel's (EBUSY). The members open it through /proc/PID/fd and take no lock.
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0)
+      return error(errno == EWOULDBLOCK ? EBUSY : errno,
+                   "--backing " + o.backing + ": " +
+                       (errno == EWOULDBLOCK ? std::string("in use by another uswap run (each job "
+                                                           "needs a backing file of its own)")
+                                             : std::string(std::strerror(errno))));
     struct stat st {};
     if (::fstat(fd, &st) != 0) return error(errno, "--backing " + o.backing + ": " + std::strerror(errno));
     uint64_t size = o.backing_size ? o.backing_size : static_cast<uint64_t>(st.st_size);

@@ -236,12 +236,14 @@ result<unsigned> job::join(pid_t pid, std::string_view comm) {
   return slot;
 }
 
-result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages) {
+result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes) {
   lock_guard g(*this);
   if (s_->charge + pages > s_->limit_pages)
     return error(EAGAIN, "job: the child's share does not fit under the limit");
   auto slot = take_slot_locked(slot_child, parent, 0, "(fork)", pages);
   if (!slot) return slot;
+  s_->members[*slot].stat[JOB_RESIDENT].store(pages, std::memory_order_relaxed);
+  s_->members[*slot].stat[JOB_POOL_BYTES].store(pool_bytes, std::memory_order_relaxed);
   s_->charge += pages;
   s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
   fetch_max(s_->peak_charge, s_->charge);
@@ -400,12 +402,14 @@ void job::publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_
   member& m = s_->members[slot];
   for (unsigned k = 0; k < JOB_STAT_COUNT; ++k) m.stat[k].store(stat[k], std::memory_order_relaxed);
   m.last_active_ns.store(now_ns, std::memory_order_relaxed);
-  // The footprint peak is the job's, summed over live members at this moment.
+  // The footprint peak is the job's, summed over live members and children about to run (a
+  // copy of their parent) at this moment.
   uint64_t resident = 0, pool = 0;
   const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
   for (unsigned i = 0; i < hint; ++i) {
     const member& o = s_->members[i];
-    if (o.state.load(std::memory_order_relaxed) != slot_live) continue;
+    const uint32_t state = o.state.load(std::memory_order_relaxed);
+    if (state != slot_live && state != slot_child) continue;
     resident += o.stat[JOB_RESIDENT].load(std::memory_order_relaxed);
     pool += o.stat[JOB_POOL_BYTES].load(std::memory_order_relaxed);
   }
@@ -479,9 +483,11 @@ uint64_t job::blocks_in_use() const noexcept {
 uint64_t job::pool_bytes() const noexcept {
   uint64_t sum = 0;
   const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
-  for (unsigned i = 0; i < hint; ++i)
-    if (s_->members[i].state.load(std::memory_order_relaxed) == slot_live)
+  for (unsigned i = 0; i < hint; ++i) {
+    const uint32_t state = s_->members[i].state.load(std::memory_order_relaxed);
+    if (state == slot_live || state == slot_child)
       sum += s_->members[i].stat[JOB_POOL_BYTES].load(std::memory_order_relaxed);
+  }
   return sum;
 }
 

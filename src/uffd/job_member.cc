@@ -413,13 +413,19 @@ void pager::impl::reserve_child_share() noexcept {
     if (res > fit) shrink(res - fit, res - fit);
     trim_reservation(*jr, 0);
     // The child's copy of the zram device counts as a pool of its own: with a pool limit, this
-    // pool goes down to half of what the others leave (after the eviction above filled it).
+    // pool goes down to half of what the others leave (after the eviction above filled it), and
+    // the device may grow to that half only, in both processes (the child's copy inherits the
+    // device's limit), until each has seen the other's published size at a reclaim pass. A
+    // limit of what the others leave would let both store a pass into the whole of it first.
     if (const uint64_t pool_limit = jr->pool_limit_bytes()) {
       const uint64_t others_pool = others_pool_bytes(*jr);
-      balance_pool(*jr, pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0,
-                   pool_balance::locked);
+      const uint64_t half = pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0;
+      balance_pool(*jr, half, pool_balance::locked);
+      swap_device& dev = store->device();
+      (void)dev.set_mem_limit(std::max<uint64_t>({half, dev.stats().mem_used, page_size}));
     }
-    auto slot = jr->reserve_for_child(::getpid(), resident.load(std::memory_order_relaxed));
+    auto slot = jr->reserve_for_child(::getpid(), resident.load(std::memory_order_relaxed),
+                                      store->device().stats().mem_used);
     if (slot) {
       child_slot = static_cast<int>(*slot);
       return;

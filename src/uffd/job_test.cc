@@ -267,6 +267,34 @@ TEST(Job, AMemberUnderItsFairShareAsksTheLargestAboveIt) {
   EXPECT_EQ(j->signal(), SIGRTMAX - 2);
 }
 
+// A fork's child is a copy of its parent's resident pages and pool from the moment it exists:
+// the others' pool limits and the footprint count its slot before it runs (and publishes).
+TEST(Job, AChildNotYetRunningCountsItsCopyOfTheParentsPool) {
+  auto j = make_job(1000, 1 << 20);
+  ASSERT_TRUE(j);
+  auto parent = j->join(::getpid(), "parent");
+  ASSERT_TRUE(parent.ok());
+  uint64_t sp[JOB_STAT_COUNT] = {};
+  sp[JOB_RESIDENT] = 100;
+  sp[JOB_POOL_BYTES] = 300000;
+  ASSERT_EQ(j->try_reserve(*parent, 100, 100), 100u);
+  j->publish(*parent, sp, 1);
+  EXPECT_EQ(j->pool_bytes(), 300000u);
+  auto child = j->reserve_for_child(::getpid(), 100, 300000);
+  ASSERT_TRUE(child.ok()) << child.error().to_string();
+  EXPECT_EQ(j->pool_bytes(), 600000u) << "the child's copy of the pool was not counted";
+  EXPECT_EQ(j->published(*child, JOB_POOL_BYTES), 300000u);
+  j->publish(*parent, sp, 2);
+  EXPECT_EQ(j->view().peak_footprint, 200u * 4096 + 600000);
+  // Adopted, the child publishes its own figures over the copy's.
+  ASSERT_TRUE(j->adopt(*child, ::getpid(), "child").ok());
+  uint64_t sc[JOB_STAT_COUNT] = {};
+  sc[JOB_RESIDENT] = 100;
+  sc[JOB_POOL_BYTES] = 1000;
+  j->publish(*child, sc, 3);
+  EXPECT_EQ(j->pool_bytes(), 301000u);
+}
+
 TEST(Job, StatisticsSumLiveMembersAndThoseThatLeft) {
   auto j = make_job(1000);
   ASSERT_TRUE(j);

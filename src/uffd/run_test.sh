@@ -161,6 +161,16 @@ cli)
     fail "the stopped job's footprint passed its limits: $(tail -n 1 "$tmp/o")"
   "$uswap" run --limit 8M --backing "$tmp/b" -- true >"$tmp/o" 2>&1
   [ $? -eq 2 ] && grep -q "needs --pool-limit" "$tmp/o" || fail "--backing without --pool-limit: $(cat "$tmp/o")"
+  # A backing file is one job's: a second job over it is refused while the first runs.
+  "$uswap" run --limit 8M --pool-limit 2M --backing "$tmp/shared" --backing-size 16M -- sleep 3 >"$tmp/o1" 2>&1 &
+  first=$!
+  for _ in $(seq 50); do [ -s "$tmp/shared" ] && break; sleep 0.1; done
+  "$uswap" run --limit 8M --pool-limit 2M --backing "$tmp/shared" --backing-size 16M -- true >"$tmp/o" 2>&1
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "in use by another uswap run" "$tmp/o" || fail "a second job over one backing file was not refused (exit $rc): $(cat "$tmp/o")"
+  wait $first || fail "the job that held the backing file failed: $(cat "$tmp/o1")"
+  "$uswap" run --limit 8M --pool-limit 2M --backing "$tmp/shared" --backing-size 16M -- true >"$tmp/o" 2>&1 ||
+    fail "the backing file stayed taken after its job ended: $(cat "$tmp/o")"
   # --limit-per-process: no job in the summary or the JSON.
   "$uswap" run --limit 8M --limit-per-process --json -- true >"$tmp/o" 2>&1
   [ "$(tail -n 1 "$tmp/o" | jq 'has("job")')" = false ] || fail "--limit-per-process still made a job: $(cat "$tmp/o")"

@@ -193,7 +193,9 @@ class job {
   // --- fork.
   // A slot holding `pages` for the child of a fork `parent` is about to make; EAGAIN when they
   // do not fit under the limit (the parent evicts more and asks again), ENOSPC without a slot.
-  result<unsigned> reserve_for_child(pid_t parent, uint64_t pages);
+  // The slot publishes the child's copy at once (`pages` resident, `pool_bytes` of pool): the
+  // others' pool limits and the job's footprint count it before the child has run.
+  result<unsigned> reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes = 0);
   // The child takes the slot over as its own (its pid and name); EINVAL if the slot is not one
   // reserved for a child.
   status adopt(unsigned slot, pid_t pid, std::string_view comm);
@@ -246,8 +248,8 @@ class job {
   void retain_block(uint64_t block) noexcept;
   void release_block(uint64_t block) noexcept;
   uint64_t blocks_in_use() const noexcept;
-  // The members' compressed pools now, as they last published them, and one member's last
-  // published counter.
+  // The members' compressed pools now, as they last published them (a child not yet running
+  // with its parent's copy), and one member's last published counter.
   uint64_t pool_bytes() const noexcept;
   uint64_t published(unsigned slot, job_stat s) const noexcept;
 
