@@ -19,7 +19,9 @@
 #   --plain-only      only the plain runs: measure peak RSS and time, check exit status and output
 #   --keep            keep the scratch directory (its path is printed)
 #   --timeout-factor N, --min-timeout S: the uswap run may take N times as long as the plain
-#                     run (default 20), at least S seconds (default 60), at most 240 s
+#                     run (default 20), at least S seconds (default 120: it is there to
+#                     catch a stuck run, whose stacks it prints, not a slow one on a loaded
+#                     machine), at most 240 s
 #   CASE              case names (cases/NAME.sh); default: every case
 # Exit status: 0 when every case passed, 1 when one failed, 2 on bad usage. Interrupt it with
 # Ctrl-C, or a signal to its process group (kill -TERM -PGID): the case's runs and servers are
@@ -57,7 +59,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 uswap="" run_user="" results=${USWAP_COMPAT_RESULTS:-} append=0 cases_dir=$here/cases
-uswap_args=() plain_only=0 keep=0 timeout_factor=20 min_timeout=60 list=0 names=()
+uswap_args=() plain_only=0 keep=0 timeout_factor=20 min_timeout=120 list=0 names=()
 usage() { sed -n '2,/^[^#]/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
