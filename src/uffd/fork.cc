@@ -235,7 +235,7 @@ status pager::impl::after_fork_child() noexcept {
        {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
         &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated,
         &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
-        &c.wp_sweep_failures, &c.evict_wp_pages, &c.forks, &c.major_faults})
+        &c.wp_sweep_failures, &c.evict_wp_pages, &c.evict_wp_calls, &c.forks, &c.major_faults})
     ctr->store(0, std::memory_order_relaxed);
   for (std::atomic<uint64_t>& b : c.fault_hist) b.store(0, std::memory_order_relaxed);
   peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);

@@ -234,6 +234,9 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   if (o.handler_threads > 64) return error(EINVAL, "uffd: handler_threads must be 0..64");
   if (o.reclaim_batch < 1 || o.reclaim_batch > max_reclaim_batch)
     return error(EINVAL, "uffd: reclaim_batch must be 1..32");
+  if (o.reclaim_cluster < 1 || o.reclaim_cluster > max_reclaim_cluster ||
+      (o.reclaim_cluster & (o.reclaim_cluster - 1)) != 0)
+    return error(EINVAL, "uffd: reclaim_cluster must be a power of two, 1..64");
   if (o.readahead_max < 1 || o.readahead_max > max_readahead)
     return error(EINVAL, "uffd: readahead_max must be 1..16");
 
@@ -575,6 +578,7 @@ pager_stats pager::stats() const {
   s.compressed_bytes = ld(m.c.compressed_bytes);
   s.wp_sweeps = ld(m.c.wp_sweeps);
   s.evict_wp_pages = ld(m.c.evict_wp_pages);
+  s.evict_wp_calls = ld(m.c.evict_wp_calls);
   s.forks = ld(m.c.forks);
   s.job_reserved_pages = m.jlink.load(std::memory_order_relaxed) ? ld(m.reserved) : 0;
   s.job_requests_served = ld(m.job_requests_served);

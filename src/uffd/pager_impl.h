@@ -157,6 +157,14 @@ inline constexpr unsigned max_reclaim_pass = 256;
 #endif
 static_assert(max_reclaim_pass >= max_reclaim_batch);
 inline constexpr unsigned max_readahead = 16;
+inline constexpr unsigned max_reclaim_cluster = 64;
+// The most non-resident pages eviction locks at once to write-protect the victims on both sides
+// of them with one ioctl (evict_write_protect); with a pass's victims within TSan's 64 locks.
+#if defined(USWAP_TSAN)
+inline constexpr unsigned max_wp_hole_pages = 24;
+#else
+inline constexpr unsigned max_wp_hole_pages = 64;
+#endif
 // Write-protect sweeps per lap of the clock hand (lru_nr steps). One would do for eviction;
 // two make sure that between two visits of the hand to a page at least one sweep falls well
 // before the second visit, so that a page written all the time is seen written (one fault per
@@ -164,12 +172,16 @@ inline constexpr unsigned max_readahead = 16;
 inline constexpr unsigned sweeps_per_lap = 2;
 // Write tracking must pay for itself: a sweep costs one write-protect fault for every resident
 // page written before the hand reaches it, and buys second chances for pages written since.
-// When the write-protect faults since the last sweep outnumber the missing-page faults (the
-// paging itself), the working set does not fit well enough for references to save refaults
-// (a program writing all of its memory, as Python's reference counts do): the next sweep waits
-// twice as long, up to max_sweep_interval half-laps. When they fall below a quarter of them,
+// A write-protect fault costs about what a swap-in does (a signal or a round trip, and an ioctl
+// whose TLB flush is an IPI to every other CPU running the program), and a second chance saves
+// at most one refault, so most of them must save one. When the write-protect faults since the
+// last sweep pass 1/wp_fault_share of the missing-page faults (the paging itself), the working
+// set does not fit well enough for references to save that many (a program writing all of its
+// memory at random, as xz's match finder or Python's reference counts do): the next sweep waits
+// twice as long, up to max_sweep_interval half-laps. When they fall below a quarter of that,
 // the interval halves again, down to half a lap.
 inline constexpr unsigned max_sweep_interval = 64;
+inline constexpr uint64_t wp_fault_share = 16;
 
 // Fault flags, from the x86 page-fault error code (SIGBUS mode) or the uffd message.
 inline constexpr unsigned FAULT_FLAG_WRITE = 1;
@@ -304,7 +316,7 @@ struct pager::impl {
     std::atomic<uint64_t> swap_outs{0}, clean_evictions{0}, zero_evictions{0};
     std::atomic<uint64_t> reclaim_passes{0}, scanned{0}, rotated{0}, overcharges{0};
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
-    std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0};
+    std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0}, evict_wp_calls{0};
     std::atomic<uint64_t> forks{0};
     std::atomic<uint64_t> major_faults{0};  // faults that read their page back (pgmajfault)
     // Fault latency, four buckets per power of two of nanoseconds (latency_bucket).
@@ -523,6 +535,20 @@ struct pager::impl {
   // Evicts at least nr_min pages (fewer only when nothing more is evictable), at most nr_max.
   uint64_t shrink(uint64_t nr_min, uint64_t nr_max) noexcept;
   unsigned shrink_batch(unsigned batch) noexcept;
+  // Pages a scan gave a second chance, for isolate_cluster: a one-hash Bloom filter on the
+  // stack (a false yes leaves a neighbour on the clock, nothing worse).
+  struct spared_filter {
+    static constexpr unsigned bits = 16384;
+    uint64_t w[bits / 64] = {};
+    static unsigned hash(uint32_t idx) noexcept { return (idx * 2654435761u) >> (32 - 14); }
+    void add(uint32_t idx) noexcept { w[hash(idx) / 64] |= uint64_t{1} << (hash(idx) % 64); }
+    bool may_contain(uint32_t idx) const noexcept {
+      return (w[hash(idx) / 64] >> (hash(idx) % 64)) & 1;
+    }
+  };
+  static_assert(spared_filter::bits == 1u << 14);
+  unsigned isolate_cluster(uint32_t idx, uint32_t* victims, unsigned nv, unsigned batch,
+                           const spared_filter& spared) noexcept;
   // Evicts victims[0, n): sorted, each page-locked and isolated by the caller; lets their page
   // locks go. Returns how many left memory. Its steps, in order (reclaim.cc):
   unsigned evict(uint32_t* victims, unsigned n) noexcept;

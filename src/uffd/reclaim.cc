@@ -132,9 +132,9 @@ bool pager::impl::sweep() noexcept {
     wp_faults_at_sweep = wp;
     faults_at_sweep = f;
     const unsigned iv = sweep_interval.load(std::memory_order_relaxed);
-    if (dwp > df && iv < max_sweep_interval)
+    if (wp_fault_share * dwp > df && iv < max_sweep_interval)
       sweep_interval.store(iv * 2, std::memory_order_relaxed);
-    else if (4 * dwp < df && iv > 1)
+    else if (4 * wp_fault_share * dwp < df && iv > 1)
       sweep_interval.store(iv / 2, std::memory_order_relaxed);
   }
   // acq_rel: a pin or unpin whose own RMW of sweep_started came first is seen below
@@ -179,12 +179,14 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
   if (opts.track_writes && sweep_wanted.load(std::memory_order_relaxed)) sweep();
   uint32_t victims[max_reclaim_pass];
   unsigned nv = 0;
+  const unsigned cluster = opts.reclaim_cluster;
+  spared_filter spared;
   {
     std::lock_guard g(lru_lock);
     // At most one lap: a page spared in this scan must not come round again in it, so the scan
     // stops when the hand returns to the first page it spared.
     const uint64_t max_scan = std::min<uint64_t>(4 * batch, lru_nr);
-    uint64_t scanned = 0;
+    uint64_t scanned = 0, neighbours = 0;
     uint32_t first_spared = lru_nil;
     while (nv < batch && scanned < max_scan && lru_head != lru_nil && lru_head != first_spared) {
       const uint32_t idx = lru_head;
@@ -198,17 +200,26 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
         if (st & (PG_referenced | PG_active))
           ptes[idx].fetch_and(~((st & PG_active) ? PG_active : PG_referenced),
                               std::memory_order_relaxed);
+        if (cluster > 1) spared.add(idx);
         if (first_spared == lru_nil) first_spared = idx;
         lru_head = lru_next[idx];
         c.rotated.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      lru_del_locked(idx);
+        lru_del_locked(idx);
       ptes[idx].fetch_or(PG_isolated, std::memory_order_relaxed);
       victims[nv++] = idx;
+      if (cluster > 1) {
+        const unsigned before = nv;
+        nv = isolate_cluster(idx, victims, nv, batch, spared);
+        neighbours += nv - before;
+      }
     }
     c.scanned.fetch_add(scanned, std::memory_order_relaxed);
     if (opts.track_writes) {
+      // A lap of the clock is lru_nr pages past the hand or off the clock: neighbours taken
+      // with a victim count, or a lap would take more sweeps to come round than the hand.
+      scanned += neighbours;
       const uint64_t since = scanned_since_sweep.fetch_add(scanned, std::memory_order_relaxed);
       const uint64_t interval = lru_nr * sweep_interval.load(std::memory_order_relaxed) /
                                 sweeps_per_lap;
@@ -245,6 +256,33 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
   if (nl == 0) return 0;
   std::sort(victims, victims + nl);
   return evict(victims, nl);
+}
+
+// The victim's neighbours in its aligned window of opts.reclaim_cluster pages go with it, as the
+// kernel reclaims a large folio whole, unless they are active (referenced twice, or refaulted
+// soon after an eviction: a page used often is active most of the time, and one taken all the
+// same refaults active), pinned, locked, isolated, or were spared earlier in this scan
+// (`spared` may say yes for a page that was not, which only leaves it). A neighbour referenced
+// once goes: the window's protection and drop are then one ioctl each instead of one per page
+// (an IPI each), which pays for the odd early eviction. Returns the new victim count, at most
+// `batch`.
+unsigned pager::impl::isolate_cluster(uint32_t idx, uint32_t* victims, unsigned nv,
+                                      unsigned batch, const spared_filter& spared) noexcept {
+  USWAP_ASSERT_HELD(lru_lock);
+  const uint64_t cluster = opts.reclaim_cluster;
+  const uint64_t first = idx & ~(cluster - 1);
+  const uint64_t last = std::min<uint64_t>(first + cluster, nr_pages);
+  for (uint64_t j = first; j < last && nv < batch; ++j) {
+    if (j == idx) continue;
+    const uint64_t st = ptes[j].load(std::memory_order_relaxed);
+    if (!(st & PG_lru) || (st & (PG_active | PG_isolated)) || ps_pins(st) ||
+        page_lock::is_locked(ptes[j]) || spared.may_contain(static_cast<uint32_t>(j)))
+      continue;
+    lru_del_locked(j);
+    ptes[j].fetch_or(PG_isolated, std::memory_order_relaxed);
+    victims[nv++] = static_cast<uint32_t>(j);
+  }
+  return nv;
 }
 
 void pager::impl::putback(const uint32_t* v, unsigned n) noexcept {
@@ -306,17 +344,53 @@ void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
       page_lock::set_bits(ptes[v[i]], PG_uffd_wp);  // a failed victim goes back protected
   }
   if (nwp) c.evict_wp_pages.fetch_add(nwp, std::memory_order_relaxed);
-  for_each_run(
-      v, n, [&](unsigned i) { return needs_wp[i]; },
-      [&](unsigned i, unsigned len) {
-        const int r = uffd->writeprotect(page_addr(v[i]), uint64_t{len} << page_shift, true);
-        for (unsigned j = i; j < i + len; ++j) {
-          if (r == 0)
-            page_lock::set_bits(ptes[v[j]], PG_uffd_wp);
-          else
-            p.kind[j] = eviction_pass::failed;
+  // One ioctl per run of victims, a run spanning the holes between them: pages with no PTE
+  // (none or swapped out), which the kernel's walk skips, locked for the call so that no fault
+  // maps one meanwhile (a pinned page there would be protected against the system call it was
+  // pinned for). A run stays inside one mapping: the range must be registered throughout.
+  uint32_t holes[max_wp_hole_pages];
+  unsigned i = 0;
+  while (i < n) {
+    if (!needs_wp[i]) {
+      ++i;
+      continue;
+    }
+    auto m = find_mapping(v[i]);
+    const uint64_t mapping_end = m == mappings.end() ? v[i] + 1 : m->first + m->second.pages;
+    unsigned nh = 0, end = i + 1;  // victims [i, end) are covered so far
+    for (unsigned j = i + 1; j < n && v[j] < mapping_end; ++j) {
+      const uint32_t gap = v[j] - v[j - 1] - 1;
+      if (nh + gap > max_wp_hole_pages) break;
+      unsigned taken = 0;
+      for (uint32_t h = v[j - 1] + 1; h < v[j]; ++h) {
+        if (!page_lock::try_lock(ptes[h], &page_class)) break;
+        if (ps_state(page_lock::load_data(ptes[h])) == PS_MAPPED) {
+          page_lock::unlock(ptes[h]);
+          break;
         }
-      });
+        holes[nh + taken++] = h;
+      }
+      if (taken != gap) {
+        for (unsigned k = 0; k < taken; ++k) page_lock::unlock(ptes[holes[nh + k]]);
+        break;
+      }
+      nh += gap;
+      // Victims that need no protection extend a run only to reach one that does.
+      if (needs_wp[j]) end = j + 1;
+    }
+    const int r = uffd->writeprotect(page_addr(v[i]), uint64_t{v[end - 1] - v[i] + 1} << page_shift,
+                                     true);
+    for (unsigned k = 0; k < nh; ++k) page_lock::unlock(ptes[holes[k]]);
+    for (unsigned j = i; j < end; ++j) {
+      if (!needs_wp[j]) continue;
+      if (r == 0)
+        page_lock::set_bits(ptes[v[j]], PG_uffd_wp);
+      else
+        p.kind[j] = eviction_pass::failed;
+    }
+    c.evict_wp_calls.fetch_add(1, std::memory_order_relaxed);
+    i = end;
+  }
 }
 
 // 2. Copy out, compress, store. A clean swap-cache page already has its copy.

@@ -145,6 +145,12 @@ struct pager_options {
   // build): a fault over the limit reclaims down to that low watermark, so the system calls and
   // TLB flushes of eviction are shared by more pages.
   unsigned reclaim_batch = 32;
+  // Eviction's unit in pages, a power of two 1..64. A page the clock picks to evict takes with
+  // it the neighbours in its aligned window of this many pages that are on the clock and not
+  // active, as the kernel reclaims a large folio whole: a window's victims are write-protected
+  // with one ioctl, one TLB flush, where scattered pages cost one each (an IPI to every other
+  // CPU running the program). 1: page by page. Default 16.
+  unsigned reclaim_cluster = 16;
   // Largest readahead / fault-around window in pages, 1..16; 1 turns readahead off. Default 8
   // (the kernel's page-cluster 3).
   unsigned readahead_max = 8;
@@ -208,6 +214,8 @@ struct pager_stats {
   uint64_t wp_sweeps = 0;            // write-protect sweeps over all mappings (track_writes)
   uint64_t evict_wp_pages = 0;       // victims write-protected one run at a time by eviction,
                                      // because they were made writable since the last sweep
+  uint64_t evict_wp_calls = 0;       // the write-protect ioctls eviction made for them (each a
+                                     // TLB flush: an IPI to every other CPU running the program)
   uint64_t forks = 0;                // fork()s this pager was copied by (the parent's count)
   // In a job (join_job): pages reserved from it now, the reclaim requests this member served
   // and the times it waited for another member to make room.
