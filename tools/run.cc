@@ -52,6 +52,7 @@ struct run_config {
   bool json = false;
   bool allow_unrouted = false;
   bool no_write_tracking = false;
+  unsigned reclaim_cluster = 16;  // pager_options::reclaim_cluster
   bool per_process = false;  // --limit-per-process: no job, each process its own limit
   uint64_t pool_limit = 0;   // the job's compressed pools (0: none)
   std::string backing;       // the file pools write back into past pool_limit
@@ -243,6 +244,9 @@ int check_options(const run_config& c) {
     problem = "--pool-limit must be at least 256K";
   else if (c.backing_timeout == 0)
     problem = "--backing-timeout must be at least 1 second";
+  else if (c.reclaim_cluster < 1 || c.reclaim_cluster > 64 ||
+           (c.reclaim_cluster & (c.reclaim_cluster - 1)) != 0)
+    problem = "--reclaim-cluster must be a power of two, 1..64";
   if (problem.empty()) return 0;
   std::cerr << "uswap run: " << problem << "\n";
   return 2;
@@ -277,6 +281,7 @@ int check_routable(const run_config& c) {
   ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
   ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
   if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
+  ::setenv("USWAP_RECLAIM_CLUSTER", std::to_string(c.reclaim_cluster).c_str(), 1);
   ::setenv("USWAP_STATS_FILE", stats_path, 1);
   ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
   if (job_path.empty())
@@ -438,6 +443,10 @@ void add_run_command(CLI::App& app, command_table& table) {
                 "refusing it");
   sub->add_flag("--no-write-tracking", c.no_write_tracking,
                 "No write-protect sweeps: the clock sees references through faults only");
+  sub->add_option("--reclaim-cluster", c.reclaim_cluster,
+                  "Eviction's unit in pages (1, 2, 4 ... 64): a victim takes the neighbours of "
+                  "its aligned window that are not active, write-protected with one call")
+      ->capture_default_str();
   sub->add_flag("--json", c.json, "Print the statistics as JSON (the last line on stderr)");
   sub->add_option("command", c.command, "PROGRAM and its arguments, after --")->required();
   table.add(sub, [] { return run_program(c); });

@@ -133,6 +133,19 @@ cli)
   [ $? -eq 2 ] && grep -q "sigbus, handler-thread" "$tmp/o" || fail "bad --fault-mode: $(cat "$tmp/o")"
   "$uswap" run --limit 8M --comp gzip -- true >"$tmp/o" 2>&1
   [ $? -eq 2 ] || fail "bad --comp accepted"
+  "$uswap" run --limit 8M --reclaim-cluster 3 -- true >"$tmp/o" 2>&1
+  [ $? -eq 2 ] && grep -q "reclaim-cluster" "$tmp/o" || fail "bad --reclaim-cluster: $(cat "$tmp/o")"
+  # Page by page and in the largest windows, a program paged through 4x its limit reads back.
+  scatter='import random, zlib; r = random.Random(1); b = bytearray(32 << 20)
+for _ in range(200000): b[r.randrange(len(b))] += 1
+print(sum(b), zlib.crc32(b))'
+  want=$(python3 -c "$scatter")
+  for rc in 1 64; do
+    "$uswap" run --limit 8M --reclaim-cluster $rc --json -- python3 -c "$scatter" >"$tmp/o" 2>"$tmp/e" ||
+      fail "--reclaim-cluster $rc: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "--reclaim-cluster $rc printed $(cat "$tmp/o"), plain $want"
+    [ "$(json_field "$tmp/e" swap_outs)" -gt 0 ] || fail "--reclaim-cluster $rc: nothing was paged"
+  done
   "$uswap" run --limit 8M -- /nonexistent/program >"$tmp/o" 2>&1
   [ $? -eq 127 ] && grep -q "cannot run" "$tmp/o" || fail "missing program: $(cat "$tmp/o")"
   "$uswap" run --limit 8M -- sh -c 'exit 7' >"$tmp/o" 2>&1
