@@ -206,7 +206,7 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
         c.rotated.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-        lru_del_locked(idx);
+      lru_del_locked(idx);
       ptes[idx].fetch_or(PG_isolated, std::memory_order_relaxed);
       victims[nv++] = idx;
       if (cluster > 1) {
@@ -378,8 +378,8 @@ void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
       // Victims that need no protection extend a run only to reach one that does.
       if (needs_wp[j]) end = j + 1;
     }
-    const int r = uffd->writeprotect(page_addr(v[i]), uint64_t{v[end - 1] - v[i] + 1} << page_shift,
-                                     true);
+    const uint64_t span = uint64_t{v[end - 1] - v[i] + 1} << page_shift;
+    const int r = uffd->writeprotect(page_addr(v[i]), span, true);
     for (unsigned k = 0; k < nh; ++k) page_lock::unlock(ptes[holes[k]]);
     for (unsigned j = i; j < end; ++j) {
       if (!needs_wp[j]) continue;
