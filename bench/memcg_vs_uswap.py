@@ -229,6 +229,47 @@ class KernelSide:
                 return int(line.split()[1])
         return 0
 
+    def kmsg_lines(self):
+        """The kernel log as it is now (dmesg), to find what an OOM kill left in it."""
+        r = subprocess.run(["dmesg"], capture_output=True, text=True, errors="replace")
+        return r.stdout.splitlines() if r.returncode == 0 else []
+
+    def oom_report(self, before):
+        """Where and why the kernel's last OOM kill in this cgroup happened, from its report in
+        the kernel log (lines stamped after `before`, an earlier kmsg_lines()): the fault path that
+        charged (the first frame after the charge functions), and the cgroup's anon LRU lists
+        and swap at the kill, which say whether reclaim had anything it could evict."""
+        def stamp(line):
+            try:
+                return float(line[1:line.index("]")])
+            except ValueError:
+                return -1.0
+
+        # The log is a ring: what is new is what is stamped after its last line then.
+        since = stamp(before[-1]) if before else -1.0
+        lines = [l for l in self.kmsg_lines() if stamp(l) > since]
+        start = max((i for i, l in enumerate(lines) if "invoked oom-killer" in l), default=None)
+        if start is None:
+            return None
+        rep = {}
+        frames = [l.split("]", 1)[-1].strip().split("+")[0] for l in lines[start:start + 60]]
+        charge = [i for i, f in enumerate(frames) if "charge" in f]
+        if charge:
+            after = [f for f in frames[charge[-1] + 1:] if f and not f.startswith("?")]
+            faults = [f for f in after if f.startswith("do_")]
+            if after:
+                rep["fault_path"] = faults[0] if faults else after[0]
+            rep["charge"] = frames[charge[-1]]
+        name = os.path.basename(self.cgroup)
+        stats = max((i for i, l in enumerate(lines) if f"stats for /{name}" in l), default=None)
+        if stats is not None:
+            for l in lines[stats + 1:stats + 80]:
+                f = l.split("]", 1)[-1].split()
+                if len(f) == 2 and f[0] in ("active_anon", "inactive_anon", "swap", "rss",
+                                           "anon") and f[1].isdigit():
+                    rep[f[0]] = int(f[1])
+        return rep
+
     def pool_bytes(self):
         fields = read("/sys/block/zram0/mm_stat").split()
         return int(fields[2]) if len(fields) > 2 else 0
@@ -329,8 +370,11 @@ def main():
                         for side in order:
                             if side == "kernel":
                                 ooms = kernel.oom_kills()
+                                kmsg = kernel.kmsg_lines()
                                 res = run(kernel.join_argv(argv), env, work, a.timeout, kernel.pool_bytes)
                                 res["oom_kills"] = kernel.oom_kills() - ooms
+                                if res["oom_kills"]:
+                                    res["oom"] = kernel.oom_report(kmsg)
                             else:
                                 cmd = [uswap, "run", *a.uswap_arg, "--limit", str(limit), "--json", "--"] + argv
                                 res = run(cmd, env, work, a.timeout)
