@@ -11,10 +11,11 @@
 #   FAKE_SWAP_OUTS=N       report N swap-outs
 #   FAKE_ZRAM=N            report zram_mem_used_max N (bytes) instead of the peak
 #   FAKE_NO_HWM=1          report no vm_hwm_bytes (the harness then uses its own %M)
+#   FAKE_FILE_RSS=N        report file_rss_bytes N (file-backed pages at exit; default none)
 #   FAKE_SLEEP=S           sleep S seconds before running the program (a slow or hung run)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-FAKE_EXIT_DELTA=0 FAKE_STDOUT_EXTRA="" FAKE_NO_JSON=0 FAKE_SWAP_OUTS=1 FAKE_ZRAM="" FAKE_NO_HWM=0 FAKE_SLEEP=0
+FAKE_EXIT_DELTA=0 FAKE_STDOUT_EXTRA="" FAKE_NO_JSON=0 FAKE_SWAP_OUTS=1 FAKE_ZRAM="" FAKE_NO_HWM=0 FAKE_SLEEP=0 FAKE_FILE_RSS=
 # shellcheck disable=SC1091
 [ ! -f "$here/fake-uswap.conf" ] || . "$here/fake-uswap.conf"
 [ "${1:-}" = run ] || { echo "fake-uswap: only 'run' is implemented" >&2; exit 2; }
@@ -41,6 +42,7 @@ zram=${FAKE_ZRAM:-$hwm}
 if [ "$json" -eq 1 ] && [ "$FAKE_NO_JSON" -ne 1 ]; then
   hwm_field=",\"vm_hwm_bytes\":$hwm"
   [ "$FAKE_NO_HWM" -ne 1 ] || hwm_field=""
+  [ -z "$FAKE_FILE_RSS" ] || hwm_field="$hwm_field,\"file_rss_bytes\":$FAKE_FILE_RSS"
   printf '{"exit_status":%d,"processes":[{"pid":%d,"program":"%s","limit_bytes":%d,"peak_resident_bytes":%d,"zram_mem_used_max":%d,"swap_outs":%d,"swap_ins":0%s}]}\n' \
     "$rc" $$ "$(basename "$1")" "$limit" "$hwm" "$zram" "$FAKE_SWAP_OUTS" "$hwm_field" >&2
 fi

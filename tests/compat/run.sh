@@ -32,7 +32,9 @@
 # wall time, the largest single process's peak RSS, %M); then under uswap run with the limit at
 # half that peak (at least 8 MiB), and checks: the same exit status, the same output (stdout,
 # the files the case names, what its check step prints), every process's peak RSS at most
-# limit + its zram_mem_used_max + 48 MiB (the process's vm_hwm_bytes where uswap reports it; GNU
+# limit + its zram_mem_used_max + 48 MiB (the process's vm_hwm_bytes where uswap reports it, plus
+# its file-backed pages at exit, file_rss_bytes: VmHWM counts the program's mapped binary and
+# files, which no anonymous-memory limit governs, 40 MiB of node's own text; GNU
 # time's %M of the whole run against the largest zram_mem_used_max in any case, which also covers
 # processes uswap did not report), and that some process swapped out (swap_outs > 0). A case
 # whose plain peak is under 112 MiB fails as too small (the bound could not fail).
@@ -430,9 +432,9 @@ run_case() {
       done < <(jq -r --argjson L "$limit" --argjson S "$SLACK" '
         def mib: (. / 1048576 * 10 | round) as $t | "\($t / 10 | floor).\($t % 10) MiB";
         .[] | select(.vm_hwm_bytes != null)
-        | (.zram_mem_used_max // 0) as $z | ($L + $z + $S) as $b
+        | (.zram_mem_used_max // 0) as $z | (.file_rss_bytes // 0) as $f | ($L + $z + $f + $S) as $b
         | select(.vm_hwm_bytes > $b)
-        | "pid \(.pid) (\(.program)): peak RSS (VmHWM) \(.vm_hwm_bytes | mib) exceeds limit \($L | mib) + zram_mem_used_max \($z | mib) + 48 MiB = \($b | mib) by \((.vm_hwm_bytes - $b) | mib)"' \
+        | "pid \(.pid) (\(.program)): peak RSS (VmHWM) \(.vm_hwm_bytes | mib) exceeds limit \($L | mib) + zram_mem_used_max \($z | mib) + file-backed \($f | mib) + 48 MiB = \($b | mib) by \((.vm_hwm_bytes - $b) | mib)"' \
         <<<"$procs_json")
       # Write tracking pays for itself: a process's write-protect faults (a sweep's cost) never
       # outnumber its swap-ins ten to one, unless there are too few to matter (10k: ~10 ms).

@@ -142,7 +142,8 @@ void program_name(char* out, size_t len) noexcept {
     if (*p == '"' || *p == '\\' || static_cast<unsigned char>(*p) < 0x20) *p = '_';
 }
 
-uint64_t vm_hwm() noexcept {
+// A field of /proc/self/status in bytes (its figures are in kB), or 0.
+uint64_t status_bytes(const char* field) noexcept {
   const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[4096];
@@ -150,9 +151,10 @@ uint64_t vm_hwm() noexcept {
   ::close(fd);
   if (n <= 0) return 0;
   buf[n] = 0;
-  const char* p = strstr(buf, "VmHWM:");
-  return p ? strtoull(p + 6, nullptr, 10) * 1024 : 0;
+  const char* p = strstr(buf, field);
+  return p ? strtoull(p + strlen(field), nullptr, 10) * 1024 : 0;
 }
+uint64_t vm_hwm() noexcept { return status_bytes("VmHWM:"); }
 
 void append_line(const char* line, size_t n) noexcept {
   if (!g.stats_file) {
@@ -214,7 +216,7 @@ void write_stats(const char* event) noexcept {
       ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64 ",\"forks\":%" PRIu64
       ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
       ",\"reclaim_passes\":%" PRIu64 ",\"wp_sweeps\":%" PRIu64 ",\"evict_wp_pages\":%" PRIu64
-      ",\"evict_wp_calls\":%" PRIu64 "}\n",
+      ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64 "}\n",
       static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
       g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
@@ -224,7 +226,8 @@ void write_stats(const char* event) noexcept {
       st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns, st.overcharges,
       st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes,
       st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns,
-      st.reclaim_passes, st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls);
+      st.reclaim_passes, st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls,
+      status_bytes("RssFile:"));
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
