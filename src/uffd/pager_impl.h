@@ -538,15 +538,17 @@ struct pager::impl {
   // Pages a scan gave a second chance, for isolate_cluster: a one-hash Bloom filter on the
   // stack (a false yes leaves a neighbour on the clock, nothing worse).
   struct spared_filter {
-    static constexpr unsigned bits = 16384;
+    static constexpr unsigned log2_bits = 14;
+    static constexpr unsigned bits = 1u << log2_bits;
     uint64_t w[bits / 64] = {};
-    static unsigned hash(uint32_t idx) noexcept { return (idx * 2654435761u) >> (32 - 14); }
+    static unsigned hash(uint32_t idx) noexcept {
+      return (idx * 2654435761u) >> (32 - log2_bits);  // Fibonacci hashing: the top bits
+    }
     void add(uint32_t idx) noexcept { w[hash(idx) / 64] |= uint64_t{1} << (hash(idx) % 64); }
     bool may_contain(uint32_t idx) const noexcept {
       return (w[hash(idx) / 64] >> (hash(idx) % 64)) & 1;
     }
   };
-  static_assert(spared_filter::bits == 1u << 14);
   unsigned isolate_cluster(uint32_t idx, uint32_t* victims, unsigned nv, unsigned batch,
                            const spared_filter& spared) noexcept;
   // Evicts victims[0, n): sorted, each page-locked and isolated by the caller; lets their page

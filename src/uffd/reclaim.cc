@@ -357,7 +357,9 @@ void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
     }
     auto m = find_mapping(v[i]);
     const uint64_t mapping_end = m == mappings.end() ? v[i] + 1 : m->first + m->second.pages;
-    unsigned nh = 0, end = i + 1;  // victims [i, end) are covered so far
+    // Victims [i, end) are covered so far, with holes[0, nh_end) between them; holes[nh_end,
+    // nh) lie past v[end - 1], taken while looking for a further victim that needs protecting.
+    unsigned nh = 0, nh_end = 0, end = i + 1;
     for (unsigned j = i + 1; j < n && v[j] < mapping_end; ++j) {
       const uint32_t gap = v[j] - v[j - 1] - 1;
       if (nh + gap > max_wp_hole_pages) break;
@@ -376,11 +378,16 @@ void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
       }
       nh += gap;
       // Victims that need no protection extend a run only to reach one that does.
-      if (needs_wp[j]) end = j + 1;
+      if (needs_wp[j]) {
+        end = j + 1;
+        nh_end = nh;
+      }
     }
+    // Holes past the run are not in the call's range: let them go before it.
+    for (unsigned k = nh_end; k < nh; ++k) page_lock::unlock(ptes[holes[k]]);
     const uint64_t span = uint64_t{v[end - 1] - v[i] + 1} << page_shift;
     const int r = uffd->writeprotect(page_addr(v[i]), span, true);
-    for (unsigned k = 0; k < nh; ++k) page_lock::unlock(ptes[holes[k]]);
+    for (unsigned k = 0; k < nh_end; ++k) page_lock::unlock(ptes[holes[k]]);
     for (unsigned j = i; j < end; ++j) {
       if (!needs_wp[j]) continue;
       if (r == 0)
