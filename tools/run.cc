@@ -52,6 +52,7 @@ struct run_config {
   bool json = false;
   bool allow_unrouted = false;
   bool no_write_tracking = false;
+  bool background_reclaim = false;  // pager_options::background_reclaim (off: see the man page)
   unsigned reclaim_cluster = 16;  // pager_options::reclaim_cluster
   bool per_process = false;  // --limit-per-process: no job, each process its own limit
   uint64_t pool_limit = 0;   // the job's compressed pools (0: none)
@@ -281,6 +282,7 @@ int check_routable(const run_config& c) {
   ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
   ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
   if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
+  ::setenv("USWAP_BACKGROUND_RECLAIM", c.background_reclaim ? "1" : "0", 1);
   ::setenv("USWAP_RECLAIM_CLUSTER", std::to_string(c.reclaim_cluster).c_str(), 1);
   ::setenv("USWAP_STATS_FILE", stats_path, 1);
   ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
@@ -443,6 +445,9 @@ void add_run_command(CLI::App& app, command_table& table) {
                 "refusing it");
   sub->add_flag("--no-write-tracking", c.no_write_tracking,
                 "No write-protect sweeps: the clock sees references through faults only");
+  sub->add_flag("--background-reclaim", c.background_reclaim,
+                "A reclaim thread in each process evicts ahead of its faults (kswapd), so that "
+                "compression runs beside the program");
   sub->add_option("--reclaim-cluster", c.reclaim_cluster,
                   "Eviction's unit in pages (1, 2, 4 ... 64): a victim takes the neighbours of "
                   "its aligned window that are not active, write-protected with one call")

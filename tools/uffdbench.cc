@@ -55,6 +55,7 @@ struct bench_config {
   std::string comp = "lz4";
   fault_mode fault = fault_mode::sigbus;
   unsigned reclaim_batch = pager_options{}.reclaim_batch;
+  bool no_background_reclaim = false;
   bool no_kernel = false;
   bool verify = false;
   bool json = false;
@@ -115,6 +116,7 @@ side_result uswap_round(const bench_config& c, const std::vector<uint32_t>* orde
   o.comp_algorithm = c.comp;
   o.mode = c.fault;
   o.reclaim_batch = c.reclaim_batch;
+  o.background_reclaim = !c.no_background_reclaim;
   auto r = region::create(c.size, o);
   if (!r) {
     res.error = r.error().to_string();
@@ -411,6 +413,7 @@ int run_uffdbench(bench_config c) {
   rep.comp = c.comp;
   rep.fault_mode = std::string(to_string(c.fault));
   rep.reclaim_batch = c.reclaim_batch;
+  rep.background_reclaim = !c.no_background_reclaim;
   rep.kernel = !c.no_kernel;
   if (rep.kernel) {
     rep.kernel_device = ks.device();
@@ -436,6 +439,8 @@ void add_uffdbench_command(CLI::App& app, command_table& table) {
       ->capture_default_str();
   add_parsed_option(*sub, "--fault-mode", c.fault, parse_fault_mode,
                     std::string(to_string(c.fault)), "uswap side: sigbus or handler-thread");
+  sub->add_flag("--no-background-reclaim", c.no_background_reclaim,
+                "uswap side: faults over the limit evict for themselves (no kswapd thread)");
   sub->add_option("--reclaim-batch", c.reclaim_batch, "uswap side: pages evicted per reclaim pass")
       ->capture_default_str();
   sub->add_flag("--no-kernel", c.no_kernel, "Run the uswap side only (no root needed)");
@@ -476,6 +481,7 @@ nlohmann::json uffdbench_report::to_json() const {
                      {"comp", comp},
                      {"fault_mode", fault_mode},
                      {"reclaim_batch", reclaim_batch},
+                     {"background_reclaim", background_reclaim},
                      {"kernel_device", kernel_device},
                      {"kernel_cgroup", kernel_cgroup},
                      {"patterns", nlohmann::json::object()}};
@@ -503,7 +509,8 @@ nlohmann::json uffdbench_report::to_json() const {
 
 void uffdbench_report::print(std::ostream& out) const {
   out << "uswap uffdbench: usemem writes of " << (size >> 20) << " MiB, limit " << (limit >> 20)
-      << " MiB, " << comp << ", fault mode " << fault_mode << "; kernel: swap on /dev/"
+      << " MiB, " << comp << ", fault mode " << fault_mode << ", background reclaim "
+      << (background_reclaim ? "on" : "off") << "; kernel: swap on /dev/"
       << (kernel ? kernel_device : "-") << ", cgroup " << (kernel ? kernel_cgroup : "-") << "\n"
       << machine << ", " << date << "; rounds alternate uswap, kernel\n\n"
       << "pattern round  uswap MB/s (cpu s, swap-outs)   kernel MB/s (cpu s, pswpout)\n";

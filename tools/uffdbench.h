@@ -38,6 +38,7 @@ struct uffdbench_report {
   uint64_t size = 0, limit = 0;
   std::string comp, fault_mode;
   unsigned reclaim_batch = 0;
+  bool background_reclaim = false;  // the uswap side's pager_options::background_reclaim
   bool kernel = true;        // the kernel side was set up (not --no-kernel)
   std::string kernel_device, kernel_cgroup;
 

@@ -108,6 +108,14 @@ void pager::impl::charge(uint64_t n) noexcept {
     while (cur + n <= allowance) {
       if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
         fetch_max(peak_resident, cur + n);
+        // Close to the limit: background reclaim makes room before the next faults need it.
+        uint64_t room = allowance - (cur + n);
+        if (jr && room < kswapd_low_room()) {
+          const uint64_t limit = jr->limit_pages(), all = jr->charge();
+          room += limit > all ? limit - all : 0;
+          if (cur + n < job_fair_pages.load(std::memory_order_relaxed)) room = UINT64_MAX;
+        }
+        note_room(room);
         return;
       }
     }
@@ -129,7 +137,8 @@ void pager::impl::charge(uint64_t n) noexcept {
     // Over the limit: reclaim what is missing, and up to a pass (down to the low watermark
     // limit - reclaim_pass), so that the next faults find room without reclaiming one page
     // each and a pass's system calls are shared by many pages.
-    if (shrink(excess, std::max<uint64_t>(excess, reclaim_pass)) != 0) {
+    if (const uint64_t got = shrink(excess, std::max<uint64_t>(excess, reclaim_pass))) {
+      c.pgsteal_direct.fetch_add(got, std::memory_order_relaxed);
       fruitless = 0;
       continue;
     }

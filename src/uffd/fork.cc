@@ -157,7 +157,8 @@ status pager::impl::after_fork_child() noexcept {
   } clear_on_return;
   fork_generation = current_fork_generation();
   owner_pid = ::getpid();
-  forget_handlers();  // and the pool worker
+  forget_handlers();  // and the pool worker and kswapd
+  kswapd_kick.store(0, std::memory_order_relaxed);
   // pool_mu was copied held by this thread's parent (prepare_fork), with no waiter here.
   pool_mu.~mutex();
   new (&pool_mu) std::mutex();
@@ -235,7 +236,8 @@ status pager::impl::after_fork_child() noexcept {
        {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
         &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated,
         &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
-        &c.wp_sweep_failures, &c.evict_wp_pages, &c.evict_wp_calls, &c.forks, &c.major_faults})
+        &c.wp_sweep_failures, &c.evict_wp_pages, &c.evict_wp_calls, &c.forks, &c.major_faults,
+        &c.pgsteal_kswapd, &c.pgsteal_direct, &c.kswapd_wakeups})
     ctr->store(0, std::memory_order_relaxed);
   for (std::atomic<uint64_t>& b : c.fault_hist) b.store(0, std::memory_order_relaxed);
   peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -247,6 +249,7 @@ status pager::impl::after_fork_child() noexcept {
   if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
   g.unlock();
   start_pool_worker();
+  start_kswapd();
   return {};
 }
 

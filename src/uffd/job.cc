@@ -355,12 +355,17 @@ uint64_t job::usage(unsigned slot) const noexcept {
 
 uint64_t job::charge() const noexcept { return s_->charge_seen.load(std::memory_order_relaxed); }
 
-std::optional<job_target> job::request_reclaim(unsigned slot, uint64_t n) noexcept {
+uint64_t job::fair_share() const noexcept {
   unsigned live = 0;
   const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
   for (unsigned i = 0; i < hint; ++i)
     if (s_->members[i].state.load(std::memory_order_relaxed) == slot_live) ++live;
-  const uint64_t fair = s_->limit_pages / std::max(1u, live);
+  return s_->limit_pages / std::max(1u, live);
+}
+
+std::optional<job_target> job::request_reclaim(unsigned slot, uint64_t n) noexcept {
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  const uint64_t fair = fair_share();
   if (usage(slot) >= fair) return std::nullopt;
   unsigned best = job_max_members;
   uint64_t best_usage = fair;

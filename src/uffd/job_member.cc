@@ -186,9 +186,11 @@ bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noex
       }
       // The next round that ends after this kick says whether the worker made room.
       pool_waits.fetch_add(1, std::memory_order_relaxed);
-      const uint32_t r = pool_round.load(std::memory_order_acquire);
+      const uint32_t r = pool_round.load(std::memory_order_seq_cst);
       kick_pool_worker();
-      while (pool_round.load(std::memory_order_acquire) == r) futex_wait(&pool_round, r);
+      while (pool_round.load(std::memory_order_seq_cst) == r &&
+             pool_worker_on.load(std::memory_order_seq_cst))
+        futex_wait(&pool_round, r);
       return pool_round_shrank.load(std::memory_order_acquire);
     }
     case pool_balance::locked:
@@ -301,7 +303,9 @@ void pager::impl::pool_worker_loop() noexcept {
 }
 
 void pager::impl::start_pool_worker() noexcept {
-  if (pool_worker_on.load(std::memory_order_relaxed) || opts.backing_dev.empty()) return;
+  if (pool_worker_on.load(std::memory_order_relaxed) || opts.backing_dev.empty() ||
+      background_ended.load(std::memory_order_relaxed))
+    return;
   job_ref jr(*this);
   if (!jr || jr->pool_limit_bytes() == 0) return;
   pager_scope in_pager;
@@ -332,12 +336,18 @@ void pager::impl::start_pool_worker() noexcept {
 }
 
 void pager::impl::stop_pool_worker() noexcept {
-  if (!pool_worker_on.load(std::memory_order_relaxed)) return;
+  // One caller joins (stop_background_reclaim may race the destructor's call); faults see the
+  // worker gone from here on and balance the pool themselves.
+  if (!pool_worker_on.exchange(false, std::memory_order_seq_cst)) return;
   pool_worker_stop.store(true, std::memory_order_seq_cst);
   pool_kick.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(&pool_kick, 1);
   pool_worker.join();
-  pool_worker_on.store(false, std::memory_order_relaxed);
+  // A fault waiting for the end of a round (when_full) gets one that made no room: it saw the
+  // worker on before the exchange, so it read the round count before this increment.
+  pool_round_shrank.store(false, std::memory_order_release);
+  pool_round.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&pool_round, INT_MAX);
 }
 
 void pager::impl::trim_reservation(job& j, uint64_t keep) noexcept {
@@ -357,6 +367,7 @@ void pager::impl::publish_job_stats(job& j) noexcept {
   uint64_t v[JOB_STAT_COUNT] = {};
   const swap_backend_stats ps = store->stats();
   v[JOB_RESIDENT] = ld(resident);
+  job_fair_pages.store(j.fair_share(), std::memory_order_relaxed);
   v[JOB_SWAP_PAGES] = ps.used_slots;
   v[JOB_POOL_BYTES] = ps.device.mem_used;
   v[JOB_POOL_PEAK] = ps.device.mem_used_max;

@@ -136,6 +136,8 @@ void pager::impl::forget_handlers() noexcept {
   handlers.clear();
   new (&pool_worker) std::thread();
   pool_worker_on.store(false, std::memory_order_relaxed);
+  new (&kswapd) std::thread();
+  kswapd_on.store(false, std::memory_order_relaxed);
 }
 
 pager::impl::~impl() {
@@ -145,6 +147,7 @@ pager::impl::~impl() {
   if (child) {
     forget_handlers();
   } else {
+    stop_kswapd();
     stop_pool_worker();
     if (!handlers.empty()) {
       const uint64_t one = 1;
@@ -161,7 +164,11 @@ pager::impl::~impl() {
 }
 
 pager::pager(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
-pager::~pager() { leave_job(); }
+pager::~pager() {
+  // Background reclaim first: it charges and evicts through the job leave_job hands back.
+  if (!impl_->detached()) impl_->stop_kswapd();
+  leave_job();
+}
 
 namespace {
 
@@ -318,6 +325,7 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   }
   if (auto st = m->start_handlers(); !st.ok()) return st;
   if (o.on_fork == fork_policy::copy) fork_register(m.get());
+  m->start_kswapd();
   return std::shared_ptr<pager>(new pager(std::move(m)));
 }
 
@@ -555,6 +563,9 @@ pager_stats pager::stats() const {
   s.pages_scanned = ld(m.c.scanned);
   s.pages_rotated = ld(m.c.rotated);
   s.overcharges = ld(m.c.overcharges);
+  s.pgsteal_kswapd = ld(m.c.pgsteal_kswapd);
+  s.pgsteal_direct = ld(m.c.pgsteal_direct);
+  s.kswapd_wakeups = ld(m.c.kswapd_wakeups);
   s.pool_worker_rounds = ld(m.pool_rounds);
   s.pool_full_waits = ld(m.pool_waits);
   s.swap_out_failures = ld(m.c.swap_out_failures);

@@ -318,6 +318,7 @@ struct pager::impl {
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0}, evict_wp_calls{0};
     std::atomic<uint64_t> forks{0};
+    std::atomic<uint64_t> pgsteal_kswapd{0}, pgsteal_direct{0}, kswapd_wakeups{0};
     std::atomic<uint64_t> major_faults{0};  // faults that read their page back (pgmajfault)
     // Fault latency, four buckets per power of two of nanoseconds (latency_bucket).
     std::atomic<uint64_t> fault_hist[latency_buckets] = {};
@@ -339,6 +340,9 @@ struct pager::impl {
   std::atomic<uint64_t> reserved{0};
   std::atomic<bool> job_request_noted{false};  // a request arrived while in pager code
   std::atomic<uint64_t> charges_since_publish{0};
+  // The job's fair share when this member last published (job::fair_share): a charge wakes
+  // background reclaim only at or above it.
+  std::atomic<uint64_t> job_fair_pages{0};
   std::atomic<uint64_t> job_requests_served{0}, job_waits{0};
   // When a wait for room last came back empty-handed (coarse ns): for a second after, a full job
   // means evicting this pager's own pages, not waiting again at every fault.
@@ -363,6 +367,19 @@ struct pager::impl {
   std::atomic<uint32_t> pool_round{0};
   std::atomic<bool> pool_round_shrank{false};
   std::atomic<uint64_t> pool_rounds{0}, pool_waits{0};
+  // Background reclaim (kswapd.cc; the kernel's kswapd and its watermarks). A charge that
+  // leaves less than kswapd_low_room() pages of room wakes the thread (kswapd_kick, a futex word,
+  // counts wake-ups); it evicts until kswapd_high_room() pages are free and sleeps again. The
+  // Dekker between a charge (resident, then kswapd_idle) and the thread going to sleep
+  // (kswapd_idle, then resident), each side with a sequentially consistent fence, means no
+  // charge that leaves the room low is missed. kswapd_on: the thread runs in this process.
+  std::thread kswapd;
+  std::atomic<bool> kswapd_on{false};
+  std::atomic<bool> kswapd_stop{false};
+  std::atomic<bool> kswapd_idle{true};
+  // stop_background_reclaim() ran: neither this thread nor the pool worker starts again here.
+  std::atomic<bool> background_ended{false};
+  std::atomic<uint32_t> kswapd_kick{0};
   // Backing blocks retained for the child of the last fork, and the job slot reserved for it,
   // until fork() returned (fork_returned): released if the fork failed.
   std::vector<uint64_t> fork_blocks;
@@ -522,6 +539,31 @@ struct pager::impl {
   void stop_pool_worker() noexcept;
   void pool_worker_loop() noexcept;
   void kick_pool_worker() noexcept;
+  // Background reclaim's life (kswapd.cc): started by create and in a forked child, stopped by
+  // the destructor and stop_background_reclaim; a child forgets the parent's thread.
+  void start_kswapd() noexcept;
+  void stop_kswapd() noexcept;
+  void kswapd_loop() noexcept;
+  // The watermarks, in pages of room under the allowance (see background_reclaim).
+  uint64_t kswapd_low_room() const noexcept {
+    return std::min<uint64_t>(2 * uint64_t{reclaim_pass}, limit_pages / 32);
+  }
+  uint64_t kswapd_high_room() const noexcept {
+    return std::min<uint64_t>(3 * uint64_t{reclaim_pass}, limit_pages / 16);
+  }
+  // Pages this pager may still map before a fault must reclaim: its limit, or in a job its
+  // reservation and what the job has left, less what is resident. In a job, a member under its
+  // fair share has room whatever the job has left: its faults ask the larger members for room
+  // rather than evict their own (wait_for_job_room), and so does background reclaim.
+  uint64_t reclaim_room() const noexcept;
+  // After a charge that left `room` pages (fault.cc): wakes the thread if that is under the low
+  // watermark and it sleeps.
+  void note_room(uint64_t room) noexcept {
+    if (room >= kswapd_low_room() || !kswapd_on.load(std::memory_order_relaxed)) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // resident, then kswapd_idle
+    if (kswapd_idle.load(std::memory_order_relaxed)) wake_kswapd();
+  }
+  void wake_kswapd() noexcept;
   // A fault whose store a full pool refused while the backing server is unreachable (map_lock
   // held): waits up to opts.backing_timeout_ms for writeback to make room again. False when it
   // did not (or the job was stopped meanwhile).

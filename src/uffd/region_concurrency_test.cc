@@ -51,7 +51,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, RegionConcurrencyTest,
                          mode_name());
 
 // A region four times its limit, written and verified by 8 threads in rounds while eviction
-// (run by whichever thread's fault needs room) moves pages in and out under them.
+// (run by whichever thread's fault needs room, and by the pager's background reclaim thread)
+// moves pages in and out under them.
 TEST_P(RegionConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
   const uint64_t size = 16 * MiB / scale;
   auto rr = region::create(size, opts(size / 4, size));
@@ -85,6 +86,8 @@ TEST_P(RegionConcurrencyTest, EightThreadsVerifyARegionFourTimesItsLimit) {
   EXPECT_LE(s.peak_resident_pages, s.limit_pages) << describe(s);
   EXPECT_EQ(s.overcharges, 0u) << describe(s);
   EXPECT_GT(s.swap_outs, pages) << describe(s);
+  EXPECT_GT(s.pgsteal_kswapd, 0u) << "background reclaim never ran beside the faults: "
+                                  << describe(s);
   EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
 }
 

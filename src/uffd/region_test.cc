@@ -4,11 +4,13 @@
 // is returned, bad input is refused without damage.
 #include "uswap/uffd/region.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,15 @@ using namespace uffd_test;
 
 class RegionTest : public ::testing::TestWithParam<fault_mode> {
  protected:
+  // For tests that count what the clock does page by page (second chances, write-protect calls,
+  // one page's swap-ins): every eviction is then the faulting thread's own, in program order. A
+  // background reclaimer's passes land anywhere between two of the program's stores
+  // (region_concurrency_test.cc exercises it).
+  static pager_options one_reclaimer() {
+    pager_options o;
+    o.background_reclaim = false;
+    return o;
+  }
   std::unique_ptr<region> make(uint64_t size, uint64_t limit, pager_options o = {}) {
     o.mode = GetParam();
     o.limit = limit;
@@ -100,7 +111,7 @@ TEST_P(RegionTest, NeverWrittenPagesReadAsZerosAndTakeNoSwap) {
 }
 
 TEST_P(RegionTest, CleanRefaultedPagesAreDroppedWithoutCompression) {
-  auto r = make(4 * MiB, 1 * MiB);
+  auto r = make(4 * MiB, 1 * MiB, one_reclaimer());
   ASSERT_TRUE(r);
   auto* base = static_cast<uint8_t*>(r->data());
   const uint64_t pages = r->size() / page_size;
@@ -134,7 +145,7 @@ TEST_P(RegionTest, CleanRefaultedPagesAreDroppedWithoutCompression) {
 // it unreferenced (its refault then activates it, which buys it one more lap).
 TEST_P(RegionTest, WriteTrackingKeepsAHotPageResident) {
   auto run = [&](bool track) {
-    pager_options o;
+    pager_options o = one_reclaimer();
     o.track_writes = track;
     o.readahead_max = 1;
     auto r = make(8 * MiB, 1 * MiB, o);
@@ -163,7 +174,7 @@ TEST_P(RegionTest, WriteTrackingKeepsAHotPageResident) {
 // share of the paging's own faults (12,923 against 21,128 faults when the rule allowed one per
 // fault, 1,876 with 1/16, and the same swap-ins).
 TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
-  pager_options o;
+  pager_options o = one_reclaimer();
   o.readahead_max = 1;
   auto r = make(4 * MiB, 2 * MiB, o);
   auto* base = static_cast<volatile uint64_t*>(r->data());
@@ -186,7 +197,7 @@ TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
 // writes to swap-cache pages outnumber the evictions the kept copies spared, read refaults map
 // pages writable.
 TEST_P(RegionTest, ReadRefaultsStopKeepingSlotsWhenTheyAreWrittenAnyway) {
-  pager_options o;
+  pager_options o = one_reclaimer();
   o.track_writes = false;  // only the swap cache write-protects pages here
   o.readahead_max = 1;
   auto r = make(4 * MiB, 1 * MiB, o);
@@ -211,7 +222,7 @@ TEST_P(RegionTest, ReadRefaultsStopKeepingSlotsWhenTheyAreWrittenAnyway) {
 // eviction itself. Contents survive either way.
 TEST_P(RegionTest, VictimsCoveredByASweepNeedNoWriteProtectOfTheirOwn) {
   auto run = [&](bool track) {
-    pager_options o;
+    pager_options o = one_reclaimer();
     o.track_writes = track;
     o.reclaim_cluster = 1;  // victims the clock picked, not their neighbours mapped since
     auto r = make(8 * MiB, 1 * MiB, o);
@@ -239,7 +250,7 @@ TEST_P(RegionTest, VictimsCoveredByASweepNeedNoWriteProtectOfTheirOwn) {
 // cost about one call per victim page by page and a fraction of that in windows of 16.
 TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
   auto run = [&](unsigned cluster) {
-    pager_options o;
+    pager_options o = one_reclaimer();
     o.track_writes = false;
     o.reclaim_cluster = cluster;
     auto r = make(16 * MiB, 4 * MiB, o);
@@ -263,6 +274,108 @@ TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
   EXPECT_GE(single.evict_wp_calls * 4, single.evict_wp_pages * 3) << describe(single);
   EXPECT_LE(windows.evict_wp_calls * 4, windows.evict_wp_pages)
       << describe(windows) << " calls " << windows.evict_wp_calls;
+}
+
+// Background reclaim: a writer that stops inside the low watermark (a few pages under the limit)
+// never reaches the limit, so no fault reclaims; the pager's thread evicts below the watermark
+// on its own, and every page reads back.
+TEST_P(RegionTest, BackgroundReclaimMakesRoomBeforeTheLimitIsReached) {
+  pager_options o;
+  o.readahead_max = 1;  // exactly one page per fault: nothing maps ahead towards the limit
+  auto r = make(8 * MiB, 4 * MiB, o);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  // 1024 pages: a reclaim pass of 32, the low watermark 32 pages of room, the high one 64.
+  const uint64_t limit = r->owner().stats().limit_pages, filled = limit - 8;
+  for (uint64_t i = 0; i < filled; ++i) fill_page(base + i * page_size, i, 0);
+  pager_stats s = r->owner().stats();
+  for (int ms = 0; ms < 30'000 && s.resident_pages + 32 > limit; ++ms) {
+    const timespec one_ms{0, 1000 * 1000};
+    ::nanosleep(&one_ms, nullptr);
+    s = r->owner().stats();
+  }
+  EXPECT_LE(s.resident_pages + 32, limit) << describe(s);
+  EXPECT_GE(s.kswapd_wakeups, 1u) << describe(s);
+  EXPECT_GE(s.pgsteal_kswapd, 24u) << describe(s);
+  EXPECT_EQ(s.pgsteal_direct, 0u) << "a fault reclaimed under the limit: " << describe(s);
+  EXPECT_LE(s.peak_resident_pages, filled) << describe(s);
+  EXPECT_EQ(s.swap_outs + s.clean_evictions + s.zero_evictions, s.pgsteal_kswapd) << describe(s);
+  for (uint64_t i = 0; i < filled; ++i)
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
+// The thread is the pager's only one in sigbus mode, and stop_background_reclaim ends it for
+// good (what unshare(CLONE_NEWUSER) needs): the process has its threads of before, and faults
+// over the limit reclaim for themselves.
+TEST_P(RegionTest, BackgroundReclaimIsOneThreadAndStopsForGood) {
+  auto tasks = [] {
+    uint64_t n = 0;
+    if (DIR* d = ::opendir("/proc/self/task")) {
+      while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+      ::closedir(d);
+    }
+    return n;
+  };
+  pager_options off;
+  off.background_reclaim = false;
+  uint64_t without = 0;
+  {
+    auto r = make(8 * MiB, 1 * MiB, off);
+    ASSERT_TRUE(r);
+    without = tasks();
+  }
+  auto r = make(8 * MiB, 1 * MiB);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(tasks(), without + 1);
+  r->owner().stop_background_reclaim();
+  r->owner().stop_background_reclaim();  // idempotent
+  EXPECT_EQ(tasks(), without);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  for (uint64_t i = 0; i < pages; ++i)
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+  const pager_stats s = r->owner().stats();
+  EXPECT_EQ(s.pgsteal_kswapd, 0u) << describe(s);
+  EXPECT_GE(s.pgsteal_direct, pages - s.limit_pages) << describe(s);
+  EXPECT_LE(s.peak_resident_pages, s.limit_pages) << describe(s);
+  EXPECT_EQ(tasks(), without);
+}
+
+// A fork()ed child's pager starts a background reclaim thread of its own (the parent's is not
+// copied): it makes room in the child, the parent's copy of the pages untouched.
+TEST_P(RegionTest, AForkedChildReclaimsInTheBackgroundToo) {
+  pager_options o;
+  o.readahead_max = 1;
+  auto r = make(8 * MiB, 4 * MiB, o);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t limit = r->owner().stats().limit_pages, filled = limit - 8;
+  for (uint64_t i = 0; i < 64; ++i) fill_page(base + i * page_size, i, 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    for (uint64_t i = 0; i < filled; ++i) fill_page(base + i * page_size, i, 1);
+    pager_stats s = r->owner().stats();
+    for (int ms = 0; ms < 30'000 && s.resident_pages + 32 > limit; ++ms) {
+      const timespec one_ms{0, 1000 * 1000};
+      ::nanosleep(&one_ms, nullptr);
+      s = r->owner().stats();
+    }
+    if (s.pgsteal_kswapd < 24) ::_exit(1);
+    if (s.pgsteal_direct != 0) ::_exit(2);
+    for (uint64_t i = 0; i < filled; ++i)
+      if (!page_matches(base + i * page_size, i, 1)) ::_exit(3);
+    ::_exit(r->owner().check_invariants().ok() ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "see the _exit codes in the child";
+  for (uint64_t i = 0; i < 64; ++i)
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+  EXPECT_EQ(r->owner().stats().pgsteal_kswapd, 0u);
 }
 
 TEST_P(RegionTest, DiscardReadsZerosAndFreesSlots) {

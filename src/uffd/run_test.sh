@@ -146,6 +146,28 @@ print(sum(b), zlib.crc32(b))'
     [ "$(cat "$tmp/o")" = "$want" ] || fail "--reclaim-cluster $rc printed $(cat "$tmp/o"), plain $want"
     [ "$(json_field "$tmp/e" swap_outs)" -gt 0 ] || fail "--reclaim-cluster $rc: nothing was paged"
   done
+  # Background reclaim: with it the pager's thread evicts too (pgsteal_kswapd); without it (the
+  # default) every eviction is a fault's own, and the output is the same.
+  for br in on off; do
+    flag=; [ $br = on ] && flag=--background-reclaim
+    "$uswap" run --limit 8M $flag --json -- python3 -c "$scatter" >"$tmp/o" 2>"$tmp/e" ||
+      fail "background reclaim $br: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "background reclaim $br printed $(cat "$tmp/o"), plain $want"
+    ks=$(tail -n 1 "$tmp/e" | jq '[.processes[].pgsteal_kswapd] | add')
+    direct=$(tail -n 1 "$tmp/e" | jq '[.processes[].pgsteal_direct] | add')
+    if [ $br = on ]; then
+      [ "${ks:-0}" -gt 0 ] || fail "background reclaim evicted nothing: $(tail -c 600 "$tmp/e")"
+    else
+      [ "${ks:-1}" -eq 0 ] && [ "${direct:-0}" -gt 0 ] ||
+        fail "without --background-reclaim: kswapd $ks pages: $(tail -c 600 "$tmp/e")"
+    fi
+  done
+  # unshare(CLONE_NEWUSER) needs a single-threaded process: the shim ends the pager's thread
+  # first, so a program that makes a user namespace (unshare -U, bwrap) works under uswap run.
+  if unshare -U -r true 2>/dev/null; then
+    "$uswap" run --limit 8M --background-reclaim -- unshare -U -r sh -c 'echo uid $(id -u)' >"$tmp/o" 2>"$tmp/e"
+    [ "$(cat "$tmp/o")" = "uid 0" ] || fail "unshare -U under uswap run: $(cat "$tmp/o") $(tail -c 600 "$tmp/e")"
+  fi
   "$uswap" run --limit 8M -- /nonexistent/program >"$tmp/o" 2>&1
   [ $? -eq 127 ] && grep -q "cannot run" "$tmp/o" || fail "missing program: $(cat "$tmp/o")"
   "$uswap" run --limit 8M -- sh -c 'exit 7' >"$tmp/o" 2>&1

@@ -76,7 +76,10 @@ inline std::string describe(const pager_stats& s) {
          std::to_string(s.clean_evictions) + " zero " + std::to_string(s.zero_evictions) +
          " peak " + std::to_string(s.peak_resident_pages) + "/" + std::to_string(s.limit_pages) +
          " overcharges " + std::to_string(s.overcharges) + " wp_sweeps " +
-         std::to_string(s.wp_sweeps) + " evict_wp_pages " + std::to_string(s.evict_wp_pages);
+         std::to_string(s.wp_sweeps) + " evict_wp_pages " + std::to_string(s.evict_wp_pages) +
+         " resident " + std::to_string(s.resident_pages) + " pgsteal_kswapd " +
+         std::to_string(s.pgsteal_kswapd) + " pgsteal_direct " + std::to_string(s.pgsteal_direct) +
+         " kswapd_wakeups " + std::to_string(s.kswapd_wakeups);
 }
 
 // Pages of [p, p + len) that are resident, by mincore(2).

@@ -215,6 +215,8 @@ class job {
   uint64_t charge() const noexcept;
 
   // --- Pressure.
+  // A member's fair share: the limit divided among the live members (a scan of the slots).
+  uint64_t fair_share() const noexcept;
   // When `slot` holds less than its fair share (limit / live members): the member with the
   // largest usage above a fair share, asked to reclaim what it holds above it and at least `n`
   // pages. Nothing when `slot` holds a fair share or more (it should evict its own) or nobody

@@ -59,6 +59,12 @@
 // operation. vfork and posix_spawn share the parent's memory and are unaffected. exec replaces
 // the address space, and with it the pager.
 //
+// Background reclaim (background_reclaim): one thread per pager, asleep until a charge leaves the
+// pager close to its limit [kswapd between its low and high watermarks]. It evicts the way a
+// fault over the limit does, under map_lock for reading, and blocks every asynchronous signal.
+// unshare(CLONE_NEWUSER) and setns() into a user namespace need a single-threaded process:
+// stop_background_reclaim() ends the thread for good (faults reclaim for themselves after it).
+//
 // Thread-safety: every member may be called from any thread. Faults take the arena's map_lock
 // for reading (the kernel's mmap_lock), map / map_fixed / unmap / protect / remap for writing;
 // faults on one page are serialised by the page's lock (a bit lock in its state word); reclaim,
@@ -151,6 +157,16 @@ struct pager_options {
   // with one ioctl, one TLB flush, where scattered pages cost one each (an IPI to every other
   // CPU running the program). 1: page by page. Default 16.
   unsigned reclaim_cluster = 16;
+  // Background reclaim [kswapd]: a thread of the pager's own evicts ahead of the faults, so that
+  // compression runs beside the program instead of in the thread that faulted. A charge that
+  // leaves less room than a low watermark under the limit (two reclaim passes, at most 1/32 of
+  // the limit) wakes it; it evicts until the room is back to a high watermark (three passes, at
+  // most 1/16), a pass per map_lock hold. Faults that still find the limit reached reclaim
+  // themselves, as without it. Started by create() and in a fork()ed child; a process with it is
+  // not single-threaded (see "Background reclaim" above for unshare). It pays when faults are
+  // cheap (first touches); when they are mostly swap-ins its TLB flushes interrupt the faulting
+  // thread's CPU and cost about what they save (uswap run leaves it off). Default true.
+  bool background_reclaim = true;
   // Largest readahead / fault-around window in pages, 1..16; 1 turns readahead off. Default 8
   // (the kernel's page-cluster 3).
   unsigned readahead_max = 8;
@@ -201,6 +217,10 @@ struct pager_stats {
   uint64_t pages_scanned = 0;        // clock hand steps
   uint64_t pages_rotated = 0;        // second chances given
   uint64_t overcharges = 0;          // faults mapped above the limit because nothing was evictable
+  uint64_t pgsteal_kswapd = 0;       // pages evicted by background reclaim (of swap_outs and the
+                                     // clean and zero evictions)
+  uint64_t pgsteal_direct = 0;       // pages evicted by faults over the limit
+  uint64_t kswapd_wakeups = 0;       // times a charge woke background reclaim
   uint64_t swap_out_failures = 0;    // victims kept because swap or zram was full
   // In a job with a pool limit and a backing device: rounds of the pool worker (the thread
   // that writes cold pages back), and faults that waited for one because the pool was full.
@@ -306,6 +326,10 @@ class pager {
   // Evicts up to `nr_pages` unpinned pages now (what a fault over the limit does); returns how
   // many were evicted.
   uint64_t reclaim(uint64_t nr_pages);
+  // Ends background reclaim in this process, and the pool worker (joins their threads; see
+  // "Background reclaim"): the process is single-threaded again if the program's own threads
+  // allow. Idempotent. Not from the pager's own threads or a reclaim_hook.
+  void stop_background_reclaim() noexcept;
 
   // Fork hooks (fork_policy::copy): called by the pthread_atfork handlers every pager registers
   // on creation; public so that tests can drive them. prepare_fork waits for the operations in

@@ -11,6 +11,8 @@
 //   USWAP_ACCESS        auto, full or user-mode-only
 //   USWAP_TRACK_WRITES  0: no write-protect sweeps (pager_options::track_writes)
 //   USWAP_RECLAIM_CLUSTER  eviction's unit in pages (pager_options::reclaim_cluster)
+//   USWAP_BACKGROUND_RECLAIM  1: a background reclaim thread (pager_options::background_reclaim;
+//                       off by default here, see uswap(1) --background-reclaim)
 //   USWAP_STATS_FILE    where the JSON lines go (stderr summary without it)
 //   USWAP_ARENA_BASE    where the arena goes (default 32 TiB); every process of a job uses the
 //                       same range, because a seccomp filter an ancestor installed is inherited
@@ -216,7 +218,8 @@ void write_stats(const char* event) noexcept {
       ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64 ",\"forks\":%" PRIu64
       ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
       ",\"reclaim_passes\":%" PRIu64 ",\"wp_sweeps\":%" PRIu64 ",\"evict_wp_pages\":%" PRIu64
-      ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64 "}\n",
+      ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
+      ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 "}\n",
       static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
       g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
@@ -227,7 +230,7 @@ void write_stats(const char* event) noexcept {
       st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes,
       st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns,
       st.reclaim_passes, st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls,
-      status_bytes("RssFile:"));
+      status_bytes("RssFile:"), st.pgsteal_kswapd, st.pgsteal_direct);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
@@ -335,6 +338,8 @@ __attribute__((constructor)) void shim_init() {
   if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
     if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
   if (const char* t = getenv("USWAP_TRACK_WRITES"); t && *t) o.track_writes = strcmp(t, "0") != 0;
+  const char* br = getenv("USWAP_BACKGROUND_RECLAIM");
+  o.background_reclaim = br && strcmp(br, "1") == 0;
   if (const char* rc = getenv("USWAP_RECLAIM_CLUSTER"); rc && *rc)
     o.reclaim_cluster = static_cast<unsigned>(strtoul(rc, nullptr, 10));
   if (const char* a = getenv("USWAP_ACCESS"); a && *a)

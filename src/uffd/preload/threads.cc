@@ -4,9 +4,14 @@
 // sigbus mode a fault there cannot be delivered (the kernel kills a thread that takes a forced
 // SIGBUS it blocks), so that data is pinned from before the clone until the new thread runs its
 // start routine, with signals unblocked.
+//
+// unshare(CLONE_NEWUSER) and setns() into a user namespace: the kernel refuses them (EINVAL) to a
+// process with more than one thread. The pager's background threads are not the program's: they
+// end first (pager::stop_background_reclaim), and the program's faults reclaim for themselves.
 #include <dlfcn.h>
 #include <locale.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include "shim.h"
 
@@ -51,7 +56,10 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
                                 void* (*fn)(void*), void* arg) {
   using create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   static auto real = reinterpret_cast<create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
-  if (!active() || !g.sigbus_mode) return real(thread, attr, fn, arg);
+  // The pager's own threads (background reclaim and the pool worker, started in a forked child
+  // after setlocale may have run) need the pin as much as the program's: only before the pager
+  // exists (the shim's constructor) is there nothing to pin.
+  if (!ready() || !g.sigbus_mode) return real(thread, attr, fn, arg);
   start_args* a = nullptr;
   {
     shim_scope s;
@@ -73,4 +81,25 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
     __libc_free(a);
   }
   return rc;
+}
+
+USWAP_EXPORT int unshare(int flags) {
+  using unshare_fn = int (*)(int);
+  static auto real = reinterpret_cast<unshare_fn>(dlsym(RTLD_NEXT, "unshare"));
+  if ((flags & CLONE_NEWUSER) && active()) {
+    shim_scope s;
+    g.pg->stop_background_reclaim();
+  }
+  return real(flags);
+}
+
+USWAP_EXPORT int setns(int fd, int nstype) {
+  using setns_fn = int (*)(int, int);
+  static auto real = reinterpret_cast<setns_fn>(dlsym(RTLD_NEXT, "setns"));
+  // nstype 0 takes any namespace the descriptor names, a user namespace included.
+  if ((nstype == 0 || (nstype & CLONE_NEWUSER)) && active()) {
+    shim_scope s;
+    g.pg->stop_background_reclaim();
+  }
+  return real(fd, nstype);
 }

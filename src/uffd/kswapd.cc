@@ -1,0 +1,125 @@
+// Background reclaim: the pager's kswapd (pager.h, "Background reclaim"; the watermarks and the
+// wake-up protocol are in pager_impl.h).
+//
+// Why a thread: under a limit every fault that maps a page past it must first evict one, and
+// eviction (copy out, compress, store, MADV_DONTNEED) costs several times what the fault itself
+// does. A memory cgroup's limit makes the kernel reclaim in the faulting task [try_charge]; the
+// kernel's kswapd does it ahead of need for the machine's watermarks. Here the thread keeps a
+// pager a few reclaim passes under its limit, so that a single-threaded program's faults find
+// room and its compression runs on another CPU.
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <memory>
+#include <system_error>
+#include <thread>
+
+#include "pager_impl.h"
+#include "sigbus.h"
+#include "uswap/sync/futex.h"
+
+namespace uswap {
+
+uint64_t pager::impl::reclaim_room() const noexcept {
+  const uint64_t res = resident.load(std::memory_order_relaxed);
+  uint64_t allowance = limit_pages;
+  if (job_ref jr(*this); jr) {
+    if (res < jr->fair_share()) return UINT64_MAX;
+    allowance = reserved.load(std::memory_order_relaxed);
+    const uint64_t limit = jr->limit_pages(), all = jr->charge();
+    if (limit > all) allowance += limit - all;
+  }
+  return allowance > res ? allowance - res : 0;
+}
+
+void pager::impl::wake_kswapd() noexcept {
+  c.kswapd_wakeups.fetch_add(1, std::memory_order_relaxed);
+  kswapd_kick.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&kswapd_kick, 1);
+}
+
+void pager::impl::kswapd_loop() noexcept {
+  pager_scope in_pager;  // what reclaim allocates is the pager's
+  for (;;) {
+    // Asleep until a charge leaves the room under the low watermark. The kick count is read
+    // before the room: a kick after it makes the futex wait return at once, one before it was
+    // made after its charge, which the room then shows.
+    kswapd_idle.store(true, std::memory_order_seq_cst);
+    for (;;) {
+      if (kswapd_stop.load(std::memory_order_seq_cst)) return;
+      const uint32_t k = kswapd_kick.load(std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // kswapd_idle, then resident
+      if (reclaim_room() < kswapd_low_room()) break;
+      futex_wait(&kswapd_kick, k);
+    }
+    kswapd_idle.store(false, std::memory_order_relaxed);
+    // Up to the high watermark, a pass per hold of map_lock: a program's mmap or munmap waits
+    // for one pass at most.
+    while (!kswapd_stop.load(std::memory_order_relaxed) && reclaim_room() < kswapd_high_room()) {
+      uint64_t got;
+      {
+        map_read_guard g(map_lock, this);
+        got = shrink(reclaim_pass, reclaim_pass);
+      }
+      c.pgsteal_kswapd.fetch_add(got, std::memory_order_relaxed);
+      if (got == 0) {
+        // Nothing evictable now (pinned, locked by faults, or isolated by their reclaim): the
+        // faults reclaim for themselves; look again after a moment, not in a spin.
+        const timespec pause{0, 1000 * 1000};
+        ::nanosleep(&pause, nullptr);
+        break;
+      }
+    }
+  }
+}
+
+void pager::impl::start_kswapd() noexcept {
+  if (!opts.background_reclaim || background_ended.load(std::memory_order_relaxed) ||
+      kswapd_on.load(std::memory_order_relaxed))
+    return;
+  pager_scope in_pager;
+  kswapd_stop.store(false, std::memory_order_relaxed);
+  kswapd_idle.store(true, std::memory_order_relaxed);
+  // As the pool worker (job_member.cc): the program's asynchronous signals are not this
+  // thread's to take; the synchronous ones stay open, since the kernel kills a thread that
+  // traps with them blocked.
+  sigset_t all, old;
+  sigfillset(&all);
+  for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP}) sigdelset(&all, sig);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  try {
+    // Running its loop when this returns (start_handlers says why a fork must not find a thread
+    // still starting). Shared with the thread, which may still be in notify_one after the wait.
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    kswapd = std::thread([this, started]() mutable {
+      started->store(true, std::memory_order_release);
+      started->notify_one();
+      started.reset();
+      kswapd_loop();
+    });
+    started->wait(false, std::memory_order_acquire);
+    kswapd_on.store(true, std::memory_order_release);
+  } catch (const std::system_error&) {
+    // No thread: faults reclaim for themselves, as without background reclaim.
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void pager::impl::stop_kswapd() noexcept {
+  // One caller joins: the exchange makes a second one (and note_room) see it off.
+  if (!kswapd_on.exchange(false, std::memory_order_acq_rel)) return;
+  kswapd_stop.store(true, std::memory_order_seq_cst);
+  kswapd_kick.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&kswapd_kick, 1);
+  kswapd.join();
+}
+
+void pager::stop_background_reclaim() noexcept {
+  if (impl_->detached()) return;
+  impl_->background_ended.store(true, std::memory_order_relaxed);
+  impl_->stop_kswapd();
+  impl_->stop_pool_worker();
+}
+
+}  // namespace uswap
