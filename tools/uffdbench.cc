@@ -440,7 +440,8 @@ void add_uffdbench_command(CLI::App& app, command_table& table) {
   add_parsed_option(*sub, "--fault-mode", c.fault, parse_fault_mode,
                     std::string(to_string(c.fault)), "uswap side: sigbus or handler-thread");
   sub->add_flag("--no-background-reclaim", c.no_background_reclaim,
-                "uswap side: faults over the limit evict for themselves (no kswapd thread)");
+                "uswap side: no background reclaim thread (on here, off in the library's "
+                "defaults): faults over the limit evict for themselves");
   sub->add_option("--reclaim-batch", c.reclaim_batch, "uswap side: pages evicted per reclaim pass")
       ->capture_default_str();
   sub->add_flag("--no-kernel", c.no_kernel, "Run the uswap side only (no root needed)");

@@ -42,6 +42,7 @@ class RegionConcurrencyTest : public ::testing::TestWithParam<fault_mode> {
   pager_options opts(uint64_t limit, uint64_t max_size) {
     pager_options o = options(GetParam(), limit, max_size);
     o.handler_threads = 2;
+    o.background_reclaim = true;  // one more reclaimer beside the faults' own
     return o;
   }
 };

@@ -28,15 +28,6 @@ using namespace uffd_test;
 
 class RegionTest : public ::testing::TestWithParam<fault_mode> {
  protected:
-  // For tests that count what the clock does page by page (second chances, write-protect calls,
-  // one page's swap-ins): every eviction is then the faulting thread's own, in program order. A
-  // background reclaimer's passes land anywhere between two of the program's stores
-  // (region_concurrency_test.cc exercises it).
-  static pager_options one_reclaimer() {
-    pager_options o;
-    o.background_reclaim = false;
-    return o;
-  }
   std::unique_ptr<region> make(uint64_t size, uint64_t limit, pager_options o = {}) {
     o.mode = GetParam();
     o.limit = limit;
@@ -111,7 +102,7 @@ TEST_P(RegionTest, NeverWrittenPagesReadAsZerosAndTakeNoSwap) {
 }
 
 TEST_P(RegionTest, CleanRefaultedPagesAreDroppedWithoutCompression) {
-  auto r = make(4 * MiB, 1 * MiB, one_reclaimer());
+  auto r = make(4 * MiB, 1 * MiB);
   ASSERT_TRUE(r);
   auto* base = static_cast<uint8_t*>(r->data());
   const uint64_t pages = r->size() / page_size;
@@ -145,7 +136,7 @@ TEST_P(RegionTest, CleanRefaultedPagesAreDroppedWithoutCompression) {
 // it unreferenced (its refault then activates it, which buys it one more lap).
 TEST_P(RegionTest, WriteTrackingKeepsAHotPageResident) {
   auto run = [&](bool track) {
-    pager_options o = one_reclaimer();
+    pager_options o;
     o.track_writes = track;
     o.readahead_max = 1;
     auto r = make(8 * MiB, 1 * MiB, o);
@@ -174,7 +165,7 @@ TEST_P(RegionTest, WriteTrackingKeepsAHotPageResident) {
 // share of the paging's own faults (12,923 against 21,128 faults when the rule allowed one per
 // fault, 1,876 with 1/16, and the same swap-ins).
 TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
-  pager_options o = one_reclaimer();
+  pager_options o;
   o.readahead_max = 1;
   auto r = make(4 * MiB, 2 * MiB, o);
   auto* base = static_cast<volatile uint64_t*>(r->data());
@@ -197,7 +188,7 @@ TEST_P(RegionTest, WriteTrackingBacksOffWhenTheWorkingSetDoesNotFit) {
 // writes to swap-cache pages outnumber the evictions the kept copies spared, read refaults map
 // pages writable.
 TEST_P(RegionTest, ReadRefaultsStopKeepingSlotsWhenTheyAreWrittenAnyway) {
-  pager_options o = one_reclaimer();
+  pager_options o;
   o.track_writes = false;  // only the swap cache write-protects pages here
   o.readahead_max = 1;
   auto r = make(4 * MiB, 1 * MiB, o);
@@ -222,7 +213,7 @@ TEST_P(RegionTest, ReadRefaultsStopKeepingSlotsWhenTheyAreWrittenAnyway) {
 // eviction itself. Contents survive either way.
 TEST_P(RegionTest, VictimsCoveredByASweepNeedNoWriteProtectOfTheirOwn) {
   auto run = [&](bool track) {
-    pager_options o = one_reclaimer();
+    pager_options o;
     o.track_writes = track;
     o.reclaim_cluster = 1;  // victims the clock picked, not their neighbours mapped since
     auto r = make(8 * MiB, 1 * MiB, o);
@@ -250,7 +241,7 @@ TEST_P(RegionTest, VictimsCoveredByASweepNeedNoWriteProtectOfTheirOwn) {
 // cost about one call per victim page by page and a fraction of that in windows of 16.
 TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
   auto run = [&](unsigned cluster) {
-    pager_options o = one_reclaimer();
+    pager_options o;
     o.track_writes = false;
     o.reclaim_cluster = cluster;
     auto r = make(16 * MiB, 4 * MiB, o);
@@ -281,6 +272,7 @@ TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
 // on its own, and every page reads back.
 TEST_P(RegionTest, BackgroundReclaimMakesRoomBeforeTheLimitIsReached) {
   pager_options o;
+  o.background_reclaim = true;
   o.readahead_max = 1;  // exactly one page per fault: nothing maps ahead towards the limit
   auto r = make(8 * MiB, 4 * MiB, o);
   ASSERT_TRUE(r);
@@ -317,15 +309,15 @@ TEST_P(RegionTest, BackgroundReclaimIsOneThreadAndStopsForGood) {
     }
     return n;
   };
-  pager_options off;
-  off.background_reclaim = false;
   uint64_t without = 0;
   {
-    auto r = make(8 * MiB, 1 * MiB, off);
+    auto r = make(8 * MiB, 1 * MiB);
     ASSERT_TRUE(r);
     without = tasks();
   }
-  auto r = make(8 * MiB, 1 * MiB);
+  pager_options on;
+  on.background_reclaim = true;
+  auto r = make(8 * MiB, 1 * MiB, on);
   ASSERT_TRUE(r);
   EXPECT_EQ(tasks(), without + 1);
   r->owner().stop_background_reclaim();
@@ -347,6 +339,7 @@ TEST_P(RegionTest, BackgroundReclaimIsOneThreadAndStopsForGood) {
 // copied): it makes room in the child, the parent's copy of the pages untouched.
 TEST_P(RegionTest, AForkedChildReclaimsInTheBackgroundToo) {
   pager_options o;
+  o.background_reclaim = true;
   o.readahead_max = 1;
   auto r = make(8 * MiB, 4 * MiB, o);
   ASSERT_TRUE(r);

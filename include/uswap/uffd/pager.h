@@ -165,8 +165,9 @@ struct pager_options {
   // themselves, as without it. Started by create() and in a fork()ed child; a process with it is
   // not single-threaded (see "Background reclaim" above for unshare). It pays when faults are
   // cheap (first touches); when they are mostly swap-ins its TLB flushes interrupt the faulting
-  // thread's CPU and cost about what they save (uswap run leaves it off). Default true.
-  bool background_reclaim = true;
+  // thread's CPU and cost about what they save. Default false: every eviction is then the
+  // faulting thread's own, in program order.
+  bool background_reclaim = false;
   // Largest readahead / fault-around window in pages, 1..16; 1 turns readahead off. Default 8
   // (the kernel's page-cluster 3).
   unsigned readahead_max = 8;
