@@ -106,7 +106,9 @@ void pager::impl::charge(uint64_t n) noexcept {
     const uint64_t allowance = jr ? reserved.load(std::memory_order_relaxed) : limit_pages;
     uint64_t cur = resident.load(std::memory_order_relaxed);
     while (cur + n <= allowance) {
-      if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed)) {
+      // seq_cst: one side of background reclaim's Dekker (pager_impl.h).
+      if (resident.compare_exchange_weak(cur, cur + n, std::memory_order_seq_cst,
+                                         std::memory_order_relaxed)) {
         fetch_max(peak_resident, cur + n);
         // Close to the limit: background reclaim makes room before the next faults need it.
         uint64_t room = allowance - (cur + n);

@@ -22,7 +22,7 @@
 namespace uswap {
 
 uint64_t pager::impl::reclaim_room() const noexcept {
-  const uint64_t res = resident.load(std::memory_order_relaxed);
+  const uint64_t res = resident.load(std::memory_order_seq_cst);  // the Dekker (pager_impl.h)
   uint64_t allowance = limit_pages;
   if (job_ref jr(*this); jr) {
     if (res < jr->fair_share()) return UINT64_MAX;
@@ -49,8 +49,7 @@ void pager::impl::kswapd_loop() noexcept {
     for (;;) {
       if (kswapd_stop.load(std::memory_order_seq_cst)) return;
       const uint32_t k = kswapd_kick.load(std::memory_order_seq_cst);
-      std::atomic_thread_fence(std::memory_order_seq_cst);  // kswapd_idle, then resident
-      if (reclaim_room() < kswapd_low_room()) break;
+      if (reclaim_room() < kswapd_low_room()) break;  // its load of resident is seq_cst
       futex_wait(&kswapd_kick, k);
     }
     kswapd_idle.store(false, std::memory_order_relaxed);

@@ -371,8 +371,9 @@ struct pager::impl {
   // leaves less than kswapd_low_room() pages of room wakes the thread (kswapd_kick, a futex word,
   // counts wake-ups); it evicts until kswapd_high_room() pages are free and sleeps again. The
   // Dekker between a charge (resident, then kswapd_idle) and the thread going to sleep
-  // (kswapd_idle, then resident), each side with a sequentially consistent fence, means no
-  // charge that leaves the room low is missed. kswapd_on: the thread runs in this process.
+  // (kswapd_idle, then resident), every access sequentially consistent (the charge's update of
+  // resident included: on x86 a lock cmpxchg either way; TSan has no fences), means no charge
+  // that leaves the room low is missed. kswapd_on: the thread runs in this process.
   std::thread kswapd;
   std::atomic<bool> kswapd_on{false};
   std::atomic<bool> kswapd_stop{false};
@@ -560,8 +561,8 @@ struct pager::impl {
   // watermark and it sleeps.
   void note_room(uint64_t room) noexcept {
     if (room >= kswapd_low_room() || !kswapd_on.load(std::memory_order_relaxed)) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // resident, then kswapd_idle
-    if (kswapd_idle.load(std::memory_order_relaxed)) wake_kswapd();
+    // After the charge's seq_cst update of resident (see above).
+    if (kswapd_idle.load(std::memory_order_seq_cst)) wake_kswapd();
   }
   void wake_kswapd() noexcept;
   // A fault whose store a full pool refused while the backing server is unreachable (map_lock
