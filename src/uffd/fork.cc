@@ -248,6 +248,9 @@ status pager::impl::after_fork_child() noexcept {
 
   if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
   g.unlock();
+  // No longer the writer: starting a thread pins the locale data it reads (the shim's
+  // pthread_create), and that pin must take map_lock like any other.
+  tls_map_writer = nullptr;
   start_pool_worker();
   start_kswapd();
   return {};
