@@ -308,31 +308,11 @@ void pager::impl::start_pool_worker() noexcept {
     return;
   job_ref jr(*this);
   if (!jr || jr->pool_limit_bytes() == 0) return;
-  pager_scope in_pager;
   pool_worker_stop.store(false, std::memory_order_relaxed);
   pool_worker_idle.store(true, std::memory_order_relaxed);
-  // The program's asynchronous signals are not this thread's to take (it inherits the mask);
-  // the synchronous ones stay open: the kernel kills a thread that traps with them blocked.
-  sigset_t all, old;
-  sigfillset(&all);
-  for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP}) sigdelset(&all, sig);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
-  try {
-    // Started when this returns, as the handler threads are (start_handlers says why).
-    // Shared with the thread, which may still be in notify_one when the wait returns.
-    auto started = std::make_shared<std::atomic<bool>>(false);
-    pool_worker = std::thread([this, started]() mutable {
-      started->store(true, std::memory_order_release);
-      started->notify_one();
-      started.reset();
-      pool_worker_loop();
-    });
-    started->wait(false, std::memory_order_acquire);
+  // Without a thread, faults balance the pool themselves, as without a backing device.
+  if (start_background_thread(pool_worker, &impl::pool_worker_loop))
     pool_worker_on.store(true, std::memory_order_release);
-  } catch (const std::system_error&) {
-    // No thread: faults balance the pool themselves, as without a backing device.
-  }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void pager::impl::stop_pool_worker() noexcept {

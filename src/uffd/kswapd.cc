@@ -77,32 +77,38 @@ void pager::impl::start_kswapd() noexcept {
   if (!opts.background_reclaim || background_ended.load(std::memory_order_relaxed) ||
       kswapd_on.load(std::memory_order_relaxed))
     return;
-  pager_scope in_pager;
   kswapd_stop.store(false, std::memory_order_relaxed);
   kswapd_idle.store(true, std::memory_order_relaxed);
-  // As the pool worker (job_member.cc): the program's asynchronous signals are not this
-  // thread's to take; the synchronous ones stay open, since the kernel kills a thread that
-  // traps with them blocked.
+  // Without a thread, faults reclaim for themselves, as without background reclaim.
+  if (start_background_thread(kswapd, &impl::kswapd_loop))
+    kswapd_on.store(true, std::memory_order_release);
+}
+
+bool pager::impl::start_background_thread(std::thread& t, void (impl::*loop)() noexcept) noexcept {
+  pager_scope in_pager;
+  // The program's asynchronous signals are not this thread's to take (it inherits the mask);
+  // the synchronous ones stay open: the kernel kills a thread that traps with them blocked.
   sigset_t all, old;
   sigfillset(&all);
   for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP}) sigdelset(&all, sig);
   pthread_sigmask(SIG_BLOCK, &all, &old);
+  bool ok = true;
   try {
     // Running its loop when this returns (start_handlers says why a fork must not find a thread
     // still starting). Shared with the thread, which may still be in notify_one after the wait.
     auto started = std::make_shared<std::atomic<bool>>(false);
-    kswapd = std::thread([this, started]() mutable {
+    t = std::thread([this, loop, started]() mutable {
       started->store(true, std::memory_order_release);
       started->notify_one();
       started.reset();
-      kswapd_loop();
+      (this->*loop)();
     });
     started->wait(false, std::memory_order_acquire);
-    kswapd_on.store(true, std::memory_order_release);
   } catch (const std::system_error&) {
-    // No thread: faults reclaim for themselves, as without background reclaim.
+    ok = false;
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
 }
 
 void pager::impl::stop_kswapd() noexcept {

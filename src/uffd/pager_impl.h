@@ -543,6 +543,9 @@ struct pager::impl {
   // Background reclaim's life (kswapd.cc): started by create and in a forked child, stopped by
   // the destructor and stop_background_reclaim; a child forgets the parent's thread.
   void start_kswapd() noexcept;
+  // Starts `t` running `loop` with the program's asynchronous signals blocked, and returns once
+  // it runs (false: no thread could be made). For kswapd and the pool worker.
+  bool start_background_thread(std::thread& t, void (impl::*loop)() noexcept) noexcept;
   void stop_kswapd() noexcept;
   void kswapd_loop() noexcept;
   // The watermarks, in pages of room under the allowance (see background_reclaim).

@@ -267,6 +267,18 @@ TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
       << describe(windows) << " calls " << windows.evict_wp_calls;
 }
 
+// Waits (up to 30 s) until background reclaim has left at least `room` pages under the limit;
+// the statistics then.
+pager_stats wait_for_room(pager& pg, uint64_t room) {
+  pager_stats s = pg.stats();
+  for (int ms = 0; ms < 30'000 && s.resident_pages + room > s.limit_pages; ++ms) {
+    const timespec one_ms{0, 1000 * 1000};
+    ::nanosleep(&one_ms, nullptr);
+    s = pg.stats();
+  }
+  return s;
+}
+
 // Background reclaim: a writer that stops inside the low watermark (a few pages under the limit)
 // never reaches the limit, so no fault reclaims; the pager's thread evicts below the watermark
 // on its own, and every page reads back.
@@ -280,12 +292,7 @@ TEST_P(RegionTest, BackgroundReclaimMakesRoomBeforeTheLimitIsReached) {
   // 1024 pages: a reclaim pass of 32, the low watermark 32 pages of room, the high one 64.
   const uint64_t limit = r->owner().stats().limit_pages, filled = limit - 8;
   for (uint64_t i = 0; i < filled; ++i) fill_page(base + i * page_size, i, 0);
-  pager_stats s = r->owner().stats();
-  for (int ms = 0; ms < 30'000 && s.resident_pages + 32 > limit; ++ms) {
-    const timespec one_ms{0, 1000 * 1000};
-    ::nanosleep(&one_ms, nullptr);
-    s = r->owner().stats();
-  }
+  const pager_stats s = wait_for_room(r->owner(), 32);
   EXPECT_LE(s.resident_pages + 32, limit) << describe(s);
   EXPECT_GE(s.kswapd_wakeups, 1u) << describe(s);
   EXPECT_GE(s.pgsteal_kswapd, 24u) << describe(s);
@@ -350,12 +357,7 @@ TEST_P(RegionTest, AForkedChildReclaimsInTheBackgroundToo) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     for (uint64_t i = 0; i < filled; ++i) fill_page(base + i * page_size, i, 1);
-    pager_stats s = r->owner().stats();
-    for (int ms = 0; ms < 30'000 && s.resident_pages + 32 > limit; ++ms) {
-      const timespec one_ms{0, 1000 * 1000};
-      ::nanosleep(&one_ms, nullptr);
-      s = r->owner().stats();
-    }
+    const pager_stats s = wait_for_room(r->owner(), 32);
     if (s.pgsteal_kswapd < 24) ::_exit(1);
     if (s.pgsteal_direct != 0) ::_exit(2);
     for (uint64_t i = 0; i < filled; ++i)
