@@ -91,10 +91,13 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   // another lap at once would evict the pages just spared before they could be used again.
   // Passes that evict nothing are allowed for a little more than a lap (which clears every
   // reference), then reclaim gives up: what is left is pinned, locked or isolated by others.
+  // A pass scans at most four times what it wants: the budget counts passes of the first size
+  // asked for (a small ask, a few pages short of a fork's share, scans as far as a large one).
+  const uint64_t first_want = std::max<uint64_t>(1, std::min<uint64_t>(reclaim_pass, nr_max));
   uint64_t fruitless_budget;
   {
     std::lock_guard g(lru_lock);
-    fruitless_budget = lru_nr / (4 * reclaim_pass) + 2;
+    fruitless_budget = lru_nr / (4 * first_want) + 2;
   }
   while (total < nr_min) {
     const auto want = static_cast<unsigned>(std::min<uint64_t>(reclaim_pass, nr_max - total));
