@@ -236,15 +236,26 @@ result<unsigned> job::join(pid_t pid, std::string_view comm) {
   return slot;
 }
 
-result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes) {
+result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes,
+                                        child_share_donor donor) {
   lock_guard g(*this);
-  if (s_->charge + pages > s_->limit_pages)
+  // The parent's reservation above what it keeps resident goes to the child first: the room
+  // its eviction made is never free in between, for another member's fault to take.
+  uint64_t lent = 0;
+  if (donor.slot < job_max_members)
+    lent = std::min({pages, donor.surplus, s_->members[donor.slot].usage});
+  if (s_->charge - lent + pages > s_->limit_pages)
     return error(EAGAIN, "job: the child's share does not fit under the limit");
   auto slot = take_slot_locked(slot_child, parent, 0, "(fork)", pages);
   if (!slot) return slot;
+  if (lent) {
+    member& d = s_->members[donor.slot];
+    d.usage -= lent;
+    d.usage_seen.store(d.usage, std::memory_order_relaxed);
+  }
   s_->members[*slot].stat[JOB_RESIDENT].store(pages, std::memory_order_relaxed);
   s_->members[*slot].stat[JOB_POOL_BYTES].store(pool_bytes, std::memory_order_relaxed);
-  s_->charge += pages;
+  s_->charge += pages - lent;
   s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
   fetch_max(s_->peak_charge, s_->charge);
   return slot;

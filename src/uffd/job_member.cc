@@ -402,7 +402,6 @@ void pager::impl::reserve_child_share() noexcept {
     const uint64_t fit = limit > others ? (limit - others) / 2 : 0;
     const uint64_t res = resident.load(std::memory_order_relaxed);
     if (res > fit) shrink(res - fit, res - fit);
-    trim_reservation(*jr, 0);
     // The child's copy of the zram device counts as a pool of its own: with a pool limit, this
     // pool goes down to half of what the others leave (after the eviction above filled it), and
     // the device may grow to that half only, in both processes (the child's copy inherits the
@@ -415,14 +414,23 @@ void pager::impl::reserve_child_share() noexcept {
       swap_device& dev = store->device();
       (void)dev.set_mem_limit(std::max<uint64_t>({half, dev.stats().mem_used, page_size}));
     }
-    auto slot = jr->reserve_for_child(::getpid(), resident.load(std::memory_order_relaxed),
-                                      store->device().stats().mem_used);
+    // What the eviction freed is still this process's reservation: it becomes the child's
+    // (busy siblings would take it as free room otherwise, every attempt).
+    const uint64_t now = resident.load(std::memory_order_relaxed);
+    const uint64_t r = reserved.load(std::memory_order_relaxed);
+    USWAP_DCHECK(r == jr->usage(jslot));  // faults (the only other writers) are locked out
+    const uint64_t surplus = r - std::min(r, now);
+    auto slot = jr->reserve_for_child(::getpid(), now, store->device().stats().mem_used,
+                                      {jslot, surplus});
     if (slot) {
+      reserved.fetch_sub(std::min(now, surplus), std::memory_order_relaxed);
+      trim_reservation(*jr, 0);
       child_slot = static_cast<int>(*slot);
       return;
     }
-    if (slot.error().code() != EAGAIN) return;  // no slot: the child will be limited alone
+    if (slot.error().code() != EAGAIN) break;  // no slot: the child will be limited alone
   }
+  trim_reservation(*jr, 0);
 }
 
 void pager::impl::job_after_fork_child() noexcept {

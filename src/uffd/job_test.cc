@@ -295,6 +295,36 @@ TEST(Job, AChildNotYetRunningCountsItsCopyOfTheParentsPool) {
   EXPECT_EQ(j->pool_bytes(), 301000u);
 }
 
+// A parent that evicted for its child hands the reservation it freed to the child directly:
+// the share fits even when a sibling took every free page meanwhile, and the charge does not
+// move; without a donor the same request finds no room.
+TEST(Job, AForkingParentLendsItsFreedReservationToTheChild) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto parent = j->join(::getpid(), "parent");
+  auto sibling = j->join(::getpid(), "sibling");
+  ASSERT_TRUE(parent.ok() && sibling.ok());
+  ASSERT_EQ(j->try_reserve(*parent, 600, 600), 600u);  // 600 reserved, 200 of them resident now
+  ASSERT_EQ(j->try_reserve(*sibling, 400, 400), 400u);  // the job is full
+  EXPECT_EQ(j->reserve_for_child(::getpid(), 200).error().code(), EAGAIN);
+  EXPECT_EQ(j->reserve_for_child(::getpid(), 300, 0, {*parent, 250}).error().code(), EAGAIN)
+      << "a share larger than the surplus and the free room fitted";
+  EXPECT_EQ(j->charge(), 1000u);
+  EXPECT_EQ(j->usage(*parent), 600u) << "a refused reservation moved the parent's usage";
+  auto child = j->reserve_for_child(::getpid(), 200, 0, {*parent, 400});
+  ASSERT_TRUE(child.ok()) << child.error().to_string();
+  EXPECT_EQ(j->usage(*child), 200u);
+  EXPECT_EQ(j->usage(*parent), 400u);
+  EXPECT_EQ(j->charge(), 1000u);
+  EXPECT_EQ(j->view().peak_charge, 1000u);
+  // Part from the donor, part from free room.
+  j->unreserve(*sibling, 50);
+  auto second = j->reserve_for_child(::getpid(), 150, 0, {*parent, 100});
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_EQ(j->usage(*parent), 300u);
+  EXPECT_EQ(j->charge(), 1000u);
+}
+
 TEST(Job, StatisticsSumLiveMembersAndThoseThatLeft) {
   auto j = make_job(1000);
   ASSERT_TRUE(j);

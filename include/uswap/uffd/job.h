@@ -17,7 +17,8 @@
 // and waits a bounded time for room.
 //
 // fork: a member about to fork reserves its child's share (the copy of its resident pages) in a
-// slot of its own (reserve_for_child), evicting first what would not fit; the child adopts that
+// slot of its own (reserve_for_child), evicting first what would not fit and lending the child
+// the reservation that eviction freed, so a busy sibling cannot take it; the child adopts that
 // slot, so the reservation is never the parent's and never missing. A slot no child adopted
 // (the fork failed, the child died at once) is reaped by the supervisor after a while.
 //
@@ -162,6 +163,12 @@ class job_blocks final : public zram_block_allocator {
   job& j_;
 };
 
+// Who lends a fork's child its share (job::reserve_for_child).
+struct child_share_donor {
+  unsigned slot = job_max_members;  // the parent's slot; default: none, all from free room
+  uint64_t surplus = 0;             // its reservation above what it keeps resident; default: 0
+};
+
 class job {
  public:
   // The supervisor's job: a new memfd of the segment, mapped; fd() names it to the members.
@@ -193,9 +200,12 @@ class job {
   // --- fork.
   // A slot holding `pages` for the child of a fork `parent` is about to make; EAGAIN when they
   // do not fit under the limit (the parent evicts more and asks again), ENOSPC without a slot.
-  // The slot publishes the child's copy at once (`pages` resident, `pool_bytes` of pool): the
-  // others' pool limits and the job's footprint count it before the child has run.
-  result<unsigned> reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes = 0);
+  // Up to `donor.surplus` of them move from the donor's usage (the parent's reservation above
+  // what it keeps resident), the rest comes from free room. The slot publishes the child's copy
+  // at once (`pages` resident, `pool_bytes` of pool): the others' pool limits and the job's
+  // footprint count it before the child has run.
+  result<unsigned> reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes = 0,
+                                     child_share_donor donor = {});
   // The child takes the slot over as its own (its pid and name); EINVAL if the slot is not one
   // reserved for a child.
   status adopt(unsigned slot, pid_t pid, std::string_view comm);
