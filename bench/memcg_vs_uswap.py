@@ -3,7 +3,8 @@
 kernel's own memory cgroup with swap on zram, at the same limit, alternating.
 
 For each case (the compatibility suite's programs, tests/compat/cases/*.sh, and `build`: make -j2
-compiling eight of uswap's own C++ sources with g++ -O2) the script measures the program's own
+compiling eight of uswap's own C++ sources with g++ -O2; `xz8`: xz -8 single-threaded over the
+xz case's text) the script measures the program's own
 peak once, plain, then for each fraction of that peak (default 50% and 25%) runs, in alternating
 order per round:
   kernel  the command in a memory cgroup (v1 memory.limit_in_bytes, or v2 memory.max) at the
@@ -135,6 +136,19 @@ def build_case():
         return (["make", "-B", "-j2", "-s", "-f", os.path.join(in_dir, "Makefile"), f"IN={in_dir}"], [])
 
     case = Case("build", None, prepare)
+    case.describe = describe
+    return case
+
+
+def xz8_case():
+    """xz -8 single-threaded over the xz case's 12 MB of text: write tracking's worst case (a
+    bt4 match finder writes its hash and tree pages at random, every byte of input)."""
+    base = compat_case("xz")
+
+    def describe(in_dir):
+        return (["xz", "-8", "-c", os.path.join(in_dir, "text.txt")], [])
+
+    case = Case("xz8", None, base.prepare)
     case.describe = describe
     return case
 
@@ -338,7 +352,8 @@ def main():
     if a.rounds < 1 or any(not 0 < f <= 1 for f in fractions):
         ap.error("--rounds must be >= 1 and each fraction in (0, 1]")
     names = a.cases.split(",")
-    cases = [build_case() if n == "build" else compat_case(n) for n in names]
+    special = {"build": build_case, "xz8": xz8_case}
+    cases = [special[n]() if n in special else compat_case(n) for n in names]
 
     scratch = tempfile.mkdtemp(prefix="uswap-p8.")
     os.chmod(scratch, 0o755)
