@@ -51,7 +51,8 @@ struct run_config {
   std::string access = "auto";
   bool json = false;
   bool allow_unrouted = false;
-  bool no_write_tracking = false;
+  bool write_tracking = false;     // pager_options::track_writes (off: see the man page)
+  bool no_write_tracking = false;  // the default, accepted by name
   bool background_reclaim = false;  // pager_options::background_reclaim (off: see the man page)
   unsigned reclaim_cluster = 16;  // pager_options::reclaim_cluster
   bool per_process = false;  // --limit-per-process: no job, each process its own limit
@@ -281,7 +282,7 @@ int check_routable(const run_config& c) {
   if (c.swap) ::setenv("USWAP_SWAP_SIZE", std::to_string(c.swap).c_str(), 1);
   ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
   ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
-  if (c.no_write_tracking) ::setenv("USWAP_TRACK_WRITES", "0", 1);
+  ::setenv("USWAP_TRACK_WRITES", c.write_tracking && !c.no_write_tracking ? "1" : "0", 1);
   ::setenv("USWAP_BACKGROUND_RECLAIM", c.background_reclaim ? "1" : "0", 1);
   ::setenv("USWAP_RECLAIM_CLUSTER", std::to_string(c.reclaim_cluster).c_str(), 1);
   ::setenv("USWAP_STATS_FILE", stats_path, 1);
@@ -443,8 +444,14 @@ void add_run_command(CLI::App& app, command_table& table) {
   sub->add_flag("--allow-unrouted", c.allow_unrouted,
                 "Run a program the shim cannot reach (static, setuid, Go) unlimited instead of "
                 "refusing it");
+  sub->add_flag("--write-tracking", c.write_tracking,
+                "Write-protect sweeps twice per lap of the clock, so that it sees writes as "
+                "references (write-protect faults); off by default: for real programs the faults "
+                "cost more than the refaults they save");
   sub->add_flag("--no-write-tracking", c.no_write_tracking,
-                "No write-protect sweeps: the clock sees references through faults only");
+                "No write-protect sweeps (the default): the clock sees references through faults "
+                "only")
+      ->excludes("--write-tracking");
   sub->add_flag("--background-reclaim", c.background_reclaim,
                 "A reclaim thread in each process evicts ahead of its faults (kswapd), so that "
                 "compression runs beside the program");

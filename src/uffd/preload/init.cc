@@ -9,7 +9,8 @@
 //   USWAP_COMP          compression algorithm
 //   USWAP_FAULT_MODE    sigbus (default) or handler-thread
 //   USWAP_ACCESS        auto, full or user-mode-only
-//   USWAP_TRACK_WRITES  0: no write-protect sweeps (pager_options::track_writes)
+//   USWAP_TRACK_WRITES  1: write-protect sweeps (pager_options::track_writes; off by default
+//                       here, see uswap(1) --write-tracking)
 //   USWAP_RECLAIM_CLUSTER  eviction's unit in pages (pager_options::reclaim_cluster)
 //   USWAP_BACKGROUND_RECLAIM  1: a background reclaim thread (pager_options::background_reclaim;
 //                       off by default here, see uswap(1) --background-reclaim)
@@ -337,7 +338,8 @@ __attribute__((constructor)) void shim_init() {
   o.mode = uswap::fault_mode::sigbus;
   if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
     if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
-  if (const char* t = getenv("USWAP_TRACK_WRITES"); t && *t) o.track_writes = strcmp(t, "0") != 0;
+  const char* tw = getenv("USWAP_TRACK_WRITES");
+  o.track_writes = tw && strcmp(tw, "1") == 0;
   const char* br = getenv("USWAP_BACKGROUND_RECLAIM");
   o.background_reclaim = br && strcmp(br, "1") == 0;
   if (const char* rc = getenv("USWAP_RECLAIM_CLUSTER"); rc && *rc)
