@@ -237,7 +237,10 @@ TEST_P(RegionConcurrencyTest, WritesRacingSweepsAreNeverLost) {
   auto rr = region::create(size, opts(limit, size));
   ASSERT_TRUE(rr.ok()) << rr.error().to_string();
   const pager_stats s = run_counter_race(**rr, c);
-  EXPECT_GT(s.wp_sweeps, 10u) << describe(s);
+  // Several sweeps, not a fixed rate: the writers rewrite their counters all the time, so write
+  // tracking backs off (pager_impl.h, wp_fault_share) after a few sweeps in some runs (5 to 20
+  // under TSan on an idle machine) and not in others (hundreds).
+  EXPECT_GE(s.wp_sweeps, 3u) << describe(s);
   EXPECT_GT(s.wp_faults, 0u) << "no write met a sweep's protection: " << describe(s);
   EXPECT_GT(s.swap_outs, s.evict_wp_pages) << "no victim was covered by a sweep: " << describe(s);
 }
