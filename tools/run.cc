@@ -52,7 +52,7 @@ struct run_config {
   bool json = false;
   bool allow_unrouted = false;
   bool write_tracking = false;     // pager_options::track_writes (off: see the man page)
-  bool no_write_tracking = false;  // the default, accepted by name
+  bool no_write_tracking = false;  // the default, accepted by name (excludes --write-tracking)
   bool background_reclaim = false;  // pager_options::background_reclaim (off: see the man page)
   unsigned reclaim_cluster = 16;  // pager_options::reclaim_cluster
   bool per_process = false;  // --limit-per-process: no job, each process its own limit
@@ -282,7 +282,7 @@ int check_routable(const run_config& c) {
   if (c.swap) ::setenv("USWAP_SWAP_SIZE", std::to_string(c.swap).c_str(), 1);
   ::setenv("USWAP_FAULT_MODE", c.fault_mode.c_str(), 1);
   ::setenv("USWAP_ACCESS", c.access.c_str(), 1);
-  ::setenv("USWAP_TRACK_WRITES", c.write_tracking && !c.no_write_tracking ? "1" : "0", 1);
+  ::setenv("USWAP_TRACK_WRITES", c.write_tracking ? "1" : "0", 1);
   ::setenv("USWAP_BACKGROUND_RECLAIM", c.background_reclaim ? "1" : "0", 1);
   ::setenv("USWAP_RECLAIM_CLUSTER", std::to_string(c.reclaim_cluster).c_str(), 1);
   ::setenv("USWAP_STATS_FILE", stats_path, 1);
