@@ -23,6 +23,14 @@ function(uswap_layer)
   set(target uswap_${L_NAME})
   if(L_SOURCES)
     add_library(${target} STATIC ${L_SOURCES})
+    # Initial-exec TLS, reached through the thread pointer alone. The default model in position
+    # independent code reads the thread's DTV, which the loader allocates with the program's
+    # malloc; under `uswap run` a program that brings its own malloc (rustc links jemalloc in)
+    # puts it in paged memory, and the pager, resolving a fault, must never fault. The layers'
+    # thread_locals are a few words (lockdep's 4 KiB stack keeps the default model and is
+    # placed by include/uswap/sync/lockdep_storage.h), so a dlopen()ed object that links them
+    # (the nbdkit plugin) fits in glibc's static TLS surplus.
+    target_compile_options(${target} PRIVATE -ftls-model=initial-exec)
     set(scope PUBLIC)
   else()
     add_library(${target} INTERFACE)

@@ -1,7 +1,7 @@
 // zcomp with per-thread streams. See zcomp.h for the contract; here is how streams live.
 //
-// Every zcomp owns a registry (shared_ptr) listing its streams. A thread keeps a thread_local
-// cache of (zcomp id, registry, stream) entries. stream_get() looks for an entry of this zcomp
+// Every zcomp owns a registry (shared_ptr) listing its streams. A thread keeps a cache of
+// (zcomp id, registry, stream) entries, destroyed at its exit by a pthread key's destructor. stream_get() looks for an entry of this zcomp
 // whose stream is not held; on a miss it asks the registry for a new stream (the registry's mutex
 // is taken only there, once per thread, and at thread exit). When a thread exits, its cache gives
 // its streams back to their registries; when a zcomp is destroyed, its registry frees every
@@ -12,10 +12,12 @@
 // A thread's streams outlive its cache: at exit they go to their registry's spare list, where
 // the next thread to need one takes it instead of making a codec context (a zstd context is a
 // megabyte), and where a thread whose cache is already gone gets one. That thread is one still
-// running code after its thread_local destructors: a pthread key destructor (mimalloc's thread
+// running code after its cache's destructor: another pthread key destructor (mimalloc's thread
 // teardown) that touches memory a uswap pager paged out, whose fault is resolved on that very
-// thread. Spare streams are shared, so their `held` flag is taken with an atomic exchange.
+// thread. (The main thread's cache is not destroyed at exit(), which runs no key destructors.) Spare streams are shared, so their `held` flag is taken with an atomic exchange.
 #include "uswap/compress/zcomp.h"
+
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -115,14 +117,49 @@ struct thread_stream_cache {
   }
 };
 
-thread_local thread_stream_cache tls_streams;
-// Set once this thread's cache is destroyed (trivially destructible, so still readable).
+// This thread's cache, made at its first stream_get. A pointer and a flag, with no destructor:
+// a thread_local with one registers it at first use through __cxa_thread_atexit, which
+// allocates with the program's malloc, and the first use may be inside a uswap pager's fault
+// resolution, where a program that brings its own malloc must not be called. The cache is
+// destroyed by a pthread key's destructor instead, whose registration for the process's first
+// keys stores into the thread descriptor.
+thread_local thread_stream_cache* tls_streams = nullptr;
+// Set once this thread's cache is destroyed, or could not be made.
 thread_local bool tls_streams_gone = false;
 
 thread_stream_cache::~thread_stream_cache() {
   for (cache_entry& e : entries) e.reg->release(e.slot);
   entries.clear();
+}
+
+void destroy_stream_cache(void* p) noexcept {
+  delete static_cast<thread_stream_cache*>(p);
+  tls_streams = nullptr;
   tls_streams_gone = true;
+}
+
+// Created when the layer is loaded, before the program makes keys of its own: a key among the
+// first 32 is stored without allocation (glibc's specific_1stblock).
+const struct stream_cache_key {
+  pthread_key_t key;
+  bool ok;
+  stream_cache_key() : ok(pthread_key_create(&key, destroy_stream_cache) == 0) {}
+} stream_cache_key;
+
+// This thread's cache, made if it has none: null past its destruction or if it cannot be made
+// (the caller then uses shared spares).
+thread_stream_cache* this_thread_cache() noexcept {
+  if (thread_stream_cache* c = tls_streams) [[likely]]
+    return c;
+  if (tls_streams_gone || !stream_cache_key.ok) return nullptr;
+  auto* c = new (std::nothrow) thread_stream_cache;
+  if (!c) return nullptr;
+  if (pthread_setspecific(stream_cache_key.key, c) != 0) {
+    delete c;
+    return nullptr;
+  }
+  tls_streams = c;
+  return c;
 }
 
 }  // namespace
@@ -199,9 +236,10 @@ result<stream_slot*> make_stream(const zcomp_ops* ops, const zcomp_params& param
 }  // namespace
 
 result<zcomp_stream> zcomp::stream_get() {
-  if (tls_streams_gone) [[unlikely]] {
-    // This thread is past its thread_local destructors: a shared spare, or a new one made
-    // spare.
+  thread_stream_cache* const cache_p = this_thread_cache();
+  if (!cache_p) [[unlikely]] {
+    // This thread is past its cache's destruction (or has none): a shared spare, or a new one
+    // made spare.
     if (stream_slot* s = reg_->take_spare(false)) return zcomp_stream(&s->strm, &s->held);
     auto made = make_stream(ops_, params_, *reg_);
     if (!made) return made.error();
@@ -213,7 +251,7 @@ result<zcomp_stream> zcomp::stream_get() {
     }
     return zcomp_stream(&s->strm, &s->held);
   }
-  thread_stream_cache& cache = tls_streams;
+  thread_stream_cache& cache = *cache_p;
   for (cache_entry& e : cache.entries) {
     if (e.id == id_ && !e.slot->held.load(std::memory_order_relaxed)) {
       e.slot->held.store(true, std::memory_order_relaxed);

@@ -7,7 +7,7 @@
 // per-CPU structure is private to the code running on that CPU with preemption off.
 //
 // Thread-safety: any thread. The first call of a thread takes a process-wide mutex; later calls
-// read a thread_local.
+// read a thread_local. No allocation through malloc after a thread's first call (thread_slot.cc).
 #pragma once
 
 namespace uswap::swap_detail {

@@ -1,6 +1,8 @@
 // The held-lock stack of include/uswap/sync/lockdep.h (DCHECK builds only).
 #include "uswap/sync/lockdep.h"
 
+#include "uswap/sync/lockdep_storage.h"
+
 #if USWAP_DCHECK_ON
 
 #include <atomic>
@@ -13,15 +15,11 @@ namespace {
 // least 4-byte aligned (a 32-bit futex word or a 64-bit bit-lock word).
 constexpr uintptr_t shared_bit = 1;
 
-// Zero-initialised thread-local storage: no constructor runs, not even in a signal handler.
-struct held_locks {
-  unsigned depth;
-  uintptr_t entries[max_lock_depth];
-};
+using detail::held_locks;
 
-// Default TLS model: the pager's LD_PRELOAD shim and the nbdkit plugin link this layer into a
-// shared object, and 4 KiB of initial-exec TLS in a dlopen()ed one may not fit the static block.
-thread_local held_locks tls_held;
+// The default TLS model, not the layers' initial-exec (cmake/uswap_layer.cmake): 4 KiB, too much
+// for a dlopen()ed object; lockdep_storage.h says who keeps the stack elsewhere.
+thread_local held_locks tls_held [[gnu::tls_model("global-dynamic")]];
 
 uintptr_t key_of(const void* lock) noexcept { return reinterpret_cast<uintptr_t>(lock); }
 
@@ -38,8 +36,12 @@ int find(const held_locks& h, uintptr_t key) noexcept {
 
 }  // namespace
 
+// Weak: a shared object loaded at program start may keep the stack in initial-exec TLS instead
+// (lockdep_storage.h). Not inlined into the callers below, being weak.
+[[gnu::weak]] detail::held_locks& detail::thread_held_locks() noexcept { return tls_held; }
+
 void acquire(const void* lock, mode m) noexcept {
-  held_locks& h = tls_held;
+  held_locks& h = detail::thread_held_locks();
   const unsigned d = h.depth;
   if (d == max_lock_depth)
     detail::dcheck_failed("lockdep: a thread holds more than max_lock_depth locks", __FILE__,
@@ -52,7 +54,7 @@ void acquire(const void* lock, mode m) noexcept {
 }
 
 void release(const void* lock) noexcept {
-  held_locks& h = tls_held;
+  held_locks& h = detail::thread_held_locks();
   const int i = find(h, key_of(lock));
   if (i < 0)
     detail::dcheck_failed("lockdep: release of a lock this thread does not hold", __FILE__,
@@ -66,7 +68,7 @@ void release(const void* lock) noexcept {
 }
 
 void downgrade(const void* lock) noexcept {
-  held_locks& h = tls_held;
+  held_locks& h = detail::thread_held_locks();
   const int i = find(h, key_of(lock));
   if (i < 0 || (h.entries[i] & shared_bit))
     detail::dcheck_failed("lockdep: downgrade of a lock this thread does not hold exclusively",
@@ -74,15 +76,17 @@ void downgrade(const void* lock) noexcept {
   h.entries[i] |= shared_bit;
 }
 
-bool held(const void* lock) noexcept { return find(tls_held, key_of(lock)) >= 0; }
+bool held(const void* lock) noexcept {
+  return find(detail::thread_held_locks(), key_of(lock)) >= 0;
+}
 
 bool held(const void* lock, mode m) noexcept {
-  const held_locks& h = tls_held;
+  const held_locks& h = detail::thread_held_locks();
   const int i = find(h, key_of(lock));
   return i >= 0 && ((h.entries[i] & shared_bit) != 0) == (m == mode::shared);
 }
 
-unsigned depth() noexcept { return tls_held.depth; }
+unsigned depth() noexcept { return detail::thread_held_locks().depth; }
 
 }  // namespace uswap::lockdep
 

@@ -44,7 +44,6 @@ using namespace uffd_pte;
 namespace {
 
 std::atomic<unsigned> fork_gen{0};
-std::once_flag atfork_once;
 
 // The pagers a fork must carry over (fork_policy::copy). fork_mu is held from the prepare
 // handler to the parent or child handler, so no pager is created or destroyed during a fork.
@@ -82,7 +81,9 @@ thread_local const pager::impl* tls_map_writer [[gnu::tls_model("initial-exec")]
 unsigned current_fork_generation() noexcept { return fork_gen.load(std::memory_order_relaxed); }
 
 void note_fork_handlers() {
-  std::call_once(atfork_once, [] { pthread_atfork(prepare_all, parent_all, child_all); });
+  // A static's guarded initialisation, not std::call_once, whose state is libstdc++'s TLS in the
+  // default model (cmake/uswap_layer.cmake says why the pager reaches TLS only directly).
+  [[maybe_unused]] static const int registered = pthread_atfork(prepare_all, parent_all, child_all);
 }
 
 void fork_register(pager::impl* p) {

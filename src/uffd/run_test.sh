@@ -4,6 +4,7 @@
 #                       the sort of N values (default 32Mi: a 512 MiB working set, two arrays of
 #                       8-byte values) under --limit LIMIT (default 64M)
 #   run_test.sh shim    USWAP SHIM_TEST_PROGRAM          the shim's promises, checked inside C
+#   run_test.sh ownmalloc USWAP OWN_MALLOC_PROGRAM   a program that defines malloc itself
 #   run_test.sh cli     USWAP STATIC_PROGRAM             errors, refusals and the summary
 #   run_test.sh job     USWAP JOB_PROGRAM MODE           processes sharing one --limit
 #   run_test.sh nbd     USWAP SORT_PROGRAM               --backing an NBD export (nbdkit memory):
@@ -126,6 +127,31 @@ shim)
   grep -q "seccomp" "$tmp/user.err" || fail "without kernel-mode faults the summary does not say seccomp"
   "$uswap" run --limit 8M --fault-mode sigbus -- "$prog" >"$tmp/sigbus.out" 2>"$tmp/sigbus.err" ||
     fail "in sigbus mode it failed: $(cat "$tmp/sigbus.out" "$tmp/sigbus.err")"
+  ;;
+ownmalloc)
+  # A program whose executable defines the malloc family (as rustc, with jemalloc linked in):
+  # every allocation of the process, the loader's per-thread DTVs included, is its allocator's,
+  # in paged memory, and that allocator maps its chunks with its lock held. The pager must
+  # neither call it (from that mmap, or to register a thread's exit) nor read what it holds
+  # while resolving a fault: either hangs, or aborts the program ("malloc re-entered").
+  prog=$3
+  "$prog" 8 48 6 >"$tmp/plain.out" 2>&1 || fail "the test program alone failed: $(cat "$tmp/plain.out")"
+  for mode in sigbus handler-thread; do
+    timeout -k 10 300 "$uswap" run --limit 16M --fault-mode $mode --json -- "$prog" 8 48 6 \
+      >"$tmp/$mode.out" 2>"$tmp/$mode.err"
+    rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      fail "($mode) no end in 300 s: $(tail -c 600 "$tmp/$mode.out" "$tmp/$mode.err")"
+      continue
+    fi
+    [ $rc -eq 0 ] || fail "($mode) exit status $rc: $(tail -c 800 "$tmp/$mode.out" "$tmp/$mode.err")"
+    cmp -s "$tmp/plain.out" "$tmp/$mode.out" ||
+      fail "($mode) output differs from the plain run's: $(head -c 600 "$tmp/$mode.out")"
+    ins=$(json_field "$tmp/$mode.err" swap_ins)
+    [ "${ins:-0}" -gt 1000 ] ||
+      fail "($mode) ${ins:-no} swap-ins: the program's own allocator's memory was not paged"
+    echo "$mode: ok, ${ins} swap-ins"
+  done
   ;;
 cli)
   "$uswap" run --limit 8M >"$tmp/o" 2>&1 && fail "run without a program succeeded"
