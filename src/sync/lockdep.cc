@@ -15,7 +15,7 @@ namespace {
 // least 4-byte aligned (a 32-bit futex word or a 64-bit bit-lock word).
 constexpr uintptr_t shared_bit = 1;
 
-using detail::held_locks;
+using storage::held_locks;
 
 // The default TLS model, not the layers' initial-exec (cmake/uswap_layer.cmake): 4 KiB, too much
 // for a dlopen()ed object; lockdep_storage.h says who keeps the stack elsewhere.
@@ -38,10 +38,10 @@ int find(const held_locks& h, uintptr_t key) noexcept {
 
 // Weak: a shared object loaded at program start may keep the stack in initial-exec TLS instead
 // (lockdep_storage.h). Not inlined into the callers below, being weak.
-[[gnu::weak]] detail::held_locks& detail::thread_held_locks() noexcept { return tls_held; }
+[[gnu::weak]] storage::held_locks& storage::thread_held_locks() noexcept { return tls_held; }
 
 void acquire(const void* lock, mode m) noexcept {
-  held_locks& h = detail::thread_held_locks();
+  held_locks& h = storage::thread_held_locks();
   const unsigned d = h.depth;
   if (d == max_lock_depth)
     detail::dcheck_failed("lockdep: a thread holds more than max_lock_depth locks", __FILE__,
@@ -54,7 +54,7 @@ void acquire(const void* lock, mode m) noexcept {
 }
 
 void release(const void* lock) noexcept {
-  held_locks& h = detail::thread_held_locks();
+  held_locks& h = storage::thread_held_locks();
   const int i = find(h, key_of(lock));
   if (i < 0)
     detail::dcheck_failed("lockdep: release of a lock this thread does not hold", __FILE__,
@@ -68,7 +68,7 @@ void release(const void* lock) noexcept {
 }
 
 void downgrade(const void* lock) noexcept {
-  held_locks& h = detail::thread_held_locks();
+  held_locks& h = storage::thread_held_locks();
   const int i = find(h, key_of(lock));
   if (i < 0 || (h.entries[i] & shared_bit))
     detail::dcheck_failed("lockdep: downgrade of a lock this thread does not hold exclusively",
@@ -77,16 +77,16 @@ void downgrade(const void* lock) noexcept {
 }
 
 bool held(const void* lock) noexcept {
-  return find(detail::thread_held_locks(), key_of(lock)) >= 0;
+  return find(storage::thread_held_locks(), key_of(lock)) >= 0;
 }
 
 bool held(const void* lock, mode m) noexcept {
-  const held_locks& h = detail::thread_held_locks();
+  const held_locks& h = storage::thread_held_locks();
   const int i = find(h, key_of(lock));
   return i >= 0 && ((h.entries[i] & shared_bit) != 0) == (m == mode::shared);
 }
 
-unsigned depth() noexcept { return detail::thread_held_locks().depth; }
+unsigned depth() noexcept { return storage::thread_held_locks().depth; }
 
 }  // namespace uswap::lockdep
 

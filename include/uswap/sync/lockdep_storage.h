@@ -19,7 +19,7 @@
 
 #if USWAP_DCHECK_ON
 
-namespace uswap::lockdep::detail {
+namespace uswap::lockdep::storage {
 
 // Zero-initialised: no constructor runs, not even in a signal handler.
 struct held_locks {
@@ -29,6 +29,6 @@ struct held_locks {
 
 held_locks& thread_held_locks() noexcept;
 
-}  // namespace uswap::lockdep::detail
+}  // namespace uswap::lockdep::storage
 
 #endif

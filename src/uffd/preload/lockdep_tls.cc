@@ -5,7 +5,7 @@
 
 #if USWAP_DCHECK_ON
 
-namespace uswap::lockdep::detail {
+namespace uswap::lockdep::storage {
 
 namespace {
 thread_local held_locks tls_held_ie [[gnu::tls_model("initial-exec")]];
@@ -13,6 +13,6 @@ thread_local held_locks tls_held_ie [[gnu::tls_model("initial-exec")]];
 
 held_locks& thread_held_locks() noexcept { return tls_held_ie; }
 
-}  // namespace uswap::lockdep::detail
+}  // namespace uswap::lockdep::storage
 
 #endif
