@@ -1,20 +1,21 @@
 // zcomp with per-thread streams. See zcomp.h for the contract; here is how streams live.
 //
 // Every zcomp owns a registry (shared_ptr) listing its streams. A thread keeps a cache of
-// (zcomp id, registry, stream) entries, destroyed at its exit by a pthread key's destructor. stream_get() looks for an entry of this zcomp
-// whose stream is not held; on a miss it asks the registry for a new stream (the registry's mutex
-// is taken only there, once per thread, and at thread exit). When a thread exits, its cache gives
-// its streams back to their registries; when a zcomp is destroyed, its registry frees every
-// stream and is marked dead, and the entries left in other threads' caches are dropped at their
-// next miss or exit. Entries match on the zcomp id, never reused, so a new zcomp at the address
-// of a dead one cannot pick up a stale stream.
+// (zcomp id, registry, stream) entries, destroyed at its exit by a pthread key's destructor.
+// stream_get() looks for an entry of this zcomp whose stream is not held; on a miss it asks the
+// registry for a new stream (the registry's mutex is taken only there, once per thread, and at
+// thread exit). When a thread exits, its cache gives its streams back to their registries; when a
+// zcomp is destroyed, its registry frees every stream and is marked dead, and the entries left in
+// other threads' caches are dropped at their next miss or exit. Entries match on the zcomp id,
+// never reused, so a new zcomp at the address of a dead one cannot pick up a stale stream.
 //
 // A thread's streams outlive its cache: at exit they go to their registry's spare list, where
 // the next thread to need one takes it instead of making a codec context (a zstd context is a
 // megabyte), and where a thread whose cache is already gone gets one. That thread is one still
 // running code after its cache's destructor: another pthread key destructor (mimalloc's thread
 // teardown) that touches memory a uswap pager paged out, whose fault is resolved on that very
-// thread. (The main thread's cache is not destroyed at exit(), which runs no key destructors.) Spare streams are shared, so their `held` flag is taken with an atomic exchange.
+// thread. (The main thread's cache is not destroyed at exit(), which runs no key destructors.)
+// Spare streams are shared, so their `held` flag is taken with an atomic exchange.
 #include "uswap/compress/zcomp.h"
 
 #include <pthread.h>

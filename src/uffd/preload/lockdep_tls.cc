@@ -1,6 +1,6 @@
 // lockdep's held-lock stacks in initial-exec TLS, for the shim (DCHECK builds only): the
-// reason is in include/uswap/sync/lockdep_storage.h. The shim is loaded at program start, so its static
-// TLS is part of every thread's static block whatever its size.
+// reason is in include/uswap/sync/lockdep_storage.h. The shim is loaded at program start, so its
+// static TLS is part of every thread's static block whatever its size.
 #include "uswap/sync/lockdep_storage.h"
 
 #if USWAP_DCHECK_ON
