@@ -111,7 +111,8 @@ static void* alloc_block(size_t n) {
 static size_t usable(const void* q) {
   const char* p = (const char*)q - header;
   if (*(const size_t*)(p + 8) == 0)  // a mapping: its length less what precedes the block
-    return *(const size_t*)p - (size_t)((const char*)q - (const char*)((uintptr_t)p & ~(uintptr_t)4095));
+    return *(const size_t*)p -
+           (size_t)((const char*)q - (const char*)((uintptr_t)p & ~(uintptr_t)4095));
   return *(const size_t*)p - header;
 }
 
