@@ -70,18 +70,22 @@ static int class_of(size_t n) {
   return s;
 }
 
+// A block in a mapping of its own, at `offset` (header <= offset <= 4096) of its first page, its
+// header just before it: the mapping's length, and 0 where a class block has its class.
+static void* map_block(size_t n, size_t offset) {
+  const size_t len = (n + offset + 4095) & ~(size_t)4095;
+  take_lock();
+  char* p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  pthread_mutex_unlock(&lock);
+  if (p == MAP_FAILED) return NULL;
+  *(size_t*)(p + offset - header) = len;
+  *(size_t*)(p + offset - header + 8) = 0;
+  return p + offset;
+}
+
 static void* alloc_block(size_t n) {
   if (n == 0) n = 1;
-  if (n > ((size_t)1 << max_shift) - header) {
-    const size_t len = (n + header + 4095) & ~(size_t)4095;
-    take_lock();
-    char* p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    pthread_mutex_unlock(&lock);
-    if (p == MAP_FAILED) return NULL;
-    *(size_t*)p = len;
-    *(size_t*)(p + 8) = 0;  // 0: a mapping of its own
-    return p + header;
-  }
+  if (n > ((size_t)1 << max_shift) - header) return map_block(n, header);
   const int s = class_of(n + header);
   take_lock();
   char* p = (char*)free_lists[s - min_shift];
@@ -164,15 +168,7 @@ void* memalign(size_t align, size_t n) {
     return NULL;
   }
   if (align <= 16) return alloc_block(n);
-  // A mapping of its own, the block at offset align of its first page, the header before it.
-  const size_t len = (n + align + 4095) & ~(size_t)4095;
-  take_lock();
-  char* p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  pthread_mutex_unlock(&lock);
-  if (p == MAP_FAILED) return NULL;
-  *(size_t*)(p + align - header) = len;
-  *(size_t*)(p + align - header + 8) = 0;
-  return p + align;
+  return map_block(n, align);
 }
 void* aligned_alloc(size_t align, size_t n) { return memalign(align, n); }
 int posix_memalign(void** out, size_t align, size_t n) {
