@@ -21,6 +21,8 @@
 //
 // The arena stays MADV_DONTFORK outside a fork: a child made by a raw clone() system call, which
 // no pthread_atfork handler sees, gets no arena at all, so its accesses are SIGSEGV, never zeros.
+// Unless the clone is trapped (kernel_access.h, "Raw forks"): then the same handlers run around
+// it, through pager_fork_prepare/parent/child.
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -48,6 +50,9 @@ std::atomic<unsigned> fork_gen{0};
 // The pagers a fork must carry over (fork_policy::copy). fork_mu is held from the prepare
 // handler to the parent or child handler, so no pager is created or destroyed during a fork.
 std::mutex fork_mu;
+// The thread between prepare and parent/child (0: none): a raw fork trapped inside fork() itself
+// (an argument in the arena) must not run the handlers a second time.
+std::atomic<pid_t> fork_holder{0};
 std::vector<pager::impl*>& registry() {
   static auto* r = new std::vector<pager::impl*>();  // never destroyed: atfork may run at exit
   return *r;
@@ -58,12 +63,14 @@ std::vector<pager::impl*>& registry() {
 void prepare_all() {
   pager_scope in_pager;
   fork_mu.lock();
+  fork_holder.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_relaxed);
   for (pager::impl* p : registry()) p->prepare_fork();
 }
 
 void parent_all() {
   pager_scope in_pager;
   for (pager::impl* p : registry()) p->after_fork_parent();
+  fork_holder.store(0, std::memory_order_relaxed);
   fork_mu.unlock();
 }
 
@@ -71,10 +78,22 @@ void child_all() {
   pager_scope in_pager;
   fork_gen.fetch_add(1, std::memory_order_relaxed);
   for (pager::impl* p : registry()) (void)p->after_fork_child();
+  fork_holder.store(0, std::memory_order_relaxed);
   fork_mu.unlock();
 }
 
 }  // namespace
+
+bool pager_fork_prepare() noexcept {
+  if (fork_holder.load(std::memory_order_relaxed) == static_cast<pid_t>(::syscall(SYS_gettid)))
+    return false;
+  prepare_all();
+  return true;
+}
+
+void pager_fork_parent() noexcept { parent_all(); }
+
+void pager_fork_child() noexcept { child_all(); }
 
 thread_local const pager::impl* tls_map_writer [[gnu::tls_model("initial-exec")]] = nullptr;
 

@@ -22,7 +22,7 @@ namespace uswap {
 namespace {
 
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
-constexpr uint32_t job_version = 2;
+constexpr uint32_t job_version = 3;
 
 enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
 
@@ -77,6 +77,7 @@ struct job::shared {
   uint64_t limit_pages;
   uint64_t pool_limit_bytes;
   int32_t signal;
+  uint64_t pidns_dev, pidns_ino;  // the supervisor's pid namespace (0: unknown)
   pthread_mutex_t lock;
   // Under the lock.
   uint64_t charge;
@@ -155,6 +156,10 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   s->max_members = job_max_members;
   s->signal = sig;
   s->backing_blocks = opts.backing_blocks;
+  if (struct stat ns; ::stat("/proc/self/ns/pid", &ns) == 0) {
+    s->pidns_dev = ns.st_dev;
+    s->pidns_ino = ns.st_ino;
+  }
   pthread_mutexattr_t a;
   pthread_mutexattr_init(&a);
   pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -303,6 +308,13 @@ void job::leave(unsigned slot) noexcept {
     s_->exited[k] += m.stat[k].load(std::memory_order_relaxed);
   s_->exited[JOB_POOL_PEAK] = std::max(s_->exited[JOB_POOL_PEAK], m.stat[JOB_POOL_PEAK].load(std::memory_order_relaxed));
   m.state.store(slot_free, std::memory_order_release);
+}
+
+bool job::in_pid_namespace() const noexcept {
+  if (s_->pidns_ino == 0) return true;  // the supervisor could not tell: as before namespaces
+  struct stat ns;
+  return ::stat("/proc/self/ns/pid", &ns) == 0 && ns.st_dev == s_->pidns_dev &&
+         ns.st_ino == s_->pidns_ino;
 }
 
 bool job::still_alive(unsigned slot) const noexcept {

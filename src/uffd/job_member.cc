@@ -60,6 +60,8 @@ status pager::join_job(std::shared_ptr<job> j) {
   if (!j) return error(EINVAL, "pager: no job to join");
   if (m.jlink.load(std::memory_order_relaxed)) return error(EBUSY, "pager: already in a job");
   if (m.detached()) return error(EINVAL, "pager: a detached copy cannot join a job");
+  if (!j->in_pid_namespace())
+    return error(EXDEV, "pager: the process is in a pid namespace other than the job's");
   char comm[16];
   process_comm(comm);
   auto slot = j->join(::getpid(), comm);
@@ -443,6 +445,15 @@ void pager::impl::job_after_fork_child() noexcept {
   job_waits.store(0, std::memory_order_relaxed);
   char comm[16];
   process_comm(comm);
+  if (!j->in_pid_namespace()) {
+    // A child in a new pid namespace (clone with CLONE_NEWPID, or after unshare): its pid here
+    // names another process for everyone else in the job. Limited alone; its share goes back.
+    if (child_slot >= 0) j->leave(static_cast<unsigned>(child_slot));
+    jlink.store(nullptr, std::memory_order_relaxed);
+    reserved.store(0, std::memory_order_relaxed);
+    child_slot = -1;
+    return;
+  }
   const uint64_t res = resident.load(std::memory_order_relaxed);
   if (child_slot >= 0 && j->adopt(static_cast<unsigned>(child_slot), ::getpid(), comm).ok()) {
     jslot = static_cast<unsigned>(child_slot);

@@ -3,6 +3,7 @@
 #include "uswap/uffd/job.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -92,6 +93,25 @@ TEST(Job, AnotherProcessSeesTheSameJob) {
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(j->view().members_joined, 1u);
   EXPECT_EQ(j->charge(), 0u);
+}
+
+// Members are named by pid: a process in another pid namespace (a sandbox's CLONE_NEWPID
+// child, pid 1 there) is told so, and the pager then keeps it out of the job.
+TEST(Job, AProcessInAnotherPidNamespaceIsNotInTheJobs) {
+  auto j = make_job(500);
+  ASSERT_TRUE(j);
+  EXPECT_TRUE(j->in_pid_namespace());
+  EXPECT_EQ(in_child([&] { return j->in_pid_namespace() ? 0 : 1; }), 0);
+  // A new pid namespace needs CAP_SYS_ADMIN, or a user namespace of its own first.
+  const int rc = in_child([&] {
+    if (::unshare(CLONE_NEWPID) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) return 77;
+    return in_child([&] {
+      if (::getpid() != 1) return 2;
+      return j->in_pid_namespace() ? 3 : 0;
+    });
+  });
+  if (rc == 77) GTEST_SKIP() << "no pid namespace can be made here";
+  EXPECT_EQ(rc, 0);
 }
 
 TEST(JobConcurrency, ProcessesReservingTogetherNeverPassTheLimit) {

@@ -595,6 +595,8 @@ void die_of_sigsys() noexcept {
 
 void forward(int sig, siginfo_t* si, void* uc) {
   stats.forwarded.fetch_add(1, std::memory_order_relaxed);
+  // Another filter's trap (the program's own seccomp sandbox): its owner may want to know.
+  if (si->si_code == ka_sys_seccomp && g.foreign_trap) g.foreign_trap(g.ctx, si->si_syscall);
   const struct sigaction* prev = chained.load(std::memory_order_acquire);
   if (prev && (prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
     prev->sa_sigaction(sig, si, uc);
@@ -764,6 +766,18 @@ std::vector<sock_filter> build_filter(const kernel_access_config& cfg) {
       to_allow.push_back(a.emit(BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAKE | FUTEX_PRIVATE_FLAG));
       to_allow.push_back(
           a.emit(BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG));
+    } else if (blocks[b].r == syscall_table::rule::clone && cfg.fork_prepare) {
+      // A raw fork (kernel_access.h): not a thread or vfork (CLONE_VM), not glibc's fork(), not
+      // one that sets a thread pointer. The rest goes on to the pointer tests.
+      constexpr uint32_t glibc_fork_flags = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD;
+      a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(0));
+      const size_t j_vm = a.emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_VM);
+      const size_t j_glibc = a.emit(BPF_JMP | BPF_JEQ | BPF_K, glibc_fork_flags);
+      const size_t j_tls = a.emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_SETTLS);
+      a.emit(BPF_RET | BPF_K, ret_trap);
+      a.land(j_vm, true);
+      a.land(j_glibc, true);
+      a.land(j_tls, true);
     } else if (blocks[b].r == syscall_table::rule::futex_wake) {
       // futex_wake(2) with FUTEX2_PRIVATE, unless FUTEX2_NUMA (a node word is read).
       a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(3));
@@ -1175,6 +1189,29 @@ long emulate_execve(frame& f, bool at) noexcept {
 // ---------------------------------------------------------------------------------------------
 // clone / clone3.
 
+// A raw fork (kernel_access.h), its prepare hook run: the call without a new stack, so that the
+// child comes back here on its copy of these frames, gets its pager from the child hook, and
+// only then resumes the program, on the stack it asked for.
+long raw_fork(frame& f, uint64_t sp, pin_set& child_pins) noexcept {
+  if (f.call_mask != f.work_mask) set_mask(f.call_mask);  // the child inherits this mask
+  const long r = sys(SYS_clone, f.c.a[0], 0, f.c.a[2], f.c.a[3], f.c.a[4]);
+  if (f.call_mask != f.work_mask) set_mask(f.work_mask);
+  if (r == 0) {
+    g.fork_child(g.ctx);
+    // The child's pager starts without the parent's pins (its rebuild dropped them): nothing
+    // here is the child's to unpin.
+    child_pins.forget();
+    f.pins.forget();
+    if (sp != 0) f.uc->uc_mcontext.gregs[REG_RSP] = static_cast<greg_t>(sp);
+    return 0;
+  }
+  g.fork_parent(g.ctx, r);
+  child_pins.release();
+  f.pins.release();
+  if (r > 0) stats.raw_forks.fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
 long emulate_clone(frame& f, bool v3) noexcept {
   uint64_t flags, sp = 0;
   uintptr_t ptid = 0, ctid = 0, pidfd = 0, set_tid = 0;
@@ -1220,6 +1257,9 @@ long emulate_clone(frame& f, bool v3) noexcept {
     }
     pause_for_pins(f);
   }
+  if (!v3 && !(flags & (CLONE_VM | CLONE_SETTLS)) && f.uc && g.fork_prepare &&
+      g.fork_prepare(g.ctx))
+    return raw_fork(f, sp, child_pins);
   if ((flags & CLONE_VM) && sp == 0) {
     // A child sharing the memory and this very stack (vfork-style) would run over the
     // handler's frames while the parent waits in them.
@@ -1470,6 +1510,10 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
   g.pin = cfg.pin;
   g.unpin = cfg.unpin;
   g.ctx = cfg.ctx;
+  g.fork_prepare = cfg.fork_prepare;
+  g.fork_parent = cfg.fork_parent;
+  g.fork_child = cfg.fork_child;
+  g.foreign_trap = cfg.foreign_trap;
 
   // The trampoline: written, then made read+exec. Never MADV_DONTFORK: a forked child's
   // handler re-issues its calls from it too.
@@ -1595,6 +1639,7 @@ kernel_access_stats kernel_access_get_stats() noexcept {
   s.pinned_forever_bytes = stats.pinned_forever_bytes.load(std::memory_order_relaxed);
   s.chunked = stats.chunked.load(std::memory_order_relaxed);
   s.unsupported = stats.unsupported.load(std::memory_order_relaxed);
+  s.raw_forks = stats.raw_forks.load(std::memory_order_relaxed);
   s.forwarded = stats.forwarded.load(std::memory_order_relaxed);
   s.pin_retries = stats.pin_retries.load(std::memory_order_relaxed);
   return s;

@@ -14,8 +14,9 @@
 //   - the SIGSYS handler decodes the call, pins every arena range the kernel will read or write
 //     (through the config's callbacks), re-issues the call from the trampoline, unpins, and
 //     returns the result in the interrupted context's RAX (-errno on failure, as the kernel).
-// Nothing is trapped unconditionally: the filter survives fork and exec, so a descendant without
-// the shim (a static binary) has it too, and must never see a SIGSYS; it never uses the arena.
+// Nothing is trapped unconditionally, but raw forks when the config asks (below): the filter
+// survives fork and exec, so a descendant without the shim (a static binary) has it too, and must
+// never see a SIGSYS; it never uses the arena.
 // Futexes: FUTEX_WAKE(_BITSET) on a private futex (and futex_wake(2) with FUTEX2_PRIVATE) touch
 // no memory and are never trapped, so mutexes and condition variables in the arena cost nothing
 // extra to wake; a shared wake is trapped, because get_futex_key looks the page up.
@@ -40,6 +41,18 @@
 // are never released (each range once: a small table dedupes them). execve/execveat never pin:
 // arena strings are copied out first (a successful exec would never unpin, and a vfork child's
 // pins would be the parent's).
+//
+// Raw forks: a program that forks with the clone system call itself (Chromium's zygote, sandbox
+// launchers) runs no pthread_atfork handler, so the pager could not give its child a copy of the
+// arena. With fork hooks in the config, the filter traps clone without CLONE_VM (and without
+// CLONE_SETTLS, which would change the thread pointer under the handler) unless its flags are
+// exactly glibc's fork()'s (CHILD_SETTID | CHILD_CLEARTID | SIGCHLD: fork()'s handlers do the
+// work, and a statically linked descendant, which has the filter and no handler, forks
+// untrapped). The handler calls the hooks around the real call, made without a new stack: the
+// child runs its hook on its copy of the handler's frames, then resumes the program with RAX 0
+// and, if the program gave one, RSP at the new stack, as the kernel's child would. Not covered:
+// clone3 (its flags are in memory the filter cannot read), SYS_fork, and a static descendant's
+// raw fork with other flags, which the trap kills.
 //
 // clone and clone3 with a new stack: the child resumes the program from a copy of the trapped
 // context (registers, FPU state, mask) that the parent writes below the child's stack top, with
@@ -100,6 +113,17 @@ struct kernel_access_config {
   // while each chunk is written in full; a datagram socket's message is never split (it is
   // pinned whole, in several pins).
   uint64_t max_pin_bytes = 0;
+  // Raw forks (see the header's note): called around a trapped fork-like clone, as fork() calls
+  // pthread_atfork's handlers, from the SIGSYS handler with asynchronous signals blocked.
+  // fork_prepare returns false when the thread is inside fork()'s handlers already: then the
+  // call is performed without the other two. fork_parent gets the call's raw result. Default
+  // null: such clones are not trapped (unless an argument lies in the arena).
+  bool (*fork_prepare)(void* ctx) = nullptr;
+  void (*fork_parent)(void* ctx, long result) = nullptr;
+  void (*fork_child)(void* ctx) = nullptr;
+  // A seccomp trap of another filter (the program's own sandbox), with the system call's
+  // number, just before it goes to the program's SIGSYS handler. Default null.
+  void (*foreign_trap)(void* ctx, int nr) = nullptr;
 };
 
 // The SECCOMP_RET_DATA of the filter's traps: the handler takes a SIGSYS as its own only when
@@ -140,6 +164,7 @@ struct kernel_access_stats {
   uint64_t pinned_forever_bytes = 0;
   uint64_t chunked = 0;        // transfers split into more than one chunk
   uint64_t unsupported = 0;    // calls the engine refused itself (see the return values above)
+  uint64_t raw_forks = 0;      // raw forks performed between the fork hooks (children made)
   uint64_t forwarded = 0;      // SIGSYS passed to the program's handler
   uint64_t pin_retries = 0;    // pins refused over the cap (ENOMEM) and retried
 };

@@ -46,12 +46,16 @@ struct engine_config {
   int (*pin)(void*, const void*, uint64_t, bool) = nullptr;
   void (*unpin)(void*, const void*, uint64_t) = nullptr;
   void* ctx = nullptr;
+  bool (*fork_prepare)(void*) = nullptr;
+  void (*fork_parent)(void*, long) = nullptr;
+  void (*fork_child)(void*) = nullptr;
+  void (*foreign_trap)(void*, int) = nullptr;
 };
 extern engine_config g;
 
 struct counters {
   std::atomic<uint64_t> trapped{0}, emulated{0}, pinned_bytes{0}, pinned_forever_bytes{0},
-      chunked{0}, unsupported{0}, forwarded{0}, pin_retries{0};
+      chunked{0}, unsupported{0}, forwarded{0}, pin_retries{0}, raw_forks{0};
   std::atomic<uint64_t> per_nr[syscall_table::nr_syscalls]{};
 };
 extern counters stats;

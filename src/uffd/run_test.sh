@@ -127,6 +127,20 @@ shim)
   grep -q "seccomp" "$tmp/user.err" || fail "without kernel-mode faults the summary does not say seccomp"
   "$uswap" run --limit 8M --fault-mode sigbus -- "$prog" >"$tmp/sigbus.out" 2>"$tmp/sigbus.err" ||
     fail "in sigbus mode it failed: $(cat "$tmp/sigbus.out" "$tmp/sigbus.err")"
+  # A program that lowers RLIMIT_DATA to what it means to use (Chromium's sandbox does): the
+  # pager's reservations are not its data, so its allocations, and the pager's own pool, still
+  # fit; it reads back the limit it set.
+  lowered='import resource, zlib
+resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+b = [bytearray(i % 251 for i in range(1 << 20)) for _ in range(48)]
+print(resource.getrlimit(resource.RLIMIT_DATA)[0], sum(zlib.crc32(x) for x in b))'
+  want=$(python3 -c "$lowered")
+  "$uswap" run --limit 8M --json -- python3 -c "$lowered" >"$tmp/rl.out" 2>"$tmp/rl.err" ||
+    fail "with RLIMIT_DATA lowered: $(tail -c 600 "$tmp/rl.err")"
+  [ "$(cat "$tmp/rl.out")" = "$want" ] || fail "with RLIMIT_DATA lowered it printed $(cat "$tmp/rl.out"), plain $want"
+  [ "$(json_field "$tmp/rl.err" swap_outs)" -gt 0 ] || fail "with RLIMIT_DATA lowered nothing was paged"
+  [ "$(json_field "$tmp/rl.err" overcharges)" = 0 ] ||
+    fail "with RLIMIT_DATA lowered the limit did not hold: $(json_field "$tmp/rl.err" overcharges) overcharges"
   ;;
 ownmalloc)
   # A program whose executable defines the malloc family (as rustc, with jemalloc linked in):

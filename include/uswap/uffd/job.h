@@ -188,6 +188,11 @@ class job {
   int signal() const noexcept;
 
   // --- Membership.
+  // Whether the calling process sees pids as the supervisor does: members are named by their
+  // pids (signals, the supervisor's pidfds), so a process in another pid namespace (a sandbox's
+  // CLONE_NEWPID child, where it may be pid 1) must not join; false also when /proc is out of
+  // reach (nothing can be checked).
+  bool in_pid_namespace() const noexcept;
   // A slot for process `pid` (comm: its name, for the summary); ENOSPC when every slot is taken.
   result<unsigned> join(pid_t pid, std::string_view comm);
   // Returns the slot's usage and adds its cumulative counters to the job's; the slot is free.

@@ -54,7 +54,9 @@
 // registers and sweeps a userfaultfd of its own and starts its own handler threads (pthread_atfork
 // drives it; the fork waits for the pager operations in flight, as the kernel's fork takes
 // mmap_lock). The arena is MADV_DONTFORK except during such a fork, so a child made without
-// fork() (a raw clone system call) gets no arena at all: an access is SIGSEGV, never zeros.
+// fork() (a raw clone system call) gets no arena at all: an access is SIGSEGV, never zeros;
+// unless the caller runs the same handlers around the call (pager_fork_prepare, below), as the
+// preload shim does for the clones its seccomp filter traps.
 // fork_policy::detach: the child never gets the arena and its copy of the pager refuses every
 // operation. vfork and posix_spawn share the parent's memory and are unaffected. exec replaces
 // the address space, and with it the pager.
@@ -101,6 +103,16 @@ static_assert(valid_table(fault_mode_names));
 std::string_view to_string(fault_mode m) noexcept;
 // "sigbus" or "handler-thread" (also "handler"); EINVAL otherwise.
 result<fault_mode> parse_fault_mode(std::string_view text);
+
+// A fork made without fork() (a raw clone system call): the handlers fork() runs through
+// pthread_atfork, run by hand around the call, on the forking thread. pager_fork_prepare returns
+// false, and runs nothing, when this thread is inside fork()'s own handlers: then neither of the
+// other two may be called. Otherwise exactly one of them follows: pager_fork_parent in the
+// parent (whether or not a child was made; then pager::fork_returned, as after fork()),
+// pager_fork_child in the child, before it touches the arena.
+bool pager_fork_prepare() noexcept;
+void pager_fork_parent() noexcept;
+void pager_fork_child() noexcept;
 
 // What a fork()ed child gets (see "Fork").
 enum class fork_policy : uint8_t { copy, detach };

@@ -45,6 +45,7 @@
 #include <string>
 
 #include "../kernel_access.h"
+#include "../syscall_table.h"
 #include "shim.h"
 #include "uswap/base/atomic_max.h"
 #include "uswap/base/fault_inject.h"
@@ -93,6 +94,19 @@ uint64_t round_up_pow2(uint64_t v) {
 // the child before any pthread_atfork handler can give the child its pager.
 std::atomic<uint64_t> peak_anon{0}, peak_unrouted{0};
 std::atomic<uint64_t> last_sample_ns{0};
+
+// A "Field: N kB" line of /proc/self/status, in KiB (0 when unreadable).
+uint64_t status_kib(const char* field) noexcept {
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char* at = strstr(buf, field);
+  return at ? strtoull(at + strlen(field), nullptr, 10) : 0;
+}
 
 // RssAnon from /proc/self/statm: resident - shared (file and shmem), in bytes.
 uint64_t rss_anon() noexcept {
@@ -273,6 +287,46 @@ int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
   return st.ok() ? 0 : st.code();
 }
 
+// Raw forks (kernel_access.h): what fork() and its pthread_atfork handlers do for the pager and
+// the shim, around a clone the program makes itself.
+bool raw_fork_prepare(void*) {
+  shim_scope s;
+  return uswap::pager_fork_prepare();
+}
+
+void raw_fork_parent(void*, long result) {
+  shim_scope s;
+  uswap::pager_fork_parent();
+  g.pg->fork_returned(result > 0);
+}
+
+void raw_fork_child(void*) {
+  shim_scope s;
+  uswap::pager_fork_child();
+  after_fork_child();
+}
+
+// A sandbox the program installed (Chromium's seccomp-bpf policy in its renderers) refused one
+// of the pager's own system calls: the program's handler will end the process. Said once, so
+// that the crash it reports has its cause next to it.
+void foreign_trap(void*, int nr) {
+  if (!in_pager_code()) return;  // the program's own call: the program's business
+  static std::atomic<bool> said{false};
+  if (said.exchange(true)) return;
+  // Plain writes: this is a signal handler.
+  const syscall_table::syscall_spec* s = syscall_table::lookup(nr);
+  char num[24];
+  char* p = num + sizeof num - 1;
+  *p = 0;
+  unsigned v = static_cast<unsigned>(nr);
+  do *--p = static_cast<char>('0' + v % 10); while (v /= 10);
+  const char* parts[] = {"uswap: a seccomp filter the program installed refused the pager's ",
+                         s && s->name ? s->name : "system call", " (", p, "): a program that "
+                         "sandboxes itself cannot be paged; run it with its sandbox off "
+                         "(chromium: --no-sandbox)\n"};
+  for (const char* part : parts) (void)!::write(2, part, strlen(part));
+}
+
 void unpin_cb(void* ctx, const void* addr, uint64_t len) {
   auto* p = static_cast<pager*>(ctx);
   shim_scope s;
@@ -409,6 +463,10 @@ __attribute__((constructor)) void shim_init() {
     kc.pin = pin_cb;
     kc.unpin = unpin_cb;
     kc.ctx = g.pg;
+    kc.fork_prepare = raw_fork_prepare;
+    kc.fork_parent = raw_fork_parent;
+    kc.fork_child = raw_fork_child;
+    kc.foreign_trap = foreign_trap;
     kc.max_pin_bytes = std::max<uint64_t>(o.limit / 8, 16 * uswap::page_size) & uswap::page_mask;
     const bool inherited = inherited_lo == g.arena_lo && inherited_hi == g.arena_hi;
     if (auto st = uswap::kernel_access_install(kc, inherited); !st.ok()) {
@@ -446,6 +504,11 @@ __attribute__((constructor)) void shim_init() {
   // runs (stdio.cc says why that matters): allocate it now, from glibc's malloc, rather than at
   // the program's first user or host lookup, from the arena.
   endpwent();
+
+  // What the pager reserved, as the kernel counts it against RLIMIT_DATA and RLIMIT_AS
+  // (rlimit.cc): all of it but the little the program had mapped before this constructor.
+  g.reserved_data = status_kib("VmData:") * 1024;
+  g.reserved_vm = status_kib("VmSize:") * 1024;
 
   g.start_ns = now_ns();
   g.pid = getpid();

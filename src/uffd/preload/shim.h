@@ -1,5 +1,5 @@
 // The state the parts of libuswap-preload.so share (init.cc, malloc.cc, mmap.cc, signals.cc,
-// spawn.cc, io.cc). The shim is the LD_PRELOAD library of `uswap run`: it routes every
+// spawn.cc, io.cc, rlimit.cc). The shim is the LD_PRELOAD library of `uswap run`: it routes every
 // anonymous byte of any dynamically linked program into one pager (pager.h) per process:
 //   - the whole malloc family is mimalloc, whose only memory is the pager's arena (a managed
 //     arena, mi_manage_os_memory_ex, and beyond it mimalloc's own mmap calls, which reach the
@@ -58,6 +58,9 @@ struct shim_state {
   const char* stats_file = nullptr;
   uint64_t start_ns = 0;
   uint64_t limit = 0;
+  // What the pager had reserved when the constructor ended, as the kernel counts it against
+  // RLIMIT_DATA (VmData) and RLIMIT_AS (VmSize), in bytes (rlimit.cc).
+  uint64_t reserved_data = 0, reserved_vm = 0;
   pid_t pid = 0;  // the process the pager belongs to (a vfork child shares it, and is not it)
   std::atomic<bool> stats_written{false};  // this image's line is out (exit, or exec)
   // The job (uswap run's shared limit, USWAP_JOB) the pager is a member of, and the signal its
