@@ -128,6 +128,7 @@ using clone_fn = long (*)(long, long, long, long, long, long, long, void*);
 std::atomic<syscall6_fn> tramp_syscall{&uswap_ka_tramp_begin};
 std::atomic<clone_fn> tramp_clone{&uswap_ka_tramp_clone};
 std::atomic<bool> installed{false};
+std::atomic<bool> fork_filter_on{false};
 
 constexpr uint64_t bit(int sig) { return uint64_t{1} << (sig - 1); }
 // Signals the handler never blocks: the synchronous ones (the kernel kills a thread that takes
@@ -766,18 +767,6 @@ std::vector<sock_filter> build_filter(const kernel_access_config& cfg) {
       to_allow.push_back(a.emit(BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAKE | FUTEX_PRIVATE_FLAG));
       to_allow.push_back(
           a.emit(BPF_JMP | BPF_JEQ | BPF_K, FUTEX_WAKE_BITSET | FUTEX_PRIVATE_FLAG));
-    } else if (blocks[b].r == syscall_table::rule::clone && cfg.fork_prepare) {
-      // A raw fork (kernel_access.h): not a thread or vfork (CLONE_VM), not glibc's fork(), not
-      // one that sets a thread pointer. The rest goes on to the pointer tests.
-      constexpr uint32_t glibc_fork_flags = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD;
-      a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(0));
-      const size_t j_vm = a.emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_VM);
-      const size_t j_glibc = a.emit(BPF_JMP | BPF_JEQ | BPF_K, glibc_fork_flags);
-      const size_t j_tls = a.emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_SETTLS);
-      a.emit(BPF_RET | BPF_K, ret_trap);
-      a.land(j_vm, true);
-      a.land(j_glibc, true);
-      a.land(j_tls, true);
     } else if (blocks[b].r == syscall_table::rule::futex_wake) {
       // futex_wake(2) with FUTEX2_PRIVATE, unless FUTEX2_NUMA (a node word is read).
       a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(3));
@@ -801,6 +790,57 @@ std::vector<sock_filter> build_filter(const kernel_access_config& cfg) {
 }
 
 namespace {
+
+std::vector<sock_filter> build_fork_filter(const kernel_access_config& cfg) {
+  const uint32_t ret_allow = SECCOMP_RET_ALLOW;
+  const uint32_t ret_trap = SECCOMP_RET_TRAP | kernel_access_trap_tag;
+  constexpr uint32_t glibc_fork_flags = CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID | SIGCHLD;
+  assembler a;
+  std::vector<size_t> to_allow;  // conditional jumps whose true branch allows
+  auto allow_unless = [&](uint32_t off, uint16_t jump, uint32_t k) {
+    a.emit(BPF_LD | BPF_W | BPF_ABS, off);
+    a.emit(BPF_JMP | jump | BPF_K, k, 1, 0);  // the test holds: go on
+    a.emit(BPF_RET | BPF_K, ret_allow);
+  };
+  allow_unless(off_arch, BPF_JEQ, AUDIT_ARCH_X86_64);
+  allow_unless(off_nr, BPF_JEQ, SYS_clone);
+  // Made from this image's C library (its clone() and syscall()): one 4 GiB window (install
+  // checks), so the low words compare without a carry.
+  allow_unless(off_ip_hi, BPF_JEQ, static_cast<uint32_t>(cfg.fork_trap_lo >> 32));
+  allow_unless(off_ip_lo, BPF_JGE, static_cast<uint32_t>(cfg.fork_trap_lo));
+  to_allow.push_back(a.emit(BPF_JMP | BPF_JGE | BPF_K, static_cast<uint32_t>(cfg.fork_trap_hi)));
+  // Not a thread or vfork (CLONE_VM), not glibc's fork() (its pthread_atfork handlers do the
+  // work), not one that sets a thread pointer (the handler would run on the new one).
+  a.emit(BPF_LD | BPF_W | BPF_ABS, off_arg_lo(0));
+  to_allow.push_back(a.emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_VM));
+  to_allow.push_back(a.emit(BPF_JMP | BPF_JEQ | BPF_K, glibc_fork_flags));
+  to_allow.push_back(a.emit(BPF_JMP | BPF_JSET | BPF_K, CLONE_SETTLS));
+  a.emit(BPF_RET | BPF_K, ret_trap);
+  for (size_t at : to_allow) a.land(at, true);
+  a.emit(BPF_RET | BPF_K, ret_allow);
+  return a.v;
+}
+
+// Raw forks (kernel_access.h): a filter of this image's own, on top of the job's, so that it
+// goes with the image at exec (the job's stays: a static descendant must never see a trap).
+// Without fork hooks, or with a C library the test cannot cover, nothing. A failure leaves raw
+// forks as they were without it (kernel_access_stats::raw_fork_filter says which).
+void install_fork_filter(const kernel_access_config& cfg) noexcept {
+  if (!cfg.fork_prepare || !cfg.fork_parent || !cfg.fork_child) return;
+  if (cfg.fork_trap_hi <= cfg.fork_trap_lo || (cfg.fork_trap_lo >> 32) != (cfg.fork_trap_hi >> 32))
+    return;
+  std::vector<sock_filter> prog = build_fork_filter(cfg);
+  struct sock_fprog fp {};
+  fp.len = static_cast<unsigned short>(prog.size());
+  fp.filter = prog.data();
+  long r = sys(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+               SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+               reinterpret_cast<long>(&fp));
+  if (r == -EINVAL)
+    r = sys(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+            reinterpret_cast<long>(&fp));
+  fork_filter_on.store(r == 0, std::memory_order_relaxed);
+}
 
 // The handler goes in with the raw system call: the preload shim interposes sigaction to keep
 // signals for itself, and must not mistake this for the program's own SIGSYS handler. Under
@@ -1561,7 +1601,10 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
     return error(e, "kernel_access: sigaction(SIGSYS)");
   }
   chained.store(&chain_storage[slot], std::memory_order_release);
-  if (inherited) return {};
+  if (inherited) {
+    install_fork_filter(cfg);
+    return {};
+  }
 
   if (!has_cap_sys_admin()) {
     const long r = sys(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
@@ -1585,6 +1628,7 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
                  r > 0 ? "kernel_access: thread " + std::to_string(r) + " cannot take the filter"
                        : std::string("kernel_access: seccomp(SECCOMP_SET_MODE_FILTER)"));
   }
+  install_fork_filter(cfg);
   return {};
 }
 
@@ -1640,6 +1684,7 @@ kernel_access_stats kernel_access_get_stats() noexcept {
   s.chunked = stats.chunked.load(std::memory_order_relaxed);
   s.unsupported = stats.unsupported.load(std::memory_order_relaxed);
   s.raw_forks = stats.raw_forks.load(std::memory_order_relaxed);
+  s.raw_fork_filter = fork_filter_on.load(std::memory_order_relaxed);
   s.forwarded = stats.forwarded.load(std::memory_order_relaxed);
   s.pin_retries = stats.pin_retries.load(std::memory_order_relaxed);
   return s;

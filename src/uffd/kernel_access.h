@@ -14,9 +14,8 @@
 //   - the SIGSYS handler decodes the call, pins every arena range the kernel will read or write
 //     (through the config's callbacks), re-issues the call from the trampoline, unpins, and
 //     returns the result in the interrupted context's RAX (-errno on failure, as the kernel).
-// Nothing is trapped unconditionally, but raw forks when the config asks (below): the filter
-// survives fork and exec, so a descendant without the shim (a static binary) has it too, and must
-// never see a SIGSYS; it never uses the arena.
+// Nothing is trapped unconditionally: the filter survives fork and exec, so a descendant without
+// the shim (a static binary) has it too, and must never see a SIGSYS; it never uses the arena.
 // Futexes: FUTEX_WAKE(_BITSET) on a private futex (and futex_wake(2) with FUTEX2_PRIVATE) touch
 // no memory and are never trapped, so mutexes and condition variables in the arena cost nothing
 // extra to wake; a shared wake is trapped, because get_futex_key looks the page up.
@@ -44,15 +43,17 @@
 //
 // Raw forks: a program that forks with the clone system call itself (Chromium's zygote, sandbox
 // launchers) runs no pthread_atfork handler, so the pager could not give its child a copy of the
-// arena. With fork hooks in the config, the filter traps clone without CLONE_VM (and without
-// CLONE_SETTLS, which would change the thread pointer under the handler) unless its flags are
-// exactly glibc's fork()'s (CHILD_SETTID | CHILD_CLEARTID | SIGCHLD: fork()'s handlers do the
-// work, and a statically linked descendant, which has the filter and no handler, forks
-// untrapped). The handler calls the hooks around the real call, made without a new stack: the
-// child runs its hook on its copy of the handler's frames, then resumes the program with RAX 0
-// and, if the program gave one, RSP at the new stack, as the kernel's child would. Not covered:
-// clone3 (its flags are in memory the filter cannot read), SYS_fork, and a static descendant's
-// raw fork with other flags, which the trap kills.
+// arena. With fork hooks in the config, a second filter, the image's own, traps clone without
+// CLONE_VM (and without CLONE_SETTLS, which would change the thread pointer under the handler)
+// made from the image's C library (fork_trap_lo/hi: its clone() and syscall()), unless its flags
+// are exactly glibc's fork()'s (CHILD_SETTID | CHILD_CLEARTID | SIGCHLD: fork()'s handlers do
+// the work). After an exec the new image's C library lies elsewhere (or nowhere, in a static or
+// Go program, which has no handler and must never see a trap); each image that loads the shim
+// adds its own, a dozen instructions. The handler calls the hooks around the real call, made
+// without a new stack: the child runs its hook on its copy of the handler's frames, then resumes
+// the program with RAX 0 and, if the program gave one, RSP at the new stack, as the kernel's
+// child would. Not covered: clone3 (its flags are in memory the filter cannot read), SYS_fork,
+// and clone system calls a program makes from its own code.
 //
 // clone and clone3 with a new stack: the child resumes the program from a copy of the trapped
 // context (registers, FPU state, mask) that the parent writes below the child's stack top, with
@@ -118,6 +119,9 @@ struct kernel_access_config {
   // fork_prepare returns false when the thread is inside fork()'s handlers already: then the
   // call is performed without the other two. fork_parent gets the call's raw result. Default
   // null: such clones are not trapped (unless an argument lies in the arena).
+  // The code whose raw forks are trapped: the image's C library text, [lo, hi), within one
+  // 4 GiB window. Default empty: none.
+  uintptr_t fork_trap_lo = 0, fork_trap_hi = 0;
   bool (*fork_prepare)(void* ctx) = nullptr;
   void (*fork_parent)(void* ctx, long result) = nullptr;
   void (*fork_child)(void* ctx) = nullptr;
@@ -165,6 +169,7 @@ struct kernel_access_stats {
   uint64_t chunked = 0;        // transfers split into more than one chunk
   uint64_t unsupported = 0;    // calls the engine refused itself (see the return values above)
   uint64_t raw_forks = 0;      // raw forks performed between the fork hooks (children made)
+  bool raw_fork_filter = false;  // the image's raw fork filter is in place
   uint64_t forwarded = 0;      // SIGSYS passed to the program's handler
   uint64_t pin_retries = 0;    // pins refused over the cap (ENOMEM) and retried
 };

@@ -5,7 +5,9 @@
  *   kernel_access_static_child run     system calls with stack and heap buffers (read, write,
  *                                      stat, getdents64, openat, poll, nanosleep, futex wake,
  *                                      readv), then io_uring_setup, which the inherited filter
- *                                      refuses with ENOSYS: prints "io_uring_setup: ENOSYS"
+ *                                      refuses with ENOSYS: prints "io_uring_setup: ENOSYS";
+ *                                      forks with fork() and with a raw clone (a filter that
+ *                                      trapped either would kill it: it has no SIGSYS handler)
  *   kernel_access_static_child echo A B  prints its arguments and $KA_ECHO, one per line
  */
 #define _GNU_SOURCE
@@ -21,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,6 +64,14 @@ int main(int argc, char** argv) {
   if (nanosleep(&ts, NULL) != 0) return fail("nanosleep");
   int word = 0;
   if (syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0) < 0) return fail("futex");
+  for (int raw = 0; raw < 2; ++raw) {
+    const long pid = raw ? syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0) : fork();
+    if (pid == 0) _exit(42);
+    int status = 0;
+    if (pid < 0 || waitpid((pid_t)pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 42)
+      return fail(raw ? "a raw clone fork" : "fork");
+  }
   memset(buf, 0, sizeof buf);
   long r = syscall(SYS_io_uring_setup, 1, buf);
   printf("io_uring_setup: %s\n", r < 0 && errno == ENOSYS ? "ENOSYS" : "allowed");

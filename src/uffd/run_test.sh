@@ -267,6 +267,10 @@ print(sum(b), zlib.crc32(b))'
   # ...and one a routed program execs is named in the summary.
   "$uswap" run --limit 8M -- sh -c "\"$static\"" >"$tmp/o" 2>&1
   [ $? -eq $static_rc ] && grep -q "unrouted: $static" "$tmp/o" || fail "an exec of a static program was not named: $(cat "$tmp/o")"
+  # It inherits the job's filter and its parent's raw fork filter, and must never be trapped:
+  # its system calls, its fork() and a raw clone fork from its own code run as without uswap.
+  "$uswap" run --limit 8M -- sh -c "\"$static\" run" >"$tmp/o" 2>&1 &&
+    grep -q "static child ok" "$tmp/o" || fail "a static descendant did not run as it does alone: $(cat "$tmp/o")"
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
     d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"

@@ -146,11 +146,7 @@ constexpr syscall_spec entries[] = {
     sc(54, "setsockopt", 5, {NO, NO, NO, in_n(4, 1)}),
     sc(55, "getsockopt", 5, {NO, NO, NO, out_np(4), inout(4)}),
     // newsp and tls are addresses the child runs on, not data.
-    [] {
-      syscall_spec s = sd(56, "clone", 5, decoder::clone, {NO, NO, sp(dir::out), sp(dir::out)});
-      s.filter = rule::clone;
-      return s;
-    }(),
+    sd(56, "clone", 5, decoder::clone, {NO, NO, sp(dir::out), sp(dir::out)}),
     sc(57, "fork", 0),
     sc(58, "vfork", 0),
     sd(59, "execve", 3, decoder::execve, {PATH, sp(dir::in), sp(dir::in)}),

@@ -82,8 +82,6 @@ enum class rule : uint8_t {
   futex,       // as pointers, except FUTEX_WAKE(_BITSET) | FUTEX_PRIVATE_FLAG: allowed always
   futex_wake,  // futex_wake(2): as pointers, except FUTEX2_PRIVATE without FUTEX2_NUMA
   refuse,      // SECCOMP_RET_ERRNO(ENOSYS): the kernel would access the buffers asynchronously
-  clone,       // as pointers, and a fork-like clone that is not glibc's fork() is trapped when
-               // the module has fork hooks (kernel_access.h, "Raw forks")
 };
 
 // A read- or write-like transfer that may be split into chunks of at most max_pin_bytes

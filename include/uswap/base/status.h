@@ -107,6 +107,7 @@ inline const char* errno_name(int code) noexcept {
     case EFAULT: return "EFAULT";
     case EBUSY: return "EBUSY";
     case EEXIST: return "EEXIST";
+    case EXDEV: return "EXDEV";
     case EINVAL: return "EINVAL";
     case EFBIG: return "EFBIG";
     case ENOSPC: return "ENOSPC";

@@ -26,6 +26,8 @@
 // test (one mask and compare) sees every buffer that touches it.
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <mimalloc.h>
@@ -43,6 +45,8 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "../kernel_access.h"
 #include "../syscall_table.h"
@@ -287,6 +291,30 @@ int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
   return st.ok() ? 0 : st.code();
 }
 
+// The C library's text: raw forks made from it (its clone() and syscall()) are trapped.
+std::pair<uintptr_t, uintptr_t> libc_text() noexcept {
+  struct search {
+    uintptr_t fn;
+    std::pair<uintptr_t, uintptr_t> text;
+  } c{reinterpret_cast<uintptr_t>(&::clone), {0, 0}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* p) -> int {
+        auto* c = static_cast<search*>(p);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+          const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+          if (c->fn >= lo && c->fn < lo + ph.p_memsz) {
+            c->text = {lo, lo + ph.p_memsz};
+            return 1;
+          }
+        }
+        return 0;
+      },
+      &c);
+  return c.text;
+}
+
 // Raw forks (kernel_access.h): what fork() and its pthread_atfork handlers do for the pager and
 // the shim, around a clone the program makes itself.
 bool raw_fork_prepare(void*) {
@@ -463,6 +491,7 @@ __attribute__((constructor)) void shim_init() {
     kc.pin = pin_cb;
     kc.unpin = unpin_cb;
     kc.ctx = g.pg;
+    std::tie(kc.fork_trap_lo, kc.fork_trap_hi) = libc_text();
     kc.fork_prepare = raw_fork_prepare;
     kc.fork_parent = raw_fork_parent;
     kc.fork_child = raw_fork_child;
