@@ -1577,11 +1577,12 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
   // The handler. SA_NODEFER: a trapped call inside a program handler that runs during an
   // emulated call (signals are unblocked then) must reach this handler again. No SA_RESTART:
   // irrelevant for a trap (the call was never started; RAX is the emulated result), and an
-  // emulated call restarts or fails with EINTR by the program's own handlers' flags. No
-  // SA_ONSTACK: the handler runs where the call was made, like the call itself.
+  // emulated call restarts or fails with EINTR by the program's own handlers' flags.
+  // SA_ONSTACK: a call made on a stack in the arena (a coroutine's) may have missing pages below
+  // it, where no frame could be pushed; the preload shim gives every thread a stack of its own.
   struct sigaction sa {};
   sa.sa_sigaction = kernel_access_detail::sigsys_action;
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
   sigemptyset(&sa.sa_mask);
   for (int s = 1; s < 64; ++s)
     if (async_signals & bit(s)) sigaddset(&sa.sa_mask, s);

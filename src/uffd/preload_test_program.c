@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "c_check.h"
@@ -50,10 +51,34 @@ static void *thread_body(void *arg) {
 static volatile sig_atomic_t got_sigbus;
 static void on_sigbus(int sig) { got_sigbus = sig; }
 static volatile uintptr_t usr1_frame;
+static volatile int usr1_onstack;
 static void on_usr1(int sig) {
   (void)sig;
   usr1_frame = (uintptr_t)__builtin_frame_address(0);
+  stack_t cur;
+  usr1_onstack = sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_ONSTACK);
 }
+
+/* A coroutine on a heap stack (makecontext, as fibers and green threads do): in the arena under
+ * the shim, so its frames are paged like any data, and its first fault on a missing stack page
+ * must not need that stack for the signal frame. */
+static ucontext_t co_main, co_ctx;
+static volatile uint64_t co_sum;
+static uint64_t co_recurse(int depth, uint64_t tag) {
+  volatile uint64_t frame[128]; /* 1 KiB a level: the recursion walks fresh stack pages */
+  for (int i = 0; i < 128; ++i) frame[i] = tag * 1000003u + (uint64_t)depth * 131u + (uint64_t)i;
+  uint64_t below = 0;
+  if (depth > 0) {
+    below = co_recurse(depth - 1, tag);
+  } else {
+    swapcontext(&co_ctx, &co_main); /* main pushes this stack out, then comes back */
+  }
+  uint64_t ok = 1;
+  for (int i = 0; i < 128; ++i)
+    ok &= frame[i] == tag * 1000003u + (uint64_t)depth * 131u + (uint64_t)i;
+  return below + ok;
+}
+static void co_body(void) { co_sum = co_recurse(400, 77); }
 
 /* The child of a raw clone: the parent's memory, as it was, most of it swapped out. */
 struct clone_arg {
@@ -181,10 +206,41 @@ int main(void) {
   CHECK(sigaction(SIGUSR1, &alt_sa, NULL) == 0);
   usr1_frame = 0;
   raise(SIGUSR1);
-  CHECK(usr1_frame >= (uintptr_t)alt && usr1_frame < (uintptr_t)alt + alt_size);
+  /* The handler ran on an alternate stack: the program's, or under the shim the shim's (the
+   * program's is kept and read back, never made: the pager's handlers need theirs). */
+  CHECK(usr1_frame != 0 && usr1_onstack);
+  const uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+  CHECK(usr1_frame > here + 64 * 1024 || usr1_frame + 64 * 1024 < here);
+  if (!shimmed) CHECK(usr1_frame >= (uintptr_t)alt && usr1_frame < (uintptr_t)alt + alt_size);
+  stack_t now_ss;
+  CHECK(sigaltstack(NULL, &now_ss) == 0);
+  CHECK(now_ss.ss_sp == alt && now_ss.ss_size == alt_size && now_ss.ss_flags == 0);
   ss.ss_flags = SS_DISABLE;
   CHECK(sigaltstack(&ss, NULL) == 0);
+  CHECK(sigaltstack(NULL, &now_ss) == 0 && (now_ss.ss_flags & SS_DISABLE));
   free(push);
+
+  /* A coroutine on a heap stack: 400 KiB of frames, pushed out while it is suspended, read back
+   * when it resumes. */
+  {
+    const size_t co_stack_size = 1024 * 1024;
+    char *co_stack = malloc(co_stack_size);
+    CHECK(co_stack != NULL);
+    CHECK(getcontext(&co_ctx) == 0);
+    co_ctx.uc_stack.ss_sp = co_stack;
+    co_ctx.uc_stack.ss_size = co_stack_size;
+    co_ctx.uc_link = &co_main;
+    makecontext(&co_ctx, co_body, 0);
+    CHECK(swapcontext(&co_main, &co_ctx) == 0); /* runs until the deepest frame yields */
+    uint64_t *evict = malloc(24 * MiB);
+    CHECK(evict != NULL);
+    fill(evict, 24 * MiB, 12);
+    CHECK(swapcontext(&co_main, &co_ctx) == 0); /* finishes, back through uc_link */
+    CHECK(co_sum == 401);
+    CHECK(check(evict, 24 * MiB, 12));
+    free(evict);
+    free(co_stack);
+  }
 
   /* Threads started after setlocale: glibc's start_thread reads the locale's LC_CTYPE data, which
    * setlocale allocated with malloc (in the arena), before it unblocks signals. Pushed out of
@@ -213,12 +269,16 @@ int main(void) {
     const long pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
     if (pid == 0) _exit(check(shared, 24 * MiB, 21) ? 0 : 2);
     CHECK(child_status((pid_t)pid) == 0);
-    /* On this thread's stack, as Chromium's zygote gives it (a stack in the arena is not
-     * covered in sigbus mode: the first fault on it could not push its signal frame). */
+    /* On this thread's stack, as Chromium's zygote gives it, and on the heap (in the arena: the
+     * child's first faults there push their frames on the shim's alternate stack). */
     enum { stack_size = 64 * 1024 };
     char stack[stack_size] __attribute__((aligned(16)));
     struct clone_arg arg = {shared, 24 * MiB, 21, 0};
     CHECK(child_status(clone(clone_child, stack + stack_size, SIGCHLD, &arg)) == 0);
+    char *heap_stack = malloc(stack_size);
+    CHECK(heap_stack != NULL);
+    CHECK(child_status(clone(clone_child, heap_stack + stack_size, SIGCHLD, &arg)) == 0);
+    free(heap_stack);
     if (geteuid() == 0) {
       arg.expect_pid1 = 1;
       CHECK(child_status(clone(clone_child, stack + stack_size, CLONE_NEWPID | SIGCHLD, &arg)) == 0);

@@ -146,8 +146,10 @@ void install_locked() {
   sigemptyset(&sa.sa_mask);
   // SA_NODEFER: a fault taken while resolving one (a page the program dropped behind the
   // pager's back) must reach this handler again instead of killing the process, which is what
-  // the kernel does to a thread that faults with SIGBUS blocked.
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART;
+  // the kernel does to a thread that faults with SIGBUS blocked. SA_ONSTACK: a fault on a stack
+  // in the arena (a coroutine's) has missing pages below it, where no frame could be pushed; the
+  // preload shim gives every thread an alternate stack outside the arena.
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | SA_ONSTACK;
   struct sigaction& prev = chain_storage[chain_next];
   chain_next = (chain_next + 1) % nr_chain;
   sigaction(SIGBUS, &sa, &prev);

@@ -479,6 +479,7 @@ __attribute__((constructor)) void shim_init() {
   g.limit = o.limit;
   g.sigbus_mode = o.mode == uswap::fault_mode::sigbus;
   map_guards(g.arena_lo, g.arena_hi);
+  install_thread_altstack();
   if (job) join_job(job);
 
   if (!g.pg->kernel_faults()) {

@@ -1,6 +1,7 @@
 // The state the parts of libuswap-preload.so share (init.cc, malloc.cc, mmap.cc, signals.cc,
-// spawn.cc, io.cc, rlimit.cc). The shim is the LD_PRELOAD library of `uswap run`: it routes every
-// anonymous byte of any dynamically linked program into one pager (pager.h) per process:
+// spawn.cc, io.cc, rlimit.cc, altstack.cc). The shim is the LD_PRELOAD library of `uswap run`: it
+// routes every anonymous byte of any dynamically linked program into one pager (pager.h) per
+// process:
 //   - the whole malloc family is mimalloc, whose only memory is the pager's arena (a managed
 //     arena, mi_manage_os_memory_ex, and beyond it mimalloc's own mmap calls, which reach the
 //     shim's mmap); glibc's malloc serves only the pager's own allocations and whatever was
@@ -15,7 +16,8 @@
 //     emulated or copied out of the arena here;
 //   - fork: the pager's pthread_atfork handlers give the child a pager of its own;
 //   - signals: the program's handlers for SIGBUS (sigbus mode) and SIGSYS (seccomp) are chained
-//     behind the pager's, and neither signal is ever blocked.
+//     behind the pager's, neither signal is ever blocked, and the pager's handlers run on an
+//     alternate stack of the shim's, outside the arena (altstack.cc).
 // See docs/design/uswap-run.md.
 //
 // Thread-safety: shim_state is written once by the constructor before `ready` is published
@@ -69,6 +71,13 @@ struct shim_state {
   int job_signal = 0;
 };
 extern shim_state g;
+
+// The calling thread's alternate signal stack, the shim's (altstack.cc): installed once per
+// thread (the main thread by the constructor, the others by pthread_create's start), so that the
+// pager's handlers never push a frame onto a stack in the arena.
+void install_thread_altstack() noexcept;
+bool has_thread_altstack() noexcept;
+bool on_thread_altstack(const void* sp) noexcept;
 
 // Pager code (the SIGBUS handler, handler threads, the shim's own calls into the pager) must
 // never be routed into the pager: a thread-local depth marks it.

@@ -211,9 +211,44 @@ USWAP_EXPORT int epoll_pwait2(int fd, struct epoll_event* ev, int max, const str
   return real(fd, ev, max, tmo, without_pager_signals(mask, &copy));
 }
 
-// An alternate signal stack in routed memory is written by the kernel when a signal arrives:
-// with seccomp, the call goes through the engine, which pins the stack for good.
+namespace {
+// The program's alternate stack, as it set it, on a thread that runs on the shim's (altstack.cc).
+thread_local stack_t tls_program_ss [[gnu::tls_model("initial-exec")]] = {nullptr, SS_DISABLE, 0};
+}  // namespace
+
+// On a thread with the shim's alternate stack, the program's is kept, not made: the kernel
+// allows one, and the pager's handlers need theirs; the program's SA_ONSTACK handlers run on the
+// shim's (larger than any MINSIGSTKSZ), and it reads back what it set, SS_ONSTACK while one of
+// its handlers runs there. Elsewhere (a thread made by a raw clone) the call is made: an
+// alternate stack in routed memory is written by the kernel when a signal arrives, so with
+// seccomp it goes through the engine, which pins the stack for good.
 USWAP_EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
+  if (ready() && has_thread_altstack()) {
+    int here = 0;
+    const bool on_it = on_thread_altstack(&here);
+    if (ss && !(ss->ss_flags & SS_DISABLE) && ss->ss_size < static_cast<size_t>(MINSIGSTKSZ)) {
+      errno = ENOMEM;
+      return -1;
+    }
+    constexpr int ss_autodisarm = 1 << 31;  // SS_AUTODISARM (linux/signal.h)
+    if (ss && (ss->ss_flags & ~(SS_DISABLE | ss_autodisarm))) {
+      errno = EINVAL;
+      return -1;
+    }
+    if (ss && on_it && !(tls_program_ss.ss_flags & SS_DISABLE)) {
+      errno = EPERM;  // as the kernel: not while a handler runs on it
+      return -1;
+    }
+    if (old) {
+      *old = tls_program_ss;
+      if (on_it && !(old->ss_flags & SS_DISABLE)) old->ss_flags |= SS_ONSTACK;
+    }
+    if (ss) {
+      tls_program_ss = *ss;
+      if (ss->ss_flags & SS_DISABLE) tls_program_ss = {nullptr, SS_DISABLE, 0};
+    }
+    return 0;
+  }
   if (active() && g.seccomp)
     return static_cast<int>(libc_result(uswap::kernel_access_emulate(
         SYS_sigaltstack, reinterpret_cast<long>(ss), reinterpret_cast<long>(old))));

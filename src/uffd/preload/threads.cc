@@ -3,7 +3,8 @@
 // locale's LC_CTYPE data, which setlocale allocated with malloc: in the arena, under the shim. In
 // sigbus mode a fault there cannot be delivered (the kernel kills a thread that takes a forced
 // SIGBUS it blocks), so that data is pinned from before the clone until the new thread runs its
-// start routine, with signals unblocked.
+// start routine, with signals unblocked. The thread's first act is to take the shim's alternate
+// signal stack (altstack.cc).
 //
 // unshare(CLONE_NEWUSER) and setns() into a user namespace: the kernel refuses them (EINVAL) to a
 // process with more than one thread. The pager's background threads are not the program's: they
@@ -41,8 +42,9 @@ void* start_trampoline(void* p) {
   const start_args a = *static_cast<start_args*>(p);
   {
     shim_scope s;
+    install_thread_altstack();
     __libc_free(p);
-    (void)g.pg->unpin(a.pinned, ctype_bytes_read);
+    if (a.pinned) (void)g.pg->unpin(a.pinned, ctype_bytes_read);
   }
   return a.fn(a.arg);
 }
@@ -59,25 +61,22 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   // The pager's own threads (background reclaim and the pool worker, started in a forked child
   // after setlocale may have run) need the pin as much as the program's: only before the pager
   // exists (the shim's constructor) is there nothing to pin.
-  if (!ready() || !g.sigbus_mode) return real(thread, attr, fn, arg);
+  if (!ready()) return real(thread, attr, fn, arg);
   start_args* a = nullptr;
   {
     shim_scope s;
-    const void* ctype = global_ctype_data();
-    if (ctype && g.pg->pin(ctype, ctype_bytes_read, false).ok()) {
-      a = static_cast<start_args*>(__libc_malloc(sizeof(start_args)));
-      if (a) {
-        *a = {fn, arg, ctype};
-      } else {
-        (void)g.pg->unpin(ctype, ctype_bytes_read);
-      }
+    a = static_cast<start_args*>(__libc_malloc(sizeof(start_args)));
+    if (a) {
+      const void* ctype = g.sigbus_mode ? global_ctype_data() : nullptr;
+      if (ctype && !g.pg->pin(ctype, ctype_bytes_read, false).ok()) ctype = nullptr;
+      *a = {fn, arg, ctype};
     }
   }
   if (!a) return real(thread, attr, fn, arg);
   const int rc = real(thread, attr, start_trampoline, a);
   if (rc != 0) {
     shim_scope s;
-    (void)g.pg->unpin(a->pinned, ctype_bytes_read);
+    if (a->pinned) (void)g.pg->unpin(a->pinned, ctype_bytes_read);
     __libc_free(a);
   }
   return rc;
