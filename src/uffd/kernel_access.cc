@@ -613,6 +613,12 @@ void forward(int sig, siginfo_t* si, void* uc) {
   die_of_sigsys();
 }
 
+// Resumes the context laid out at `at` by place_sigframe.
+[[noreturn]] void sigreturn_at(long at) noexcept {
+  asm volatile("mov %0, %%rsp\n\tmov $15, %%eax\n\tsyscall\n\tud2" : : "r"(at) : "memory");
+  __builtin_unreachable();
+}
+
 void sigsys_action(int sig, siginfo_t* si, void* ucv) {
   if (si->si_code != ka_sys_seccomp ||
       (static_cast<unsigned>(si->si_errno) & SECCOMP_RET_DATA) != kernel_access_trap_tag ||
@@ -623,22 +629,38 @@ void sigsys_action(int sig, siginfo_t* si, void* ucv) {
   const int saved_errno = errno;
   auto* uc = static_cast<ucontext_t*>(ucv);
   greg_t* r = uc->uc_mcontext.gregs;
-  frame f;
-  f.c.nr = si->si_syscall;
-  f.c.a[0] = r[REG_RDI];
-  f.c.a[1] = r[REG_RSI];
-  f.c.a[2] = r[REG_RDX];
-  f.c.a[3] = r[REG_R10];
-  f.c.a[4] = r[REG_R8];
-  f.c.a[5] = r[REG_R9];
-  f.uc = uc;
-  std::memcpy(&f.call_mask, &uc->uc_sigmask, sizeof f.call_mask);
-  f.work_mask = f.call_mask | async_signals;
-  stats.trapped.fetch_add(1, std::memory_order_relaxed);
-  if (f.c.nr >= 0 && f.c.nr < syscall_table::nr_syscalls)
-    stats.per_nr[f.c.nr].fetch_add(1, std::memory_order_relaxed);
-  r[REG_RAX] = run(f);
+  const stack_t at_trap = uc->uc_stack;
+  long resume_at = 0;
+  {
+    frame f;
+    f.c.nr = si->si_syscall;
+    f.c.a[0] = r[REG_RDI];
+    f.c.a[1] = r[REG_RSI];
+    f.c.a[2] = r[REG_RDX];
+    f.c.a[3] = r[REG_R10];
+    f.c.a[4] = r[REG_R8];
+    f.c.a[5] = r[REG_R9];
+    f.uc = uc;
+    std::memcpy(&f.call_mask, &uc->uc_sigmask, sizeof f.call_mask);
+    f.work_mask = f.call_mask | async_signals;
+    stats.trapped.fetch_add(1, std::memory_order_relaxed);
+    if (f.c.nr >= 0 && f.c.nr < syscall_table::nr_syscalls)
+      stats.per_nr[f.c.nr].fetch_add(1, std::memory_order_relaxed);
+    r[REG_RAX] = run(f);
+    if (f.sigreturn_off_alt_stack && r[REG_RAX] == 0) {
+      // Where the kernel would have put this frame without SA_ONSTACK: below the red zone.
+      alignas(16) unsigned char copy[sigframe_uc_bytes];
+      std::memcpy(copy, uc, sizeof copy);
+      resume_at = place_sigframe(f, static_cast<uintptr_t>(r[REG_RSP]) - 128, copy);
+      if (resume_at < 0) {
+        uc->uc_stack = at_trap;  // nothing changed
+        r[REG_RAX] = resume_at;
+        resume_at = 0;
+      }
+    }
+  }
   errno = saved_errno;
+  if (resume_at) sigreturn_at(resume_at);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1252,6 +1274,32 @@ long raw_fork(frame& f, uint64_t sp, pin_set& child_pins) noexcept {
   return r;
 }
 
+long place_sigframe(frame& f, uintptr_t top, unsigned char* ctx) noexcept {
+  // Below the top: the FPU state (64-byte aligned, its extended size from the software bytes of
+  // the fxsave area), then the context with room for the siginfo the kernel's rt_sigframe
+  // carries after it.
+  constexpr size_t frame_bytes = 8 + sigframe_uc_bytes + 128;
+  const auto* fp = reinterpret_cast<const unsigned char*>(f.uc->uc_mcontext.fpregs);
+  size_t fp_size = 0;
+  if (fp) {
+    uint32_t sw[2];  // magic1, extended_size at offset 464
+    std::memcpy(sw, fp + 464, sizeof sw);
+    fp_size = sw[0] == 0x46505853u /* FP_XSTATE_MAGIC1 */ ? sw[1] : 512;
+  }
+  const uintptr_t fp_at = (top - 256 - fp_size) & ~uintptr_t{63};
+  const uintptr_t uc_at = (fp_at - frame_bytes - 64) & ~uintptr_t{15};
+  // Read after this call's pins are gone (by a child, or by the sigreturn that follows the
+  // handler's return): pinned for good.
+  if (overlaps_arena(uc_at - 8, top - (uc_at - 8)) &&
+      f.pins.add(uc_at - 8, top - (uc_at - 8), true, true) != 0)
+    return -ENOMEM;
+  reinterpret_cast<ucontext_t*>(ctx)->uc_mcontext.fpregs =
+      fp ? reinterpret_cast<fpregset_t>(fp_at) : nullptr;
+  if ((fp && store(f, fp_at, fp, fp_size) != 0) || store(f, uc_at, ctx, sigframe_uc_bytes) != 0)
+    return -EFAULT;
+  return static_cast<long>(uc_at);
+}
+
 long emulate_clone(frame& f, bool v3) noexcept {
   uint64_t flags, sp = 0;
   uintptr_t ptid = 0, ctid = 0, pidfd = 0, set_tid = 0;
@@ -1312,44 +1360,25 @@ long emulate_clone(frame& f, bool v3) noexcept {
       stats.unsupported.fetch_add(1, std::memory_order_relaxed);
       return -EINVAL;  // only a trapped call has a context for the child to resume
     }
-    // The copy of the interrupted context, below the child's stack top: the FPU state (64-byte
-    // aligned, its extended size from the software bytes of the fxsave area), then the kernel's
-    // struct ucontext (the first 304 bytes of glibc's ucontext_t) with room for the siginfo the
-    // kernel's rt_sigframe carries after it.
-    constexpr size_t uc_bytes = 304, frame_bytes = 8 + uc_bytes + 128;
-    const auto* fp = reinterpret_cast<const unsigned char*>(f.uc->uc_mcontext.fpregs);
-    size_t fp_size = 0;
-    if (fp) {
-      uint32_t sw[2];  // magic1, extended_size at offset 464
-      std::memcpy(sw, fp + 464, sizeof sw);
-      fp_size = sw[0] == 0x46505853u /* FP_XSTATE_MAGIC1 */ ? sw[1] : 512;
-    }
-    const uintptr_t fp_at = (sp - 256 - fp_size) & ~uintptr_t{63};
-    const uintptr_t uc_at = (fp_at - frame_bytes - 64) & ~uintptr_t{15};
-    if (overlaps_arena(uc_at - 8, sp - (uc_at - 8))) {
-      // The child reads it after this call returns: pinned for good.
-      if (f.pins.add(uc_at - 8, sp - (uc_at - 8), true, true) != 0) {
-        stats.unsupported.fetch_add(1, std::memory_order_relaxed);
-        return -ENOMEM;
-      }
-    }
-    alignas(16) unsigned char copy[uc_bytes];
-    std::memcpy(copy, f.uc, uc_bytes);
+    alignas(16) unsigned char copy[sigframe_uc_bytes];
+    std::memcpy(copy, f.uc, sizeof copy);
     auto* cu = reinterpret_cast<ucontext_t*>(copy);
     greg_t* gr = cu->uc_mcontext.gregs;
     gr[REG_RAX] = 0;
     gr[REG_RSP] = static_cast<greg_t>(sp);
     gr[REG_RCX] = gr[REG_RIP];  // what the syscall instruction leaves there
     gr[REG_R11] = gr[REG_EFL];
-    cu->uc_mcontext.fpregs = fp ? reinterpret_cast<fpregset_t>(fp_at) : nullptr;
     if ((flags & (CLONE_VM | CLONE_VFORK)) == CLONE_VM) {
       // copy_process resets a new thread's alternate stack; so does its sigreturn here.
       cu->uc_stack.ss_sp = nullptr;
       cu->uc_stack.ss_size = 0;
       cu->uc_stack.ss_flags = SS_DISABLE;
     }
-    if ((fp && store(f, fp_at, fp, fp_size) != 0) || store(f, uc_at, copy, uc_bytes) != 0)
-      return -EFAULT;  // the stack the child was given is not writable memory
+    long uc_at;
+    if ((uc_at = place_sigframe(f, sp, copy)) < 0) {
+      if (uc_at == -ENOMEM) stats.unsupported.fetch_add(1, std::memory_order_relaxed);
+      return uc_at;  // -EFAULT: the stack the child was given is not writable memory
+    }
     child_frame = reinterpret_cast<void*>(uc_at);
   }
   if (f.call_mask != f.work_mask) set_mask(f.call_mask);  // the child inherits this mask
@@ -1408,6 +1437,26 @@ long emulate_sigprocmask(frame& f) noexcept {
   return result;
 }
 
+// True when the calling handler's frame lies on the thread's current alternate stack.
+bool handler_on_alternate_stack() noexcept {
+  stack_t cur{};
+  if (sys(SYS_sigaltstack, 0, reinterpret_cast<long>(&cur)) != 0) return false;
+  return (cur.ss_flags & SS_ONSTACK) != 0;
+}
+
+// do_sigaltstack's checks of a new stack (kernel/signal.c): the mode is 0, SS_ONSTACK or
+// SS_DISABLE, with SS_AUTODISARM allowed; an enabled stack is at least MINSIGSTKSZ (the
+// kernel's 2048, not glibc's sysconf-based macro). Its AMX frame-size check (only for a process
+// that asked for AMX state) is not repeated: sigreturn's restore_altstack, which applies the
+// recorded stack, drops such a stack without an error.
+long validate_alternate_stack(const stack_t& ns) noexcept {
+  constexpr size_t kernel_minsigstksz = 2048;
+  const int mode = ns.ss_flags & ~ka_ss_autodisarm;
+  if (mode != 0 && mode != SS_ONSTACK && mode != SS_DISABLE) return -EINVAL;
+  if (mode != SS_DISABLE && ns.ss_size < kernel_minsigstksz) return -ENOMEM;
+  return 0;
+}
+
 long emulate_sigaltstack(frame& f) noexcept {
   const uintptr_t uss = static_cast<uintptr_t>(f.c.a[0]), uoss = static_cast<uintptr_t>(f.c.a[1]);
   stack_t ns{};
@@ -1448,9 +1497,16 @@ long emulate_sigaltstack(frame& f) noexcept {
   if (uss) {
     if (on_stack) return -EPERM;
     // The kernel validates it (mode, MINSIGSTKSZ, the AVX-512 frame size): set it now through
-    // the trampoline (this handler's own alternate stack, replaced at sigreturn anyway), then
-    // record it for sigreturn.
-    const long r = sys(SYS_sigaltstack, reinterpret_cast<long>(&ns), 0);
+    // the trampoline (replaced at sigreturn anyway), then record it for sigreturn. When this
+    // handler itself runs on an alternate stack (SA_ONSTACK with the shim's or a sanitizer's
+    // stack set) the kernel refuses any change before it validates: check as do_sigaltstack does.
+    long r = sys(SYS_sigaltstack, reinterpret_cast<long>(&ns), 0);
+    if (r == -EPERM && handler_on_alternate_stack()) {
+      // Its sigreturn would refuse the change as well (restore_altstack squashes the EPERM):
+      // the handler returns through a copy of its frame on the program's stack instead.
+      r = validate_alternate_stack(ns);
+      f.sigreturn_off_alt_stack = true;
+    }
     if (r != 0) return r;
     stack_t keep = ns;
     if ((ns.ss_flags & ~ka_ss_autodisarm) == SS_DISABLE) keep = stack_t{nullptr, SS_DISABLE, 0};

@@ -123,6 +123,9 @@ struct frame {
   uint64_t call_mask = 0;    // the program's signal mask: the call runs with it
   uint64_t work_mask = 0;    // call_mask plus every asynchronous signal: pins run with it
   pin_set pins;
+  // Set by an emulation whose change the kernel applies at sigreturn only from a frame off the
+  // thread's alternate stack (sigaltstack, when the handler runs on one).
+  bool sigreturn_off_alt_stack = false;
   // Scratch for copies the call is issued on (iovec arrays, a msghdr, execve's strings): a
   // small inline area, then one anonymous mapping, freed when the frame ends.
   void* scratch(size_t bytes) noexcept;
@@ -159,6 +162,13 @@ long decode_special(frame& f) noexcept;
 // The engine's entry for calls the table handles with extra care (kernel_access.cc).
 long emulate_execve(frame& f, bool at) noexcept;
 long emulate_clone(frame& f, bool v3) noexcept;
+// The kernel's struct ucontext: the first 304 bytes of glibc's ucontext_t.
+inline constexpr size_t sigframe_uc_bytes = 304;
+// Lays out below `top`, as the kernel lays out an rt_sigframe, the context `ctx`
+// (sigframe_uc_bytes) and a copy of the FPU state f.uc points at, and points ctx's fpregs at
+// that copy: an rt_sigreturn with rsp at the returned address resumes it. Arena memory it uses
+// stays pinned for good. The address, -ENOMEM (cannot pin) or -EFAULT (not writable).
+long place_sigframe(frame& f, uintptr_t top, unsigned char* ctx) noexcept;
 long emulate_sigprocmask(frame& f) noexcept;
 long emulate_sigaltstack(frame& f) noexcept;
 long emulate_sigaction(frame& f) noexcept;

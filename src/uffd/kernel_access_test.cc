@@ -1019,6 +1019,37 @@ TEST(KernelAccess, AnAlternateSignalStackInTheArenaIsPinnedForGood) {
   });
 }
 
+// The shim gives every thread an alternate stack and sanitizers do too, so the handler usually
+// runs on one; there the kernel refuses any sigaltstack change (EPERM, before it validates), and
+// the emulation validates as the kernel would.
+TEST(KernelAccess, SigaltstackFromAHandlerOnItsOwnAlternateStack) {
+  in_child([] {
+    std::vector<char> own(256 << 10);
+    const stack_t mine{own.data(), 0, own.size()};
+    ASSERT_EQ(::sigaltstack(&mine, nullptr), 0);
+    install();
+    auto* ss = at<stack_t>(0x1F0000);
+    char* stack = at<char>(0x200000);
+    const auto call = [&](const stack_t& v) {
+      poke(ss, &v, sizeof v);
+      errno = 0;
+      return ::sigaltstack(ss, nullptr) == 0 ? 0 : errno;
+    };
+    EXPECT_EQ(call(stack_t{stack, 0x4000, 64 << 10}), EINVAL);
+    EXPECT_EQ(call(stack_t{stack, 0, 1024}), ENOMEM);
+    stack_t now;
+    ASSERT_EQ(::sigaltstack(nullptr, &now), 0);
+    EXPECT_EQ(now.ss_sp, own.data()) << "a refused change changed nothing";
+    EXPECT_EQ(call(stack_t{stack, 0, 64 << 10}), 0);
+    ASSERT_EQ(::sigaltstack(nullptr, &now), 0);
+    EXPECT_EQ(now.ss_sp, stack);
+    EXPECT_EQ(now.ss_size, size_t{64 << 10});
+    EXPECT_EQ(call(stack_t{nullptr, SS_DISABLE, 0}), 0);
+    ASSERT_EQ(::sigaltstack(nullptr, &now), 0);
+    EXPECT_TRUE(now.ss_flags & SS_DISABLE);
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // exec, clone, refused and untouched calls.
 
