@@ -110,11 +110,13 @@ struct run_result {
   std::optional<job_totals> job;               // the shared limit, unless --limit-per-process
   std::vector<nlohmann::json> processes;       // one per process image
   std::vector<nlohmann::json> unrouted_execs;  // execs the shim could not follow
+  std::vector<nlohmann::json> traced;          // images that started under a debugger or tracer
 
   nlohmann::json to_json() const {
     nlohmann::json j = {{"exit_status", exit_status},
                         {"processes", processes},
-                        {"unrouted_execs", unrouted_execs}};
+                        {"unrouted_execs", unrouted_execs},
+                        {"traced", traced}};
     if (job) j["job"] = job->to_json();
     return j;
   }
@@ -202,6 +204,13 @@ void run_result::print(std::ostream& os) const {
   for (const auto& u : r.unrouted_execs)
     os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
+  for (const auto& t : r.traced) {
+    const std::string sigs = t.value("signals", std::string("?"));
+    os << "uswap run: traced: " << t.value("program", std::string("?")) << " (pid "
+       << t.value("pid", 0) << ") ran under " << t.value("tracer", std::string("?")) << " (pid "
+       << t.value("tracer_pid", 0) << "), which saw the pager's " << sigs << " (gdb: handle "
+       << sigs << " nostop noprint pass) and could not read pages that were swapped out\n";
+  }
   if (r.job) {
     const job_totals& t = *r.job;
     os << "uswap run: job: peak resident " << mib(t.peak_charge_bytes) << " of a "
@@ -335,7 +344,10 @@ void read_statistics(const char* path, run_result& r) {
     if (line.empty()) continue;
     try {
       auto j = nlohmann::json::parse(line);
-      (j.value("event", std::string()) == "unrouted_exec" ? r.unrouted_execs : r.processes)
+      const std::string event = j.value("event", std::string());
+      (event == "unrouted_exec" ? r.unrouted_execs
+       : event == "traced"      ? r.traced
+                                : r.processes)
           .push_back(std::move(j));
     } catch (const std::exception&) {
       std::cerr << "uswap run: unreadable statistics line: " << line << "\n";

@@ -271,6 +271,36 @@ print(sum(b), zlib.crc32(b))'
   # its system calls, its fork() and a raw clone fork from its own code run as without uswap.
   "$uswap" run --limit 8M -- sh -c "\"$static\" run" >"$tmp/o" 2>&1 &&
     grep -q "static child ok" "$tmp/o" || fail "a static descendant did not run as it does alone: $(cat "$tmp/o")"
+  # Under a debugger (a minimal one: continues every stop, passing the signal on) the program
+  # reads back what it wrote, the debugger sees the pager's faults as SIGBUS, and the summary
+  # says that it ran traced and what the debugger saw.
+  cat >"$tmp/tracer.py" <<'PY'
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+pid = os.fork()
+if pid == 0:
+    libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME
+    os.execvp(sys.argv[1], sys.argv[1:])
+seen = {}
+while True:
+    _, st = os.waitpid(pid, 0)
+    if os.WIFEXITED(st) or os.WIFSIGNALED(st):
+        break
+    sig = os.WSTOPSIG(st)
+    seen[sig] = seen.get(sig, 0) + 1
+    libc.ptrace(7, pid, None, ctypes.c_void_p(0 if sig == signal.SIGTRAP else sig))  # PTRACE_CONT
+print("tracer saw SIGBUS %d times" % seen.get(signal.SIGBUS, 0), file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(st))
+PY
+  want=$(python3 -c "$scatter")
+  "$uswap" run --limit 8M -- python3 "$tmp/tracer.py" python3 -c "$scatter" >"$tmp/o" 2>"$tmp/e" ||
+    fail "under a tracer: $(tail -c 600 "$tmp/e")"
+  [ "$(cat "$tmp/o")" = "$want" ] || fail "under a tracer printed $(cat "$tmp/o"), plain $want"
+  n=$(sed -n 's/^tracer saw SIGBUS \([0-9]*\) times$/\1/p' "$tmp/e")
+  [ "${n:-0}" -gt 0 ] || fail "the tracer saw no fault: $(tail -c 600 "$tmp/e")"
+  grep -q "traced: python3 (pid [0-9]*) ran under python3 (pid [0-9]*), which saw the pager's SIGBUS" "$tmp/e" ||
+    fail "the summary did not name the traced program: $(tail -c 600 "$tmp/e")"
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
     d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"

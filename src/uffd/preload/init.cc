@@ -284,6 +284,42 @@ void note_unrouted_exec(const char* path, const char* reason) noexcept {
 
 namespace {
 
+// A debugger or tracer that had the process when the shim loaded (gdb --args, strace -f):
+// it sees the pager's signals and cannot read pages that are swapped out (the arena is
+// user-mode-only to the kernel, and a stopped process's pager serves nobody). Said on a
+// terminal, where someone debugs, and in the run's statistics for the summary.
+void note_tracer(int job_signal) noexcept {
+  const uint64_t tracer = status_kib("TracerPid:");  // not a size: the line's number
+  if (tracer == 0) return;
+  char path[64], comm[64] = "?", prog[64];
+  snprintf(path, sizeof path, "/proc/%llu/comm", static_cast<unsigned long long>(tracer));
+  if (const int fd = ::open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
+    const ssize_t n = ::read(fd, comm, sizeof comm - 1);
+    ::close(fd);
+    comm[n > 0 ? n : 0] = 0;
+    comm[strcspn(comm, "\n")] = 0;
+    for (char* c = comm; *c; ++c)
+      if (*c == '"' || *c == '\\' || static_cast<unsigned char>(*c) < 0x20) *c = '_';
+  }
+  program_name(prog, sizeof prog);
+  char sigs[48];
+  if (job_signal) snprintf(sigs, sizeof sigs, "SIGBUS SIGSYS SIG%d", job_signal);
+  else snprintf(sigs, sizeof sigs, "SIGBUS SIGSYS");
+  if (isatty(2))
+    fprintf(stderr,
+            "uswap: %s (pid %d) runs under %s (pid %llu): the pager's %s reach it (gdb: handle %s "
+            "nostop noprint pass), and memory that is swapped out cannot be read through it\n",
+            prog, static_cast<int>(getpid()), comm, static_cast<unsigned long long>(tracer), sigs,
+            sigs);
+  char line[256];
+  const int n = snprintf(line, sizeof line,
+                         "{\"pid\":%d,\"event\":\"traced\",\"program\":\"%s\",\"tracer\":"
+                         "\"%s\",\"tracer_pid\":%llu,\"signals\":\"%s\"}\n",
+                         static_cast<int>(getpid()), prog, comm,
+                         static_cast<unsigned long long>(tracer), sigs);
+  if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+}
+
 int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
   auto* p = static_cast<pager*>(ctx);
   shim_scope s;
@@ -548,6 +584,7 @@ __attribute__((constructor)) void shim_init() {
   // Registered before any of the program's exit handlers, so it runs after all of them.
   atexit(at_exit);
   g.ready.store(true, std::memory_order_release);
+  note_tracer(job ? (*job)->signal() : 0);
 }
 
 }  // namespace
