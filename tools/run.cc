@@ -28,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -204,12 +205,20 @@ void run_result::print(std::ostream& os) const {
   for (const auto& u : r.unrouted_execs)
     os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
-  for (const auto& t : r.traced) {
-    const std::string sigs = t.value("signals", std::string("?"));
-    os << "uswap run: traced: " << t.value("program", std::string("?")) << " (pid "
-       << t.value("pid", 0) << ") ran under " << t.value("tracer", std::string("?")) << " (pid "
-       << t.value("tracer_pid", 0) << "), which saw the pager's " << sigs << " (gdb: handle "
-       << sigs << " nostop noprint pass) and could not read pages that were swapped out\n";
+  // One line per tracer (strace -f of a build traces hundreds of images).
+  std::map<uint64_t, std::vector<const nlohmann::json*>> by_tracer;
+  for (const auto& t : r.traced) by_tracer[u64(t, "tracer_pid")].push_back(&t);
+  for (const auto& [tracer_pid, images] : by_tracer) {
+    const nlohmann::json& first = *images.front();
+    const std::string sigs = first.value("signals", std::string("?"));
+    os << "uswap run: traced: ";
+    for (size_t i = 0; i < images.size() && i < 3; ++i)
+      os << (i ? ", " : "") << images[i]->value("program", std::string("?")) << " (pid "
+         << images[i]->value("pid", 0) << ")";
+    if (images.size() > 3) os << " and " << images.size() - 3 << " more process images";
+    os << " ran under " << first.value("tracer", std::string("?")) << " (pid " << tracer_pid
+       << "), which saw the pager's " << sigs << " (gdb: handle " << sigs
+       << " nostop noprint pass) and could not read pages that were swapped out\n";
   }
   if (r.job) {
     const job_totals& t = *r.job;
