@@ -242,11 +242,15 @@ USWAP_EXPORT int munlock(const void* addr, size_t len) {
   return libc_result(::syscall(SYS_munlock, addr, len));
 }
 
+// MCL_CURRENT would fault in every page of every mapping: the pager's reservations too (its
+// swap tables and pools, sized for the largest job, gigabytes that are never touched
+// otherwise). The shim asks for MCL_ONFAULT as well: what is resident is locked now, the rest
+// as it is touched, so only the program's own pages are ever locked; what the program loses is
+// the prefault of its file mappings. The arena must stay pageable: MCL_CURRENT is undone there.
 USWAP_EXPORT int mlockall(int flags) {
-  const int r = lc().mlockall(flags);
-  if (r == 0 && ready() && (flags & MCL_CURRENT)) {
-    // The arena must stay pageable: undo MCL_CURRENT there.
+  if (!ready()) return lc().mlockall(flags);
+  const int r = lc().mlockall((flags & MCL_CURRENT) ? flags | MCL_ONFAULT : flags);
+  if (r == 0 && (flags & MCL_CURRENT))
     ::syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
-  }
   return r;
 }
