@@ -274,10 +274,12 @@ int check_options(const run_config& c) {
 
 // A program the shim cannot reach is named before it runs, never silently left unlimited:
 // 126 unless --allow-unrouted, else 0.
-int check_routable(const run_config& c) {
+// *preload_breaks: the program cannot start with the shim preloaded (it then runs without).
+int check_routable(const run_config& c, bool* preload_breaks) {
   char found[PATH_MAX];
   const char* path = search_path(c.command[0].c_str(), found, sizeof found);
-  const char* why = path ? unroutable_reason(path) : nullptr;
+  *preload_breaks = false;
+  const char* why = path ? unroutable_reason(path, preload_breaks) : nullptr;
   if (!why) return 0;
   if (!c.allow_unrouted) {
     std::cerr << "uswap run: " << path << " is " << why
@@ -293,7 +295,8 @@ int check_routable(const run_config& c) {
 [[noreturn]] void exec_program(const run_config& c, const std::string& preload,
                                const char* stats_path, const std::string& job_path,
                                const std::string& backing_path) {
-  ::setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (preload.empty()) ::unsetenv("LD_PRELOAD");
+  else ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
   ::setenv("USWAP_COMP", c.comp.c_str(), 1);
   if (c.max_size) ::setenv("USWAP_MAX_SIZE", std::to_string(c.max_size).c_str(), 1);
@@ -373,7 +376,8 @@ int run_program(const run_config& c) {
               << " from uswap's directory\n";
     return 1;
   }
-  if (int rc = check_routable(c)) return rc;
+  bool preload_breaks = false;
+  if (int rc = check_routable(c, &preload_breaks)) return rc;
   char stats_path[] = "/tmp/uswap-run-XXXXXX";
   const int sfd = ::mkstemp(stats_path);
   if (sfd < 0) {
@@ -383,8 +387,9 @@ int run_program(const run_config& c) {
   ::close(sfd);
   // Processes of the job may run as another user (su, setpriv): they must be able to append.
   ::chmod(stats_path, 0622);
-  std::string preload = shim;
-  if (const char* old = ::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
+  std::string preload = preload_breaks ? std::string() : shim;
+  if (const char* old = ::getenv("LD_PRELOAD"); old && *old)
+    preload += (preload.empty() ? "" : ":") + std::string(old);
   std::unique_ptr<job_supervisor> sup;
   if (!c.per_process) {
     job_supervisor::options o;
@@ -463,7 +468,7 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "userfaultfd to ask for: auto, full (kernel-mode faults), user-mode-only")
       ->capture_default_str();
   sub->add_flag("--allow-unrouted", c.allow_unrouted,
-                "Run a program the shim cannot reach (static, setuid, Go) unlimited instead of "
+                "Run a program the shim cannot reach (static, setuid, Go, sanitizer-built) unlimited instead of "
                 "refusing it");
   sub->add_flag("--write-tracking", c.write_tracking,
                 "Write-protect sweeps twice per lap of the clock, so that it sees writes as "

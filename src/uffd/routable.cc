@@ -8,6 +8,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace uswap {
 
 namespace {
@@ -17,8 +19,44 @@ bool read_at(int fd, void* buf, size_t n, off_t off) noexcept {
   return ::pread(fd, buf, n, off) == static_cast<ssize_t>(n);
 }
 
+// Whether `len` bytes at `off` of the file hold `needle`, read through a small window (this runs
+// in exec wrappers: no allocation).
+bool file_holds(int fd, off_t off, size_t len, const char* needle) noexcept {
+  const size_t n = strlen(needle);
+  char buf[4096];
+  for (size_t done = 0; done < len;) {
+    const size_t want = std::min(sizeof buf, len - done);
+    const ssize_t got = ::pread(fd, buf, want, off + static_cast<off_t>(done));
+    if (got < static_cast<ssize_t>(n)) return false;
+    if (memmem(buf, static_cast<size_t>(got), needle, n)) return true;
+    if (static_cast<size_t>(got) < want) return false;
+    done += static_cast<size_t>(got) - (n - 1);  // a match across the window's edge
+  }
+  return false;
+}
+
+// A sanitizer runtime the program calls into (its dynamic symbols name its init function) or
+// loads: each replaces malloc with an allocator that maps memory by raw system calls, and the
+// dynamic runtimes refuse to run when another library was preloaded before them.
+struct sanitizer {
+  const char* marker;
+  const char* reason;
+};
+constexpr sanitizer sanitizers[] = {
+    {"__asan_init", "built with AddressSanitizer (its runtime must load first and maps its heap "
+                    "by raw system calls)"},
+    {"__hwasan_init", "built with HWAddressSanitizer (its runtime must load first and maps its "
+                      "heap by raw system calls)"},
+    {"__tsan_init", "built with ThreadSanitizer (its runtime must load first and maps its heap by "
+                    "raw system calls)"},
+    {"__msan_init", "built with MemorySanitizer (its runtime must load first and maps its heap by "
+                    "raw system calls)"},
+    {"liblsan.so", "linked with LeakSanitizer (its runtime must load first and maps its heap by "
+                   "raw system calls)"},
+};
+
 // The reason an ELF file cannot be routed, or nullptr.
-const char* elf_reason(int fd) noexcept {
+const char* elf_reason(int fd, bool* preload_breaks) noexcept {
   Elf64_Ehdr eh;
   if (!read_at(fd, &eh, sizeof eh, 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return nullptr;
   if (eh.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit program";
@@ -43,6 +81,13 @@ const char* elf_reason(int fd) noexcept {
           continue;
         if (strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0)
           return "a Go program (raw system calls and its own memory manager)";
+        if (strcmp(name, ".dynstr") == 0) {
+          for (const sanitizer& z : sanitizers)
+            if (file_holds(fd, static_cast<off_t>(sh.sh_offset), sh.sh_size, z.marker)) {
+              if (preload_breaks) *preload_breaks = true;
+              return z.reason;
+            }
+        }
       }
     }
   }
@@ -51,7 +96,8 @@ const char* elf_reason(int fd) noexcept {
 
 }  // namespace
 
-const char* unroutable_reason(const char* path) noexcept {
+const char* unroutable_reason(const char* path, bool* preload_breaks) noexcept {
+  if (preload_breaks) *preload_breaks = false;
   struct stat st;
   if (!path || ::stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
   const bool suid = (st.st_mode & S_ISUID) && st.st_uid != ::geteuid();
@@ -76,11 +122,11 @@ const char* unroutable_reason(const char* path) noexcept {
     static thread_local int depth = 0;
     if (depth > 2) return nullptr;
     ++depth;
-    r = unroutable_reason(p);
+    r = unroutable_reason(p, preload_breaks);
     --depth;
     return r;
   }
-  r = elf_reason(fd);
+  r = elf_reason(fd, preload_breaks);
   ::close(fd);
   return r;
 }

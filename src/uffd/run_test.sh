@@ -320,6 +320,18 @@ PY
   [ "${n:-0}" -gt 0 ] || fail "the tracer saw no fault: $(tail -c 600 "$tmp/e")"
   grep -q "traced: python3 (pid [0-9]*) ran under python3 (pid [0-9]*), which saw the pager's SIGBUS" "$tmp/e" ||
     fail "the summary did not name the traced program: $(tail -c 600 "$tmp/e")"
+  # A program built with AddressSanitizer: its runtime aborts unless it is the first library
+  # loaded, and maps its heap by raw system calls. Refused, run unrouted when asked, and run
+  # unrouted (the shim left out of its LD_PRELOAD) when a routed program execs it.
+  printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { char *p = malloc(64); p[63] = 7; printf("asan ok %%d\\n", p[63]); free(p); return 0; }\n' >"$tmp/asan.c"
+  cc -fsanitize=address -o "$tmp/asan" "$tmp/asan.c" || fail "cannot build an AddressSanitizer program"
+  "$uswap" run --limit 8M -- "$tmp/asan" >"$tmp/o" 2>&1
+  [ $? -eq 126 ] && grep -q "AddressSanitizer" "$tmp/o" || fail "an ASan program was not refused: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M --allow-unrouted -- "$tmp/asan" >"$tmp/o" 2>"$tmp/e" &&
+    grep -q "^asan ok 7$" "$tmp/o" || fail "--allow-unrouted did not run the ASan program: $(cat "$tmp/o" "$tmp/e")"
+  "$uswap" run --limit 8M -- sh -c "\"$tmp/asan\"" >"$tmp/o" 2>"$tmp/e" &&
+    grep -q "^asan ok 7$" "$tmp/o" && grep -q "unrouted: $tmp/asan (pid [0-9]*) is built with AddressSanitizer" "$tmp/e" ||
+    fail "an ASan program a routed shell runs did not run unrouted: $(cat "$tmp/o" "$tmp/e")"
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
     d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"

@@ -2,9 +2,11 @@
 //
 // Two things need the shim here.
 //  1. What the new program will be. A statically linked program, a setuid/setgid or file-
-//     capability program (the dynamic loader ignores LD_PRELOAD for it) and a Go program (raw
-//     system calls, its own memory manager) cannot be routed: the exec is allowed, it runs
-//     unrouted, and the shim says so on stderr and in the statistics (never silently).
+//     capability program (the dynamic loader ignores LD_PRELOAD for it), a Go program (raw
+//     system calls, its own memory manager) and a sanitizer-built one cannot be routed: the exec
+//     is allowed, it runs unrouted, and the shim says so on stderr and in the statistics (never
+//     silently). A sanitizer's runtime aborts unless it is the first library loaded, so that
+//     program's environment is handed over without the shim in LD_PRELOAD.
 //  2. Kernel-mode access without kernel-mode faults (seccomp). A posix_spawn child (glibc's
 //     __spawni: clone(CLONE_VM | CLONE_VFORK)) runs on the parent's memory with every signal
 //     handler reset to the default: a SIGSYS trap there, or in sigbus mode a SIGBUS, kills it.
@@ -53,8 +55,13 @@ bool must_copy() noexcept { return active() && g.seccomp; }
 // destructor never runs and the block stays in the parent: a few pages per such exec.
 class arg_copy {
  public:
-  arg_copy(const char* path, char* const* argv, char* const* envp) noexcept {
+  // drop_shim: the copy of envp's LD_PRELOAD leaves the shim out (a program that cannot start
+  // with it preloaded), and goes if nothing else was in it.
+  arg_copy(const char* path, char* const* argv, char* const* envp, bool drop_shim = false) noexcept {
     size_t bytes = (path ? strlen(path) + 1 : 0) + vec_bytes(argv) + vec_bytes(envp) + 64;
+    if (drop_shim && envp)  // room for the rewritten LD_PRELOAD entry
+      for (size_t i = 0; envp[i]; ++i)
+        if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) bytes += strlen(envp[i]) + 1;
     bytes = (bytes + 4095) & ~size_t{4095};
     void* p = reinterpret_cast<void*>(::syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
                                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -72,7 +79,8 @@ class arg_copy {
       at = stpcpy(at, path) + 1;
     }
     at = fill(argv_, argv, at);
-    fill(envp_, envp, at);
+    at = fill(envp_, envp, at);
+    if (drop_shim && envp_) drop_shim_from_preload(envp_, at);
   }
   ~arg_copy() {
     if (base_) ::syscall(SYS_munmap, base_, size_);
@@ -95,6 +103,38 @@ class arg_copy {
     size_t b = (count(v) + 1) * sizeof(char*);
     for (size_t i = 0; v[i]; ++i) b += strlen(v[i]) + 1;
     return b;
+  }
+  // Rewrites the LD_PRELOAD entry of `env` at `at` (the copy's free space, as large as the
+  // entry) without the shim's library; an entry left empty is removed.
+  static void drop_shim_from_preload(char** env, char* at) noexcept {
+    static constexpr char key[] = "LD_PRELOAD=";
+    static constexpr char shim_name[] = "libuswap-preload.so";
+    for (size_t i = 0; env[i]; ++i) {
+      if (strncmp(env[i], key, sizeof key - 1) != 0) continue;
+      char* out = stpcpy(at, key);
+      const char* start = out;
+      for (const char* p = env[i] + sizeof key - 1; *p;) {
+        const size_t n = strcspn(p, ": ");
+        const char* base = static_cast<const char*>(memrchr(p, '/', n));
+        base = base ? base + 1 : p;
+        const bool shim = static_cast<size_t>(p + n - base) == sizeof shim_name - 1 &&
+                          memcmp(base, shim_name, sizeof shim_name - 1) == 0;
+        if (n && !shim) {
+          if (out != start) *out++ = ':';
+          memcpy(out, p, n);
+          out += n;
+        }
+        p += n;
+        if (*p) ++p;
+      }
+      *out = 0;
+      if (out != start) {
+        env[i] = at;
+      } else {
+        for (size_t j = i; env[j]; ++j) env[j] = env[j + 1];
+      }
+      return;
+    }
   }
   static char* fill(char** dst, char* const* src, char* at) noexcept {
     if (!src) return at;
@@ -122,9 +162,14 @@ struct environ_swap {
   char** saved;
 };
 
-void check_target(const char* path) noexcept {
-  if (!ready()) return;
-  if (const char* why = uswap::unroutable_reason(path)) note_unrouted_exec(path, why);
+// Names an unroutable target; true when it cannot even start with the shim preloaded, so that
+// the exec must hand it an environment without it.
+bool check_target(const char* path) noexcept {
+  if (!ready()) return false;
+  bool preload_breaks = false;
+  if (const char* why = uswap::unroutable_reason(path, &preload_breaks))
+    note_unrouted_exec(path, why);
+  return preload_breaks;
 }
 
 using spawn_fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
@@ -133,12 +178,13 @@ using spawn_fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
 int spawn(spawn_fn real, bool search, pid_t* pid, const char* path,
           const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
           char* const argv[], char* const envp[]) {
+  bool drop = false;
   if (ready()) {
     char buf[4096];
-    check_target(search ? uswap::search_path(path, buf, sizeof buf) : path);
+    drop = check_target(search ? uswap::search_path(path, buf, sizeof buf) : path);
   }
-  if (!must_copy()) return real(pid, path, fa, attr, argv, envp);
-  arg_copy c(path, argv, envp);
+  if (!must_copy() && !drop) return real(pid, path, fa, attr, argv, envp);
+  arg_copy c(path, argv, envp, drop);
   if (!c.ok()) return ENOMEM;
   posix_spawn_file_actions_t fa_copy;
   posix_spawnattr_t attr_copy;
@@ -235,11 +281,11 @@ struct exec_failed_guard {
 
 int do_execve(const char* path, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execve");
-  check_target(path);
+  const bool drop = check_target(path);
   image_ends("exec");
   exec_failed_guard again;
-  if (!must_copy()) return real(path, argv, envp);
-  arg_copy c(path, argv, envp);
+  if (!must_copy() && !drop) return real(path, argv, envp);
+  arg_copy c(path, argv, envp, drop);
   if (!c.ok()) return fail_with(ENOMEM, -1);
   return real(c.path(), c.argv(), c.envp());
 }
@@ -247,11 +293,11 @@ int do_execve(const char* path, char* const argv[], char* const envp[]) {
 int do_execvpe(const char* file, char* const argv[], char* const envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execvpe");
   char buf[4096];
-  check_target(uswap::search_path(file, buf, sizeof buf));
+  const bool drop = check_target(uswap::search_path(file, buf, sizeof buf));
   image_ends("exec");
   exec_failed_guard again;
-  if (!must_copy()) return real(file, argv, envp);
-  arg_copy c(file, argv, envp);
+  if (!must_copy() && !drop) return real(file, argv, envp);
+  arg_copy c(file, argv, envp, drop);
   if (!c.ok()) return fail_with(ENOMEM, -1);
   return real(c.path(), c.argv(), c.envp());
 }
