@@ -325,6 +325,8 @@ PY
   # unrouted (the shim left out of its LD_PRELOAD) when a routed program execs it.
   printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { char *p = malloc(64); p[63] = 7; printf("asan ok %%d\\n", p[63]); free(p); return 0; }\n' >"$tmp/asan.c"
   cc -fsanitize=address -o "$tmp/asan" "$tmp/asan.c" || fail "cannot build an AddressSanitizer program"
+  sed 's/asan ok/plain ok/' "$tmp/asan.c" >"$tmp/plain.c" && cc -o "$tmp/asan.plain" "$tmp/plain.c" ||
+    fail "cannot build a plain program"
   "$uswap" run --limit 8M -- "$tmp/asan" >"$tmp/o" 2>&1
   [ $? -eq 126 ] && grep -q "AddressSanitizer" "$tmp/o" || fail "an ASan program was not refused: $(cat "$tmp/o")"
   "$uswap" run --limit 8M --allow-unrouted -- "$tmp/asan" >"$tmp/o" 2>"$tmp/e" &&
@@ -332,6 +334,12 @@ PY
   "$uswap" run --limit 8M -- sh -c "\"$tmp/asan\"" >"$tmp/o" 2>"$tmp/e" &&
     grep -q "^asan ok 7$" "$tmp/o" && grep -q "unrouted: $tmp/asan (pid [0-9]*) is built with AddressSanitizer" "$tmp/e" ||
     fail "an ASan program a routed shell runs did not run unrouted: $(cat "$tmp/o" "$tmp/e")"
+  # Valgrind: its launcher is routed, its tool is static (unrouted, named), and the client it
+  # runs on its own CPU, with the shim still in LD_PRELOAD, stays unrouted instead of hanging.
+  timeout 120 "$uswap" run --limit 8M -- valgrind -q "$tmp/asan.plain" >"$tmp/o" 2>"$tmp/e" ||
+    fail "a program under valgrind failed: $(tail -c 600 "$tmp/e")"
+  grep -q "^plain ok 7$" "$tmp/o" && grep -q "unrouted: $tmp/asan.plain (pid [0-9]*) is run on valgrind" "$tmp/e" ||
+    fail "a program under valgrind was not run unrouted: $(cat "$tmp/o" "$tmp/e")"
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
     d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"

@@ -320,6 +320,16 @@ void note_tracer(int job_signal) noexcept {
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
+// Valgrind runs its client on its own CPU: every access the program makes is valgrind's, and
+// valgrind emulates neither userfaultfd nor seccomp filters, so a pager under it would serve
+// nothing (and the shim's first system calls there never return). Valgrind puts its vgpreload
+// objects first in its client's LD_PRELOAD and takes them out again for the children it does
+// not trace, so their presence means this process runs on valgrind.
+bool on_valgrind() noexcept {
+  const char* p = getenv("LD_PRELOAD");
+  return p && strstr(p, "/vgpreload_core-");
+}
+
 int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
   auto* p = static_cast<pager*>(ctx);
   shim_scope s;
@@ -467,6 +477,14 @@ __attribute__((constructor)) void shim_init() {
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
   // environment strings were in.
   if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
+  if (on_valgrind()) {
+    char exe[512];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);  // valgrind: the client's
+    exe[n > 0 ? n : 0] = 0;
+    note_unrouted_exec(n > 0 ? exe : "?", "run on valgrind, which emulates neither userfaultfd "
+                                          "nor seccomp filters");
+    return;
+  }
   // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
   // that its creation counts too.
   if (const char* fi = getenv("USWAP_FAIL_INJECT"); fi && *fi) {
