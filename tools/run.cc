@@ -112,12 +112,14 @@ struct run_result {
   std::vector<nlohmann::json> processes;       // one per process image
   std::vector<nlohmann::json> unrouted_execs;  // execs the shim could not follow
   std::vector<nlohmann::json> traced;          // images that started under a debugger or tracer
+  std::vector<nlohmann::json> hints_honored;   // images whose hinted reservations stay unrouted
 
   nlohmann::json to_json() const {
     nlohmann::json j = {{"exit_status", exit_status},
                         {"processes", processes},
                         {"unrouted_execs", unrouted_execs},
-                        {"traced", traced}};
+                        {"traced", traced},
+                        {"hints_honored", hints_honored}};
     if (job) j["job"] = job->to_json();
     return j;
   }
@@ -148,7 +150,10 @@ void print_process(std::ostream& os, const nlohmann::json& p) {
      << "  peak resident   " << mib(u64(p, "peak_resident_bytes")) << " of a "
      << mib(u64(p, "limit_bytes")) << " limit; unrouted anonymous memory at peak "
      << mib(u64(p, "unrouted_anon_peak_bytes")) << "; compressed pool at peak "
-     << mib(u64(p, "zram_mem_used_max")) << "; VmHWM " << mib(u64(p, "vm_hwm_bytes")) << "\n"
+     << mib(u64(p, "zram_mem_used_max")) << "; VmHWM " << mib(u64(p, "vm_hwm_bytes"));
+  if (u64(p, "shmem_peak_bytes"))
+    os << "; shared memory at peak " << mib(u64(p, "shmem_peak_bytes")) << " (not limited)";
+  os << "\n"
      << "  swap-outs       " << u64(p, "swap_outs") << " pages (" << mib(out_bytes)
      << " compressed to " << mib(comp_bytes) << ", ratio " << ratio << "); "
      << u64(p, "clean_evictions") << " clean and " << u64(p, "zero_evictions")
@@ -205,6 +210,11 @@ void run_result::print(std::ostream& os) const {
   for (const auto& u : r.unrouted_execs)
     os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
+  for (const auto& h : r.hints_honored)
+    os << "uswap run: unrouted: " << h.value("program", std::string("?")) << " (pid "
+       << h.value("pid", 0) << ") rejected " << h.value("rejected", 0u)
+       << " reservations placed elsewhere than its mmap hint; its later hinted reservations "
+          "stayed with the kernel\n";
   // One line per tracer (strace -f of a build traces hundreds of images).
   std::map<uint64_t, std::vector<const nlohmann::json*>> by_tracer;
   for (const auto& t : r.traced) by_tracer[u64(t, "tracer_pid")].push_back(&t);
@@ -357,9 +367,10 @@ void read_statistics(const char* path, run_result& r) {
     try {
       auto j = nlohmann::json::parse(line);
       const std::string event = j.value("event", std::string());
-      (event == "unrouted_exec" ? r.unrouted_execs
-       : event == "traced"      ? r.traced
-                                : r.processes)
+      (event == "unrouted_exec"   ? r.unrouted_execs
+       : event == "traced"        ? r.traced
+       : event == "hints_honored" ? r.hints_honored
+                                  : r.processes)
           .push_back(std::move(j));
     } catch (const std::exception&) {
       std::cerr << "uswap run: unreadable statistics line: " << line << "\n";

@@ -340,6 +340,26 @@ PY
     fail "a program under valgrind failed: $(tail -c 600 "$tmp/e")"
   grep -q "^plain ok 7$" "$tmp/o" && grep -q "unrouted: $tmp/asan.plain (pid [0-9]*) is run on valgrind" "$tmp/e" ||
     fail "a program under valgrind was not run unrouted: $(cat "$tmp/o" "$tmp/e")"
+  # Reservations at an mmap hint: a program that takes any address (V8, HotSpot's heaps) stays
+  # routed and pages; one that unmaps every placement but its hint (ZGC) gets its hint from the
+  # kernel after 256 rejections, and is named.
+  cc -O2 -o "$tmp/hinted" "$(dirname "${BASH_SOURCE[0]}")/hinted_reservation_test_program.c" ||
+    fail "cannot build the hinted reservation program"
+  want=$("$tmp/hinted" any)
+  "$uswap" run --limit 8M --json -- "$tmp/hinted" any >"$tmp/o" 2>"$tmp/e" ||
+    fail "hinted reservation, any address: $(tail -c 600 "$tmp/e")"
+  [ "$(cat "$tmp/o")" = "$want" ] || fail "hinted reservation printed $(cat "$tmp/o"), plain $want"
+  [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 0 ] ||
+    fail "a hinted reservation was not paged: $(tail -c 600 "$tmp/e")"
+  [ "$(tail -n 1 "$tmp/e" | jq '.hints_honored | length')" = 0 ] ||
+    fail "a program that takes any address had its hints honored: $(tail -c 600 "$tmp/e")"
+  "$uswap" run --limit 8M -- "$tmp/hinted" strict >"$tmp/o" 2>"$tmp/e" ||
+    fail "hinted reservation, strict: $(cat "$tmp/o") $(tail -c 600 "$tmp/e")"
+  grep -q "^strict: reserved at the hint after 257 attempts$" "$tmp/o" &&
+    grep -q "unrouted: hinted (pid [0-9]*) rejected 256 reservations placed elsewhere than its mmap hint" "$tmp/e" ||
+    fail "a program that needs its hints did not get them: $(cat "$tmp/o" "$tmp/e")"
+  grep -q "shared memory at peak 16.0 MiB (not limited)" "$tmp/e" ||
+    fail "the memfd heap was not reported as shared memory: $(cat "$tmp/e")"
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
     d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"

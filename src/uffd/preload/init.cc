@@ -97,6 +97,11 @@ uint64_t round_up_pow2(uint64_t v) {
 // multi-threaded, and glibc's fork then walks structures (stdio's FILE list, the NSS state) in
 // the child before any pthread_atfork handler can give the child its pager.
 std::atomic<uint64_t> peak_anon{0}, peak_unrouted{0};
+// Shared memory the process has resident (MAP_SHARED anonymous, memfd, /dev/shm, SysV shm:
+// RssShmem). It is never routed: a page two processes map cannot be one process's to evict. Not
+// limited, but reported, so that a job whose memory is mostly shared (a database's buffer pool,
+// the JVM's ZGC heap) does not read as small.
+std::atomic<uint64_t> peak_shmem{0};
 std::atomic<uint64_t> last_sample_ns{0};
 
 // A "Field: N kB" line of /proc/self/status, in KiB (0 when unreadable).
@@ -129,6 +134,7 @@ void sample_with(uint64_t routed, uint64_t pool) noexcept {
   const uint64_t anon = rss_anon();
   fetch_max(peak_anon, anon);
   fetch_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
+  fetch_max(peak_shmem, status_kib("RssShmem:") * 1024);
 }
 
 uint64_t coarse_ns() noexcept {
@@ -197,6 +203,7 @@ void after_fork_child() {
   g.start_ns = now_ns();
   peak_anon.store(0);
   peak_unrouted.store(0);
+  peak_shmem.store(0);
 }
 
 }  // namespace
@@ -238,7 +245,8 @@ void write_stats(const char* event) noexcept {
       ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
       ",\"reclaim_passes\":%" PRIu64 ",\"wp_sweeps\":%" PRIu64 ",\"evict_wp_pages\":%" PRIu64
       ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
-      ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 "}\n",
+      ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64
+      ",\"shmem_peak_bytes\":%" PRIu64 "}\n",
       static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
       g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
@@ -249,7 +257,7 @@ void write_stats(const char* event) noexcept {
       st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes,
       st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns,
       st.reclaim_passes, st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls,
-      status_bytes("RssFile:"), st.pgsteal_kswapd, st.pgsteal_direct);
+      status_bytes("RssFile:"), st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load());
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
@@ -279,6 +287,22 @@ void note_unrouted_exec(const char* path, const char* reason) noexcept {
   const int n = snprintf(line, sizeof line,
                          "{\"pid\":%d,\"event\":\"unrouted_exec\",\"path\":\"%s\",\"reason\":\"%s\"}\n",
                          static_cast<int>(getpid()), p, reason);
+  if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+}
+
+void note_hints_honored(unsigned rejected) noexcept {
+  char prog[64];
+  program_name(prog, sizeof prog);
+  fprintf(stderr,
+          "uswap: %s unmapped %u reservations the arena placed elsewhere than the address it "
+          "asked for (mmap hints): its reservations at addresses of its own choosing now stay "
+          "with the kernel, unrouted\n",
+          prog, rejected);
+  char line[256];
+  const int n = snprintf(line, sizeof line,
+                         "{\"pid\":%d,\"event\":\"hints_honored\",\"program\":\"%s\","
+                         "\"rejected\":%u}\n",
+                         static_cast<int>(getpid()), prog, rejected);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 

@@ -11,7 +11,17 @@
 //
 // Calls that straddle the arena's edge are refused (EINVAL): nothing a program gets from mmap
 // crosses it, so only a program computing addresses of its own could ask for that.
+//
+// mmap hints: the kernel places a mapping at its hint when that range is free; the arena cannot,
+// and nearly every program takes whatever address it gets (V8's random hints, HotSpot's
+// compressed-oops attach points, which fall back). A few accept nothing else: the JVM's ZGC
+// reserves its heap views at multiples of 4 TiB, unmaps any other placement and tries the next,
+// thousands of times, then gives up. A process that unmapped `rejections_to_honor` hinted
+// PROT_NONE reservations whole, as placed, is taken for such a program: from then on its hinted
+// reservations outside the arena go to the kernel at the hint (MAP_FIXED_NOREPLACE: nothing is
+// replaced), unrouted and named in the summary; one the kernel cannot place there is routed.
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -45,6 +55,46 @@ void refuse_straddle(const char* what) noexcept {
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
     fprintf(stderr, "uswap: refused a %s across the edge of the arena (EINVAL)\n", what);
+}
+
+// The last hinted reservation placed in the arena, and how many were unmapped as placed. A
+// mutex, not a pair of atomics: a torn pair could count a different unmap as a rejection.
+// Only hinted reservations and unmaps of exactly their address take it.
+constexpr unsigned rejections_to_honor = 256;  // ZGC tries 8192, HotSpot up to 29 (Shenandoah)
+pthread_mutex_t hint_lock = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<uintptr_t> hinted_at{0};  // 0: none outstanding
+size_t hinted_len = 0;                // with hint_lock
+unsigned hint_rejections = 0;         // with hint_lock
+std::atomic<bool> honor_hints{false};
+
+bool hinted_reservation(const void* addr, size_t len, int prot) noexcept {
+  return addr && prot == PROT_NONE && !overlaps_arena(addr, len);
+}
+
+void note_hinted(void* placed, size_t len) noexcept {
+  pthread_mutex_lock(&hint_lock);
+  hinted_len = len;
+  hinted_at.store(reinterpret_cast<uintptr_t>(placed), std::memory_order_relaxed);
+  pthread_mutex_unlock(&hint_lock);
+}
+
+// An unmap inside the arena: a rejection if it is the last hinted placement, whole.
+void note_unmap(const void* addr, size_t len) noexcept {
+  if (hinted_at.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(addr)) return;
+  bool now = false;
+  unsigned n = 0;
+  pthread_mutex_lock(&hint_lock);
+  if (hinted_at.load(std::memory_order_relaxed) == reinterpret_cast<uintptr_t>(addr) &&
+      hinted_len == len) {
+    hinted_at.store(0, std::memory_order_relaxed);
+    n = ++hint_rejections;
+    now = n == rejections_to_honor;
+  }
+  pthread_mutex_unlock(&hint_lock);
+  if (now) {
+    honor_hints.store(true, std::memory_order_relaxed);
+    note_hints_honored(n);
+  }
 }
 
 // The pager refuses (EPERM) in a process that does not own it (a raw clone() child): the kernel
@@ -93,8 +143,14 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
     return *r;
   }
+  const bool hinted = hinted_reservation(addr, len, prot);
+  if (hinted && honor_hints.load(std::memory_order_relaxed)) {
+    void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+    if (k != MAP_FAILED) return k;  // where the program asked, unrouted
+  }
   shim_scope s;
   auto r = g.pg->map(len, uswap::page_size, prot, addr);
+  if (r && hinted) note_hinted(*r, len);
   if (!r) {
     if (detached_error(r.error())) return lc().mmap(addr, len, prot, flags, fd, off);
     if (r.error().code() == ENOMEM) arena_full(len);
@@ -116,7 +172,10 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
   }
   shim_scope s;
   const uswap::status st = g.pg->unmap(addr, len);
-  if (st.ok()) return 0;
+  if (st.ok()) {
+    note_unmap(addr, len);
+    return 0;
+  }
   if (detached_error(st)) return lc().munmap(addr, len);
   return fail_with(st.code(), -1);
 }

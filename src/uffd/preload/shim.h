@@ -150,6 +150,9 @@ void image_goes_on() noexcept;
 // A sample of the unrouted-memory peak, if 10 ms passed since the last one.
 void sample_if_due() noexcept;
 void note_unrouted_exec(const char* path, const char* reason) noexcept;
+// The process unmapped `rejected` reservations placed elsewhere than their mmap hint (mmap.cc):
+// its hinted reservations go to the kernel from now on. Said once, on stderr and as an event.
+void note_hints_honored(unsigned rejected) noexcept;
 
 // Kernel access with seccomp: the call performed with its arena buffers pinned (the handler's
 // engine), or the plain call when kernel-mode faults are resolved. Raw result (-errno).

@@ -1,0 +1,68 @@
+// Address-space reservations made at an mmap hint, as two kinds of real programs make them
+// (run_test.sh cli runs it under `uswap run`):
+//   strict: the JVM's ZGC. Reserves 1 GiB PROT_NONE at hints from 4 TiB up in 512 MiB steps,
+//           unmaps any reservation placed elsewhere and tries the next hint; at the hint, maps
+//           shared memory (a memfd) over the start of it and reads back what it wrote there.
+//           Prints the attempts it took, or fails after 8192.
+//   any:    V8 and HotSpot's heaps. Reserves 1 GiB PROT_NONE at a hint, takes whatever it gets,
+//           commits 48 MiB with mprotect, writes and reads it back. Prints a checksum.
+// Exit status 0 and the line, or 1 with the reason.
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define GIB (1ul << 30)
+#define MIB (1ul << 20)
+
+static int strict(void) {
+  const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+  for (unsigned attempt = 1; attempt <= 8192; ++attempt) {
+    char* hint = (char*)(4ul << 40) + (attempt - 1) * (512 * MIB);
+    char* r = mmap(hint, GIB, PROT_NONE, flags, -1, 0);
+    if (r == MAP_FAILED) continue;
+    if (r != hint) {
+      munmap(r, GIB);
+      continue;
+    }
+    const int fd = memfd_create("heap", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, 16 * MIB) != 0) return perror("memfd"), 1;
+    char* heap = mmap(r, 16 * MIB, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (heap != r) return perror("mmap MAP_FIXED memfd"), 1;
+    for (size_t i = 0; i < 16 * MIB; i += 4096) heap[i] = (char)(i >> 12);
+    for (size_t i = 0; i < 16 * MIB; i += 4096)
+      if (heap[i] != (char)(i >> 12)) return fprintf(stderr, "wrong byte at %zu\n", i), 1;
+    printf("strict: reserved at the hint after %u attempts\n", attempt);
+    return 0;
+  }
+  fprintf(stderr, "strict: no reservation at any of 8192 hints\n");
+  return 1;
+}
+
+static int any(void) {
+  char* r = mmap((void*)(6ul << 40), GIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (r == MAP_FAILED) return perror("mmap"), 1;
+  if (mprotect(r, 48 * MIB, PROT_READ | PROT_WRITE) != 0) return perror("mprotect"), 1;
+  uint64_t x = 88172645463325252ull, sum = 0;
+  for (size_t i = 0; i < 48 * MIB; i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    memcpy(r + i, &x, 8);
+  }
+  for (size_t i = 0; i < 48 * MIB; i += 8) {
+    uint64_t v;
+    memcpy(&v, r + i, 8);
+    sum = sum * 31 + v;
+  }
+  printf("any: sum %llu\n", (unsigned long long)sum);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "strict") == 0) return strict();
+  if (argc == 2 && strcmp(argv[1], "any") == 0) return any();
+  fprintf(stderr, "usage: %s strict|any\n", argv[0]);
+  return 2;
+}
