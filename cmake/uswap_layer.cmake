@@ -117,3 +117,17 @@ function(uswap_write_layer_table)
   endforeach()
   file(WRITE ${CMAKE_BINARY_DIR}/layers.cmake "${out}")
 endfunction()
+
+# uswap_link_static_archive(<PREFIX> <archive>): the build tree links the static archive of a
+# pkg-config module (PkgConfig::<PREFIX>) in place of its shared library, when the -dev package
+# ships one (Debian's are built PIC). The preload shim is loaded into every process `uswap run`
+# starts: each shared library it needs is a file the loader opens, maps and looks symbols up in
+# at every exec, which a configure script or a build does thousands of times. Installed targets
+# still name PkgConfig::<PREFIX>, which a consumer resolves with pkg-config as before.
+function(uswap_link_static_archive prefix archive)
+  find_library(${prefix}_ARCHIVE NAMES ${archive} HINTS ${${prefix}_LIBRARY_DIRS} NO_CACHE)
+  if(${prefix}_ARCHIVE)
+    set_property(TARGET PkgConfig::${prefix} PROPERTY INTERFACE_LINK_LIBRARIES
+                 ${${prefix}_ARCHIVE})
+  endif()
+endfunction()

@@ -137,8 +137,18 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
   const uint64_t rounded = uint64_t{nr_clusters_} * SWAPFILE_CLUSTER;
   count[nr_clusters_ - 1] += static_cast<unsigned>(rounded - max_);
   pages_ = max_ - 1 - bad_pages_.size();
+  auto list_of = [&](uint32_t idx) {
+    return count[idx] == 0                  ? CLUSTER_FLAG_FREE
+           : count[idx] == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL
+                                            : CLUSTER_FLAG_NONFULL;
+  };
+  // Count and list flag in one plain store each, in address order: no other thread can see the
+  // area yet, and every process of `uswap run` builds one (tens of thousands of clusters for a
+  // swap area sized at twice the RAM), so a locked update per cluster in the strided order
+  // below would cost each exec of a build a measurable part of a millisecond.
   for (uint32_t i = 0; i < nr_clusters_; ++i)
-    cluster_info_[i].data.store(uint64_t{count[i]} << CLUSTER_COUNT_SHIFT,
+    cluster_info_[i].data.store((uint64_t{count[i]} << CLUSTER_COUNT_SHIFT) |
+                                    (uint64_t{list_of(i)} << CLUSTER_LIST_SHIFT),
                                 std::memory_order_relaxed);
 
   // The seed's free list order: column by column (0, 8, 16, ..., 1, 9, 17, ...), so that the
@@ -152,12 +162,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
     for (uint32_t i = 0; i < rows; ++i) {
       const uint32_t idx = i * cols + k;
       if (idx >= nr_clusters_) continue;
-      const unsigned c = count[idx];
-      const cluster_flag f = c == 0                  ? CLUSTER_FLAG_FREE
-                             : c == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL
-                                                     : CLUSTER_FLAG_NONFULL;
-      list_add_tail(f, idx);
-      set_cluster_flag(&cluster_info_[idx], f);
+      list_add_tail(list_of(idx), idx);
     }
   }
   // lowest_bit / highest_bit bound the free slots.
