@@ -117,39 +117,37 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
   if (should_fail(fault_point::cluster_info)) throw std::bad_alloc();
   void* raw = ::operator new[](sizeof(swap_cluster_info) * nr_clusters_,
                                std::align_val_t(cache_line_size));
+  // Every process of `uswap run` builds a swap area sized at twice the RAM (tens of thousands
+  // of clusters), so this runs at every exec of a build: each cluster's word is written once, in
+  // address order and with plain stores (no other thread can see the area yet), as a free
+  // cluster; the few that hold slots no one may allocate are corrected after.
   auto* ci = static_cast<swap_cluster_info*>(raw);
-  for (uint32_t i = 0; i < nr_clusters_; ++i) new (&ci[i]) swap_cluster_info();
+  for (uint32_t i = 0; i < nr_clusters_; ++i)
+    new (&ci[i]) swap_cluster_info{uint64_t{CLUSTER_FLAG_FREE} << CLUSTER_LIST_SHIFT};
   cluster_info_.reset(ci);
   percpu_.reset(new percpu_cluster[nr_cpu_slots_]);
+  // Every cluster goes on exactly one list below, which writes both of its links.
   list_next_.reset(new uint32_t[nr_clusters_]);
   list_prev_.reset(new uint32_t[nr_clusters_]);
-  for (uint32_t i = 0; i < nr_clusters_; ++i) list_next_[i] = list_prev_[i] = nil;
 
   // Slots that are never allocated count in their cluster (inc_cluster_info_page at swapon):
   // the header, the bad pages, and the slots past the end of the last cluster.
-  std::vector<unsigned> count(nr_clusters_, 0);
+  auto reserve = [&](uint32_t idx, uint64_t n) {
+    std::atomic<uint64_t>& d = cluster_info_[idx].data;
+    const uint64_t count = ci_count(d.load(std::memory_order_relaxed)) + n;
+    const cluster_flag f = count == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL : CLUSTER_FLAG_NONFULL;
+    d.store((count << CLUSTER_COUNT_SHIFT) | (uint64_t{f} << CLUSTER_LIST_SHIFT),
+            std::memory_order_relaxed);
+  };
   swap_map_[0].store(SWAP_MAP_BAD, std::memory_order_relaxed);
-  count[0]++;
+  reserve(0, 1);
   for (uint64_t b : bad_pages_) {
     swap_map_[b].store(SWAP_MAP_BAD, std::memory_order_relaxed);
-    count[b / SWAPFILE_CLUSTER]++;
+    reserve(static_cast<uint32_t>(b / SWAPFILE_CLUSTER), 1);
   }
   const uint64_t rounded = uint64_t{nr_clusters_} * SWAPFILE_CLUSTER;
-  count[nr_clusters_ - 1] += static_cast<unsigned>(rounded - max_);
+  if (rounded > max_) reserve(nr_clusters_ - 1, rounded - max_);
   pages_ = max_ - 1 - bad_pages_.size();
-  auto list_of = [&](uint32_t idx) {
-    return count[idx] == 0                  ? CLUSTER_FLAG_FREE
-           : count[idx] == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL
-                                            : CLUSTER_FLAG_NONFULL;
-  };
-  // Count and list flag in one plain store each, in address order: no other thread can see the
-  // area yet, and every process of `uswap run` builds one (tens of thousands of clusters for a
-  // swap area sized at twice the RAM), so a locked update per cluster in the strided order
-  // below would cost each exec of a build a measurable part of a millisecond.
-  for (uint32_t i = 0; i < nr_clusters_; ++i)
-    cluster_info_[i].data.store((uint64_t{count[i]} << CLUSTER_COUNT_SHIFT) |
-                                    (uint64_t{list_of(i)} << CLUSTER_LIST_SHIFT),
-                                std::memory_order_relaxed);
 
   // The seed's free list order: column by column (0, 8, 16, ..., 1, 9, 17, ...), so that the
   // SWAP_CLUSTER_COLS clusters whose cluster_info share a cache line are a whole column
@@ -162,7 +160,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
     for (uint32_t i = 0; i < rows; ++i) {
       const uint32_t idx = i * cols + k;
       if (idx >= nr_clusters_) continue;
-      list_add_tail(list_of(idx), idx);
+      list_add_tail(ci_flag(cluster_info_[idx].data.load(std::memory_order_relaxed)), idx);
     }
   }
   // lowest_bit / highest_bit bound the free slots.
