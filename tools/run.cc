@@ -240,6 +240,11 @@ void run_result::print(std::ostream& os) const {
     if (t.reclaim_requests) os << "; " << t.reclaim_requests << " times a process asked another for room";
     if (t.members_reaped) os << "; " << t.members_reaped << " ended without leaving (their share came back)";
     if (t.stat[JOB_OVERCHARGES]) os << "; " << t.stat[JOB_OVERCHARGES] << " overcharges";
+    // Shared memory is mapped by several members at once (a database's buffer pool): the
+    // largest one process had is what the job had at least.
+    uint64_t shmem = 0;
+    for (const auto& p : r.processes) shmem = std::max(shmem, u64(p, "shmem_peak_bytes"));
+    if (shmem) os << "; shared memory, not limited, at least " << mib(shmem) << " at peak";
     os << "\n";
     if (t.pool_limit_bytes)
       os << "uswap run: job: compressed pools held to " << mib(t.pool_limit_bytes);

@@ -358,7 +358,8 @@ PY
   grep -q "^strict: reserved at the hint after 257 attempts$" "$tmp/o" &&
     grep -q "unrouted: hinted (pid [0-9]*) rejected 256 reservations placed elsewhere than its mmap hint" "$tmp/e" ||
     fail "a program that needs its hints did not get them: $(cat "$tmp/o" "$tmp/e")"
-  grep -q "shared memory at peak 16.0 MiB (not limited)" "$tmp/e" ||
+  grep -q "shared memory at peak 16.0 MiB (not limited)" "$tmp/e" &&
+    grep -q "job: .*; shared memory, not limited, at least 16.0 MiB at peak" "$tmp/e" ||
     fail "the memfd heap was not reported as shared memory: $(cat "$tmp/e")"
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
