@@ -190,6 +190,18 @@ result<std::unique_ptr<job>> job::attach(int fd) {
   return std::unique_ptr<job>(new job(-1, s, bytes));
 }
 
+uint64_t job::resident_bytes() const noexcept {
+  unsigned char vec[256];
+  uint64_t resident = 0;
+  auto* base = reinterpret_cast<unsigned char*>(s_);
+  for (size_t off = 0; off < bytes_; off += sizeof vec * page_size) {
+    const size_t len = std::min(bytes_ - off, sizeof vec * page_size);
+    if (::mincore(base + off, len, vec) != 0) return resident;
+    for (size_t i = 0; i < (len + page_size - 1) / page_size; ++i) resident += vec[i] & 1;
+  }
+  return resident * page_size;
+}
+
 job::~job() {
   if (s_) ::munmap(s_, bytes_);
   if (fd_ >= 0) ::close(fd_);

@@ -183,6 +183,9 @@ class job {
   job& operator=(const job&) = delete;
 
   int fd() const noexcept { return fd_; }  // -1 for an attached view
+  // The resident part of the shared segment's mapping in this process (mincore): shared
+  // memory of uswap's own, which a member's RssShmem includes.
+  uint64_t resident_bytes() const noexcept;
   uint64_t limit_pages() const noexcept;
   uint64_t pool_limit_bytes() const noexcept;
   int signal() const noexcept;

@@ -134,7 +134,9 @@ void sample_with(uint64_t routed, uint64_t pool) noexcept {
   const uint64_t anon = rss_anon();
   fetch_max(peak_anon, anon);
   fetch_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
-  fetch_max(peak_shmem, status_kib("RssShmem:") * 1024);
+  const uint64_t shmem = status_kib("RssShmem:") * 1024;
+  const uint64_t own = g.job ? (*g.job)->resident_bytes() : 0;  // the job's segment
+  fetch_max(peak_shmem, shmem > own ? shmem - own : 0);
 }
 
 uint64_t coarse_ns() noexcept {
