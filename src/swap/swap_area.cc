@@ -126,9 +126,11 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
     new (&ci[i]) swap_cluster_info{uint64_t{CLUSTER_FLAG_FREE} << CLUSTER_LIST_SHIFT};
   cluster_info_.reset(ci);
   percpu_.reset(new percpu_cluster[nr_cpu_slots_]);
-  // Every cluster goes on exactly one list below, which writes both of its links.
-  list_next_.reset(new uint32_t[nr_clusters_]);
-  list_prev_.reset(new uint32_t[nr_clusters_]);
+  // Links never stored read as the free list swapon makes (next_of): only the clusters that
+  // start on another list are linked here.
+  list_next_ = zeroed_array<uint32_t>(nr_clusters_);
+  list_prev_ = zeroed_array<uint32_t>(nr_clusters_);
+  if (!list_next_ || !list_prev_) throw std::bad_alloc();
 
   // Slots that are never allocated count in their cluster (inc_cluster_info_page at swapon):
   // the header, the bad pages, and the slots past the end of the last cluster.
@@ -138,6 +140,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
     const cluster_flag f = count == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL : CLUSTER_FLAG_NONFULL;
     d.store((count << CLUSTER_COUNT_SHIFT) | (uint64_t{f} << CLUSTER_LIST_SHIFT),
             std::memory_order_relaxed);
+    reserved_clusters_.push_back(idx);
   };
   swap_map_[0].store(SWAP_MAP_BAD, std::memory_order_relaxed);
   reserve(0, 1);
@@ -148,21 +151,30 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
   const uint64_t rounded = uint64_t{nr_clusters_} * SWAPFILE_CLUSTER;
   if (rounded > max_) reserve(nr_clusters_ - 1, rounded - max_);
   pages_ = max_ - 1 - bad_pages_.size();
+  std::sort(reserved_clusters_.begin(), reserved_clusters_.end());
+  reserved_clusters_.erase(std::unique(reserved_clusters_.begin(), reserved_clusters_.end()),
+                           reserved_clusters_.end());
 
   // The seed's free list order: column by column (0, 8, 16, ..., 1, 9, 17, ...), so that the
   // SWAP_CLUSTER_COLS clusters whose cluster_info share a cache line are a whole column
   // (nr_clusters / SWAP_CLUSTER_COLS clusters) apart in allocation order. Clusters already
   // holding header or bad slots go to the list matching their count instead, so every cluster
-  // is on exactly one list.
-  const uint32_t cols = SWAP_CLUSTER_COLS;
-  const uint32_t rows = (nr_clusters_ + cols - 1) / cols;
-  for (uint32_t k = 0; k < cols; ++k) {
-    for (uint32_t i = 0; i < rows; ++i) {
-      const uint32_t idx = i * cols + k;
-      if (idx >= nr_clusters_) continue;
-      list_add_tail(ci_flag(cluster_info_[idx].data.load(std::memory_order_relaxed)), idx);
-    }
-  }
+  // is on exactly one list. The free list is implicit (next_of); the others are written out.
+  order_rows_ = (nr_clusters_ + SWAP_CLUSTER_COLS - 1) / SWAP_CLUSTER_COLS;
+  const uint64_t positions = uint64_t{order_rows_} * SWAP_CLUSTER_COLS;
+  cluster_list_head& free_list = lists_[CLUSTER_FLAG_FREE];
+  for (uint64_t p = 0; p < positions && free_list.head == nil; ++p)
+    if (const uint32_t idx = order_cluster(p); idx < nr_clusters_ && initially_free(idx))
+      free_list.head = idx;
+  for (uint64_t p = positions; p-- > 0 && free_list.tail == nil;)
+    if (const uint32_t idx = order_cluster(p); idx < nr_clusters_ && initially_free(idx))
+      free_list.tail = idx;
+  free_list.nr = nr_clusters_ - static_cast<uint32_t>(reserved_clusters_.size());
+  std::vector<std::pair<uint32_t, uint32_t>> others;  // (order position, cluster)
+  for (uint32_t idx : reserved_clusters_) others.emplace_back(order_position(idx), idx);
+  std::sort(others.begin(), others.end());
+  for (const auto& [pos, idx] : others)
+    list_add_tail(ci_flag(cluster_info_[idx].data.load(std::memory_order_relaxed)), idx);
   // lowest_bit / highest_bit bound the free slots.
   uint64_t lo = 1, hi = max_ - 1;
   while (lo < max_ && swap_map_[lo].load(std::memory_order_relaxed)) ++lo;
@@ -228,14 +240,35 @@ void swap_area::set_cluster_flag(swap_cluster_info* ci, cluster_flag flag) noexc
 // ---------------------------------------------------------------------------------------------
 // Cluster lists (device lock held).
 
+uint32_t swap_area::order_position(uint32_t idx) const noexcept {
+  return (idx % SWAP_CLUSTER_COLS) * order_rows_ + idx / SWAP_CLUSTER_COLS;
+}
+
+uint32_t swap_area::order_cluster(uint64_t p) const noexcept {
+  return static_cast<uint32_t>((p % order_rows_) * SWAP_CLUSTER_COLS + p / order_rows_);
+}
+
+bool swap_area::initially_free(uint32_t idx) const noexcept {
+  return !std::binary_search(reserved_clusters_.begin(), reserved_clusters_.end(), idx);
+}
+
+uint32_t swap_area::initial_free_neighbour(uint32_t idx, int dir) const noexcept {
+  const int64_t positions = int64_t{order_rows_} * SWAP_CLUSTER_COLS;
+  for (int64_t p = int64_t{order_position(idx)} + dir; p >= 0 && p < positions; p += dir)
+    if (const uint32_t n = order_cluster(static_cast<uint64_t>(p));
+        n < nr_clusters_ && initially_free(n))
+      return n;
+  return nil;
+}
+
 void swap_area::list_add_tail(cluster_flag list, uint32_t idx) noexcept {
   cluster_list_head& l = lists_[list];
-  list_next_[idx] = nil;
-  list_prev_[idx] = l.tail;
+  list_next_[idx] = encode_link(nil);
+  list_prev_[idx] = encode_link(l.tail);
   if (l.tail == nil)
     l.head = idx;
   else
-    list_next_[l.tail] = idx;
+    list_next_[l.tail] = encode_link(idx);
   l.tail = idx;
   l.nr++;
   if (list == CLUSTER_FLAG_DISCARD) discard_nr_.store(l.nr, std::memory_order_relaxed);
@@ -243,16 +276,16 @@ void swap_area::list_add_tail(cluster_flag list, uint32_t idx) noexcept {
 
 void swap_area::list_del(cluster_flag list, uint32_t idx) noexcept {
   cluster_list_head& l = lists_[list];
-  const uint32_t prev = list_prev_[idx], next = list_next_[idx];
+  const uint32_t prev = prev_of(idx), next = next_of(idx);
   if (prev == nil)
     l.head = next;
   else
-    list_next_[prev] = next;
+    list_next_[prev] = encode_link(next);
   if (next == nil)
     l.tail = prev;
   else
-    list_prev_[next] = prev;
-  list_next_[idx] = list_prev_[idx] = nil;
+    list_prev_[next] = encode_link(prev);
+  list_next_[idx] = list_prev_[idx] = encode_link(nil);
   l.nr--;
   if (list == CLUSTER_FLAG_DISCARD) discard_nr_.store(l.nr, std::memory_order_relaxed);
 }
@@ -293,7 +326,7 @@ swap_cluster_info* swap_area::isolate_lock_cluster(cluster_flag list, bool* cont
   // look at no more members than the list had when we started.
   uint32_t budget = freer ? std::min<uint32_t>(lists_[list].nr, SWAP_NONFULL_SCAN) : UINT32_MAX;
   for (uint32_t idx = lists_[list].head, next; idx != nil && budget; idx = next, --budget) {
-    next = list_next_[idx];
+    next = next_of(idx);
     swap_cluster_info* ci = &cluster_info_[idx];
     if (!lock_for_isolation(ci, contended)) continue;
     if (freer) {
@@ -730,7 +763,7 @@ std::vector<uint32_t> swap_area::cluster_list(cluster_flag list) const {
   auto* self = const_cast<swap_area*>(this);
   self->dev_lock();
   for (uint32_t idx = lists_[list].head; idx != nil && out.size() <= nr_clusters_;
-       idx = list_next_[idx])
+       idx = next_of(idx))
     out.push_back(idx);
   self->dev_unlock();
   return out;
@@ -751,7 +784,7 @@ status swap_area::check_invariants() const {
   for (int l = CLUSTER_FLAG_FREE; l < CLUSTER_FLAG_MAX; ++l) {
     const auto list = static_cast<cluster_flag>(l);
     uint32_t n = 0, prev = nil;
-    for (uint32_t idx = lists_[l].head; idx != nil; idx = list_next_[idx]) {
+    for (uint32_t idx = lists_[l].head; idx != nil; idx = next_of(idx)) {
       if (idx >= nr_clusters_) {
         report(fmt("%s list: link to cluster %u past the end", to_string(list), idx));
         break;
@@ -762,9 +795,9 @@ status swap_area::check_invariants() const {
         break;
       }
       on_list[idx] = static_cast<uint8_t>(l);
-      if (list_prev_[idx] != prev)
+      if (prev_of(idx) != prev)
         report(fmt("%s list: cluster %u prev link %u, expected %u", to_string(list), idx,
-                   list_prev_[idx], prev));
+                   prev_of(idx), prev));
       const uint64_t d = cluster_info_[idx].data.load(std::memory_order_relaxed);
       if (ci_flag(d) != list)
         report(fmt("cluster %u is on the %s list but flagged %s", idx, to_string(list),

@@ -26,7 +26,9 @@ struct swap_area_test_access {
   }
   static std::atomic<uint64_t>& inuse(swap_area& a) { return a.inuse_pages_; }
   static std::atomic<uint64_t>& lowest(swap_area& a) { return a.lowest_bit_; }
-  static uint32_t* list_next(swap_area& a) { return a.list_next_.get(); }
+  static void set_next(swap_area& a, uint32_t idx, uint32_t to) {
+    a.list_next_[idx] = swap_area::encode_link(to);
+  }
   static uint64_t freer(swap_area& a, uint32_t idx) {
     return a.cluster_info_[idx].data.load() & CLUSTER_FREER_MASK;
   }
@@ -84,7 +86,7 @@ TEST(SwapInvariants, TheCheckerFindsEachKindOfCorruption) {
     swap_area* a = fresh(sys);
     const std::vector<uint32_t> free = a->cluster_list(CLUSTER_FLAG_FREE);
     ASSERT_GE(free.size(), 2u);
-    acc::list_next(*a)[free[0]] = free[0];  // a cycle
+    acc::set_next(*a, free[0], free[0]);  // a cycle
     expect_violation(sys, "free list");
   }
   {
@@ -290,6 +292,40 @@ TEST(Swapon, FreshAreaGeometryAndColumnOrderedFreeList) {
       if (a_idx < b_idx && a_idx / SWAP_CLUSTER_COLS == b_idx / SWAP_CLUSTER_COLS)
         closest = std::min(closest, a_pos > b_pos ? a_pos - b_pos : b_pos - a_pos);
   EXPECT_GE(closest, 64 / SWAP_CLUSTER_COLS - 2);
+}
+
+// Swapon's free list is never written out (the links of clusters nobody moved are computed from
+// the column order): taking clusters off its head and putting one back at its tail must read as
+// the same list operations on a written-out list would.
+TEST(Swapon, TheUnwrittenFreeListReadsAsTheListItStandsFor) {
+  swap_system sys;
+  swap_area_options o;
+  o.size_pages = 64 * SWAPFILE_CLUSTER - 100;
+  o.bad_pages = {300, 9 * SWAPFILE_CLUSTER + 5};
+  auto t = sys.swapon(o);
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  swap_area* a = sys.area(*t);
+  std::vector<uint32_t> model = a->cluster_list(CLUSTER_FLAG_FREE);
+  ASSERT_EQ(model.size(), 60u);  // 64 less the header's, two bad pages' and the short cluster
+  // Allocate until two clusters have left the free list (partly used ones go first).
+  std::vector<swap_entry> held;
+  while (a->cluster_list(CLUSTER_FLAG_FREE).size() > model.size() - 2) {
+    swap_entry e;
+    ASSERT_EQ(sys.get_swap_pages(1, &e), 1);
+    held.push_back(e);
+  }
+  const uint32_t first = model[0];
+  model.erase(model.begin(), model.begin() + 2);
+  EXPECT_EQ(a->cluster_list(CLUSTER_FLAG_FREE), model);
+  ASSERT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
+  // Emptying the first of them puts it back at the tail.
+  for (const swap_entry& e : held) {
+    if (swp_offset(e) / SWAPFILE_CLUSTER != first) continue;
+    ASSERT_TRUE(sys.put_swap_page(e).ok());
+  }
+  model.push_back(first);
+  EXPECT_EQ(a->cluster_list(CLUSTER_FLAG_FREE), model);
+  ASSERT_TRUE(sys.check_invariants().ok()) << sys.check_invariants().to_string();
 }
 
 class SwapModesTest : public testing::mode_and_cache_test {};

@@ -309,6 +309,27 @@ class swap_area {
   // Lists (device lock held).
   void list_add_tail(cluster_flag list, uint32_t idx) noexcept;
   void list_del(cluster_flag list, uint32_t idx) noexcept;
+  // A cluster's links. Swapon's free list is not written out: a link never stored (0 in the
+  // lazily zeroed arrays) is the cluster's neighbour in that initial order; a stored one is the
+  // index + 1, or link_nil. Every process of `uswap run` makes a swap area sized at twice the
+  // RAM, and most never use more than a few of its clusters.
+  static constexpr uint32_t link_nil = UINT32_MAX;
+  uint32_t next_of(uint32_t idx) const noexcept {
+    const uint32_t s = list_next_[idx];
+    return s == 0 ? initial_free_neighbour(idx, +1) : s == link_nil ? nil : s - 1;
+  }
+  uint32_t prev_of(uint32_t idx) const noexcept {
+    const uint32_t s = list_prev_[idx];
+    return s == 0 ? initial_free_neighbour(idx, -1) : s == link_nil ? nil : s - 1;
+  }
+  static uint32_t encode_link(uint32_t v) noexcept { return v == nil ? link_nil : v + 1; }
+  // The seed's free-list order (the constructor says why): position p is cluster
+  // (p % rows) * SWAP_CLUSTER_COLS + p / rows.
+  uint32_t order_position(uint32_t idx) const noexcept;
+  uint32_t order_cluster(uint64_t p) const noexcept;
+  bool initially_free(uint32_t idx) const noexcept;
+  // The next (dir +1) or previous (-1) initially free cluster in that order, or nil.
+  uint32_t initial_free_neighbour(uint32_t idx, int dir) const noexcept;
   // Moves a locked cluster to `list` and sets its flag; takes the device lock in percpu mode.
   void move_cluster(swap_cluster_info* ci, cluster_flag list) noexcept;
   // Takes the first cluster of `list` that can be locked off the list, returning it locked
@@ -374,8 +395,10 @@ class swap_area {
   // The device lock and what only it protects: the lists and their links.
   alignas(cache_line_size) mutex lock_;
   cluster_list_head lists_[CLUSTER_FLAG_MAX];  // indexed by cluster_flag; [NONE] unused
-  std::unique_ptr<uint32_t[]> list_next_;
-  std::unique_ptr<uint32_t[]> list_prev_;
+  zeroed_array<uint32_t> list_next_;  // encoded links (next_of says how)
+  zeroed_array<uint32_t> list_prev_;
+  uint32_t order_rows_ = 0;
+  std::vector<uint32_t> reserved_clusters_;  // sorted: not free at swapon (header, bad, padding)
   std::atomic<uint32_t> discard_nr_{0};  // clusters on the discard list, readable without lock
 
   // Written by every allocation and free (every SWAP_BATCH with percpu_inuse_): its own line.
