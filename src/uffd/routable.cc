@@ -2,6 +2,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,22 +18,6 @@ namespace {
 // Reads `n` bytes at `off` of an open file; true if all were read.
 bool read_at(int fd, void* buf, size_t n, off_t off) noexcept {
   return ::pread(fd, buf, n, off) == static_cast<ssize_t>(n);
-}
-
-// Whether `len` bytes at `off` of the file hold `needle`, read through a small window (this runs
-// in exec wrappers: no allocation).
-bool file_holds(int fd, off_t off, size_t len, const char* needle) noexcept {
-  const size_t n = strlen(needle);
-  char buf[4096];
-  for (size_t done = 0; done < len;) {
-    const size_t want = std::min(sizeof buf, len - done);
-    const ssize_t got = ::pread(fd, buf, want, off + static_cast<off_t>(done));
-    if (got < static_cast<ssize_t>(n)) return false;
-    if (memmem(buf, static_cast<size_t>(got), needle, n)) return true;
-    if (static_cast<size_t>(got) < want) return false;
-    done += static_cast<size_t>(got) - (n - 1);  // a match across the window's edge
-  }
-  return false;
 }
 
 // A sanitizer runtime the program calls into (its dynamic symbols name its init function) or
@@ -55,39 +40,67 @@ constexpr sanitizer sanitizers[] = {
                    "raw system calls)"},
 };
 
-// The reason an ELF file cannot be routed, or nullptr.
+// The sanitizer whose marker `len` bytes at `off` of the file hold, or nullptr; read through a
+// window on the stack (this runs in exec wrappers: no allocation), one pass for every marker.
+const sanitizer* sanitizer_in(int fd, off_t off, size_t len) noexcept {
+  constexpr size_t overlap = 16;  // longer than any marker: a match across a window's edge
+  char buf[4096];
+  for (size_t done = 0; done < len;) {
+    const size_t want = std::min(sizeof buf, len - done);
+    const ssize_t got = ::pread(fd, buf, want, off + static_cast<off_t>(done));
+    if (got <= 0) return nullptr;
+    for (const sanitizer& z : sanitizers)
+      if (memmem(buf, static_cast<size_t>(got), z.marker, strlen(z.marker))) return &z;
+    if (static_cast<size_t>(got) < want || done + static_cast<size_t>(got) >= len) return nullptr;
+    done += static_cast<size_t>(got) - overlap;
+  }
+  return nullptr;
+}
+
+// The reason an ELF file cannot be routed, or nullptr. The tables are read 16 entries to a call
+// (a shell script under `uswap run` checks every program it runs), into a few KiB of stack.
 const char* elf_reason(int fd, bool* preload_breaks) noexcept {
   Elf64_Ehdr eh;
   if (!read_at(fd, &eh, sizeof eh, 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return nullptr;
   if (eh.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit program";
   bool interp = false;
-  for (unsigned i = 0; i < eh.e_phnum && i < 64; ++i) {
-    Elf64_Phdr ph;
-    if (!read_at(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * eh.e_phentsize))) break;
-    if (ph.p_type == PT_INTERP) interp = true;
+  if (eh.e_phentsize != sizeof(Elf64_Phdr)) return nullptr;
+  for (unsigned first = 0; first < eh.e_phnum && first < 64 && !interp; first += 16) {
+    Elf64_Phdr ph[16];
+    const unsigned n = std::min<unsigned>(eh.e_phnum - first, 16);
+    if (!read_at(fd, ph, n * sizeof ph[0], static_cast<off_t>(eh.e_phoff + first * sizeof ph[0])))
+      break;
+    for (unsigned i = 0; i < n; ++i) interp |= ph[i].p_type == PT_INTERP;
   }
   if (!interp) return "statically linked (no dynamic loader to preload the shim)";
   // Go programs make their own system calls and manage their own memory.
-  if (eh.e_shoff && eh.e_shstrndx < eh.e_shnum && eh.e_shnum < 256) {
-    Elf64_Shdr strtab;
-    if (read_at(fd, &strtab, sizeof strtab,
-                static_cast<off_t>(eh.e_shoff + eh.e_shstrndx * eh.e_shentsize))) {
-      for (unsigned i = 0; i < eh.e_shnum; ++i) {
-        Elf64_Shdr sh;
-        if (!read_at(fd, &sh, sizeof sh, static_cast<off_t>(eh.e_shoff + i * eh.e_shentsize)))
-          break;
-        char name[24] = {};
-        if (!read_at(fd, name, sizeof name - 1, static_cast<off_t>(strtab.sh_offset + sh.sh_name)))
-          continue;
-        if (strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0)
-          return "a Go program (raw system calls and its own memory manager)";
-        if (strcmp(name, ".dynstr") == 0) {
-          for (const sanitizer& z : sanitizers)
-            if (file_holds(fd, static_cast<off_t>(sh.sh_offset), sh.sh_size, z.marker)) {
-              if (preload_breaks) *preload_breaks = true;
-              return z.reason;
-            }
-        }
+  if (!eh.e_shoff || eh.e_shstrndx >= eh.e_shnum || eh.e_shnum >= 256 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr))
+    return nullptr;
+  Elf64_Shdr strtab;
+  if (!read_at(fd, &strtab, sizeof strtab,
+               static_cast<off_t>(eh.e_shoff + eh.e_shstrndx * sizeof strtab)))
+    return nullptr;
+  char names[2048];
+  const ssize_t got = ::pread(fd, names, std::min<size_t>(strtab.sh_size, sizeof names - 1),
+                              static_cast<off_t>(strtab.sh_offset));
+  if (got <= 0) return nullptr;
+  names[got] = 0;
+  for (unsigned first = 0; first < eh.e_shnum; first += 16) {
+    Elf64_Shdr sh[16];
+    const unsigned n = std::min<unsigned>(eh.e_shnum - first, 16);
+    if (!read_at(fd, sh, n * sizeof sh[0], static_cast<off_t>(eh.e_shoff + first * sizeof sh[0])))
+      break;
+    for (unsigned i = 0; i < n; ++i) {
+      if (sh[i].sh_name >= static_cast<size_t>(got)) continue;
+      const char* name = names + sh[i].sh_name;
+      if (strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0)
+        return "a Go program (raw system calls and its own memory manager)";
+      if (strcmp(name, ".dynstr") != 0) continue;
+      if (const sanitizer* z =
+              sanitizer_in(fd, static_cast<off_t>(sh[i].sh_offset), sh[i].sh_size)) {
+        if (preload_breaks) *preload_breaks = true;
+        return z->reason;
       }
     }
   }
@@ -98,6 +111,10 @@ const char* elf_reason(int fd, bool* preload_breaks) noexcept {
 
 const char* unroutable_reason(const char* path, bool* preload_breaks) noexcept {
   if (preload_breaks) *preload_breaks = false;
+  // A copy on the stack: a path in paged memory would make each of the calls below a trapped
+  // one (kernel_access.h), and this runs before every exec under `uswap run`.
+  char copy[PATH_MAX];
+  if (path && strlen(path) < sizeof copy) path = strcpy(copy, path);
   struct stat st;
   if (!path || ::stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
   const bool suid = (st.st_mode & S_ISUID) && st.st_uid != ::geteuid();

@@ -320,6 +320,16 @@ PY
   [ "${n:-0}" -gt 0 ] || fail "the tracer saw no fault: $(tail -c 600 "$tmp/e")"
   grep -q "traced: python3 (pid [0-9]*) ran under python3 (pid [0-9]*), which saw the pager's SIGBUS" "$tmp/e" ||
     fail "the summary did not name the traced program: $(tail -c 600 "$tmp/e")"
+  # A Go program is known by its sections (a dynamic one here: /bin/true with a Go section
+  # added), also behind a script's #! line.
+  echo go >"$tmp/gosec"
+  objcopy --add-section .go.buildinfo="$tmp/gosec" /bin/true "$tmp/fakego" ||
+    fail "cannot add a section with objcopy"
+  printf '#!%s\n' "$tmp/fakego" >"$tmp/go.sh" && chmod +x "$tmp/go.sh"
+  for p in "$tmp/fakego" "$tmp/go.sh"; do
+    "$uswap" run --limit 8M -- "$p" >"$tmp/o" 2>&1
+    [ $? -eq 126 ] && grep -q "is a Go program" "$tmp/o" || fail "$p was not refused as Go: $(cat "$tmp/o")"
+  done
   # A program built with AddressSanitizer: its runtime aborts unless it is the first library
   # loaded, and maps its heap by raw system calls. Refused, run unrouted when asked, and run
   # unrouted (the shim left out of its LD_PRELOAD) when a routed program execs it.
