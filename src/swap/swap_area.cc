@@ -20,12 +20,6 @@ namespace uswap {
 
 namespace {
 
-void free_cluster_info(swap_cluster_info* p) {
-  if (!p) return;
-  // Only the first element's destructor matters for atomics (trivial); free the raw block.
-  ::operator delete[](static_cast<void*>(p), std::align_val_t(cache_line_size));
-}
-
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 std::string fmt(const char* format, ...) {
   char buf[256];
@@ -104,7 +98,6 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
       slot_free_notify_(std::move(opts.slot_free_notify)),
       cluster_lock_class_(locking.cluster_lock_class),
       bad_pages_(std::move(opts.bad_pages)),
-      cluster_info_(nullptr, free_cluster_info),
       nr_cpu_slots_(locking.nr_cpu_slots),
       lock_(locking.device_lock_class) {
   max_ = opts.size_pages;
@@ -115,16 +108,11 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
   if (!swap_map_) throw std::bad_alloc();
   // An injected refusal of cluster_info (or of the lists after it) unwinds as a real one would.
   if (should_fail(fault_point::cluster_info)) throw std::bad_alloc();
-  void* raw = ::operator new[](sizeof(swap_cluster_info) * nr_clusters_,
-                               std::align_val_t(cache_line_size));
-  // Every process of `uswap run` builds a swap area sized at twice the RAM (tens of thousands
-  // of clusters), so this runs at every exec of a build: each cluster's word is written once, in
-  // address order and with plain stores (no other thread can see the area yet), as a free
-  // cluster; the few that hold slots no one may allocate are corrected after.
-  auto* ci = static_cast<swap_cluster_info*>(raw);
-  for (uint32_t i = 0; i < nr_clusters_; ++i)
-    new (&ci[i]) swap_cluster_info{uint64_t{CLUSTER_FLAG_FREE} << CLUSTER_LIST_SHIFT};
-  cluster_info_.reset(ci);
+  // An all-zero word is a free, empty cluster (the layout's flag encoding): nothing to write for
+  // the clusters this area never uses, which in a pager's swap area sized at twice the RAM is
+  // nearly all of them.
+  cluster_info_ = zeroed_array<swap_cluster_info>(nr_clusters_);
+  if (!cluster_info_) throw std::bad_alloc();
   percpu_.reset(new percpu_cluster[nr_cpu_slots_]);
   // Links never stored read as the free list swapon makes (next_of): only the clusters that
   // start on another list are linked here.
@@ -138,7 +126,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
     std::atomic<uint64_t>& d = cluster_info_[idx].data;
     const uint64_t count = ci_count(d.load(std::memory_order_relaxed)) + n;
     const cluster_flag f = count == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL : CLUSTER_FLAG_NONFULL;
-    d.store((count << CLUSTER_COUNT_SHIFT) | (uint64_t{f} << CLUSTER_LIST_SHIFT),
+    d.store((count << CLUSTER_COUNT_SHIFT) | cluster_list_bits(f),
             std::memory_order_relaxed);
     reserved_clusters_.push_back(idx);
   };
@@ -234,7 +222,7 @@ unsigned swap_area::add_cluster_count(swap_cluster_info* ci, int delta) noexcept
 }
 
 void swap_area::set_cluster_flag(swap_cluster_info* ci, cluster_flag flag) noexcept {
-  cluster_lock::update(ci->data, CLUSTER_LIST_MASK, uint64_t{flag} << CLUSTER_LIST_SHIFT);
+  cluster_lock::update(ci->data, CLUSTER_LIST_MASK, cluster_list_bits(flag));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -14,7 +14,9 @@
 //   bits 0..1   unused
 //   bit  2      cluster lock held (the seed's CLUSTER_FLAG_LOCK_BIT)
 //   bit  3      cluster lock waiters (uswap's bit_lock parks instead of spinning)
-//   bits 4..7   cluster_flag: the list the cluster is on
+//   bits 4..7   cluster_flag: the list the cluster is on, stored XOR CLUSTER_FLAG_FREE so that an
+//               all-zero word is a free, empty, unlocked cluster (cluster_info is lazily zeroed
+//               memory: a swap area costs memory only for the clusters it uses)
 //   bits 8..16  usage count: slots in use, bad slots and the slots past the end of the area
 //   bits 32..47 freer tag: 1 + the thread slot that last freed a slot here (mod 0xffff), 0 none;
 //               a hint for the allocator, which passes over a nonfull cluster another thread slot
@@ -139,6 +141,10 @@ inline constexpr unsigned CLUSTER_FLAG_LOCK_BIT = 2;
 using cluster_lock = bit_lock<CLUSTER_FLAG_LOCK_BIT, CLUSTER_FLAG_LOCK_BIT + 1>;
 inline constexpr unsigned CLUSTER_LIST_SHIFT = 4;
 inline constexpr uint64_t CLUSTER_LIST_MASK = uint64_t{0xf} << CLUSTER_LIST_SHIFT;
+// The list bits for `flag` (stored XOR CLUSTER_FLAG_FREE: layout above).
+constexpr uint64_t cluster_list_bits(unsigned flag) noexcept {
+  return uint64_t{flag ^ 1u} << CLUSTER_LIST_SHIFT;
+}
 inline constexpr unsigned CLUSTER_COUNT_SHIFT = 8;
 inline constexpr uint64_t CLUSTER_COUNT_MASK = uint64_t{0x1ff} << CLUSTER_COUNT_SHIFT;
 // In the upper 32-bit half, away from the futex half that holds the lock bits, so that setting
@@ -273,7 +279,7 @@ class swap_area {
     return &cluster_info_[offset / SWAPFILE_CLUSTER];
   }
   uint32_t cluster_index(const swap_cluster_info* ci) const noexcept {
-    return static_cast<uint32_t>(ci - cluster_info_.get());
+    return static_cast<uint32_t>(ci - cluster_info_.data());
   }
   swap_cluster_info* lock_cluster(uint64_t offset) noexcept;
   void unlock_cluster(swap_cluster_info* ci) noexcept;
@@ -291,7 +297,8 @@ class swap_area {
     return static_cast<unsigned>((data & CLUSTER_COUNT_MASK) >> CLUSTER_COUNT_SHIFT);
   }
   static cluster_flag ci_flag(uint64_t data) noexcept {
-    return static_cast<cluster_flag>((data & CLUSTER_LIST_MASK) >> CLUSTER_LIST_SHIFT);
+    return static_cast<cluster_flag>(((data & CLUSTER_LIST_MASK) >> CLUSTER_LIST_SHIFT) ^
+                                     CLUSTER_FLAG_FREE);
   }
   unsigned cluster_count(const swap_cluster_info* ci) const noexcept {
     return ci_count(ci->data.load(std::memory_order_relaxed));
@@ -387,8 +394,8 @@ class swap_area {
   std::vector<uint64_t> bad_pages_;
 
   zeroed_array<std::atomic<unsigned char>> swap_map_;
-  // Aligned to a cache line so that SWAP_CLUSTER_COLS neighbours really share one.
-  std::unique_ptr<swap_cluster_info[], void (*)(swap_cluster_info*)> cluster_info_;
+  // Page aligned (so SWAP_CLUSTER_COLS neighbours really share a cache line) and lazily zeroed.
+  zeroed_array<swap_cluster_info> cluster_info_;
   std::unique_ptr<percpu_cluster[]> percpu_;
   unsigned nr_cpu_slots_;
 
