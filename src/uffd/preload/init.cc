@@ -104,18 +104,27 @@ std::atomic<uint64_t> peak_anon{0}, peak_unrouted{0};
 std::atomic<uint64_t> peak_shmem{0};
 std::atomic<uint64_t> last_sample_ns{0};
 
-// A "Field: N kB" line of /proc/self/status, in KiB (0 when unreadable).
-uint64_t status_kib(const char* field) noexcept {
-  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+// /proc/self/status, read once: the kernel renders every line at each read, so a caller that
+// needs several fields reads it once (this runs at every exec and exit of a job's processes).
+struct proc_status {
   char buf[4096];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  const char* at = strstr(buf, field);
-  return at ? strtoull(at + strlen(field), nullptr, 10) : 0;
-}
+  proc_status() noexcept {
+    buf[0] = 0;
+    const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    buf[n > 0 ? n : 0] = 0;
+  }
+  // The number on a "Field: N [kB]" line (KiB for sizes), or 0.
+  uint64_t number(const char* field) const noexcept {
+    const char* at = strstr(buf, field);
+    return at ? strtoull(at + strlen(field), nullptr, 10) : 0;
+  }
+};
+
+// A "Field: N kB" line of /proc/self/status, in KiB (0 when unreadable).
+uint64_t status_kib(const char* field) noexcept { return proc_status().number(field); }
 
 // RssAnon from /proc/self/statm: resident - shared (file and shmem), in bytes.
 uint64_t rss_anon() noexcept {
@@ -171,20 +180,6 @@ void program_name(char* out, size_t len) noexcept {
     if (*p == '"' || *p == '\\' || static_cast<unsigned char>(*p) < 0x20) *p = '_';
 }
 
-// A field of /proc/self/status in bytes (its figures are in kB), or 0.
-uint64_t status_bytes(const char* field) noexcept {
-  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[4096];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = 0;
-  const char* p = strstr(buf, field);
-  return p ? strtoull(p + strlen(field), nullptr, 10) * 1024 : 0;
-}
-uint64_t vm_hwm() noexcept { return status_bytes("VmHWM:"); }
-
 void append_line(const char* line, size_t n) noexcept {
   if (!g.stats_file) {
     (void)!::write(2, line, n);
@@ -230,6 +225,7 @@ void write_stats(const char* event) noexcept {
   char prog[64];
   program_name(prog, sizeof prog);
   const kernel_access_stats ka = kernel_access_get_stats();
+  const proc_status status;
   char line[2048];
   const int n = snprintf(
       line, sizeof line,
@@ -253,13 +249,13 @@ void write_stats(const char* event) noexcept {
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
       g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
       st.peak_resident_pages * uswap::page_size, st.peak_resident_pages * uswap::page_size,
-      peak_unrouted.load(), peak_anon.load(), vm_hwm(), st.faults, st.wp_faults, st.zero_fills,
+      peak_unrouted.load(), peak_anon.load(), status.number("VmHWM:") * 1024, st.faults, st.wp_faults, st.zero_fills,
       st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions, st.swap_out_bytes,
       st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns, st.overcharges,
       st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes,
       st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns,
       st.reclaim_passes, st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls,
-      status_bytes("RssFile:"), st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load());
+      status.number("RssFile:") * 1024, st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load());
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
@@ -314,8 +310,7 @@ namespace {
 // it sees the pager's signals and cannot read pages that are swapped out (the arena is
 // user-mode-only to the kernel, and a stopped process's pager serves nobody). Said on a
 // terminal, where someone debugs, and in the run's statistics for the summary.
-void note_tracer(int job_signal) noexcept {
-  const uint64_t tracer = status_kib("TracerPid:");  // not a size: the line's number
+void note_tracer(int job_signal, uint64_t tracer) noexcept {
   if (tracer == 0) return;
   char path[64], comm[64] = "?", prog[64];
   snprintf(path, sizeof path, "/proc/%llu/comm", static_cast<unsigned long long>(tracer));
@@ -617,8 +612,9 @@ __attribute__((constructor)) void shim_init() {
 
   // What the pager reserved, as the kernel counts it against RLIMIT_DATA and RLIMIT_AS
   // (rlimit.cc): all of it but the little the program had mapped before this constructor.
-  g.reserved_data = status_kib("VmData:") * 1024;
-  g.reserved_vm = status_kib("VmSize:") * 1024;
+  const proc_status status;
+  g.reserved_data = status.number("VmData:") * 1024;
+  g.reserved_vm = status.number("VmSize:") * 1024;
 
   g.start_ns = now_ns();
   g.pid = getpid();
@@ -628,7 +624,7 @@ __attribute__((constructor)) void shim_init() {
   // Registered before any of the program's exit handlers, so it runs after all of them.
   atexit(at_exit);
   g.ready.store(true, std::memory_order_release);
-  note_tracer(job ? (*job)->signal() : 0);
+  note_tracer(job ? (*job)->signal() : 0, status.number("TracerPid:"));
 }
 
 }  // namespace
