@@ -105,11 +105,20 @@ void forward_signal(int sig) {
   if (child_pid > 0) ::kill(child_pid, sig);
 }
 
-// What the processes did, computed from the statistics lines.
+// What the processes did, computed from the statistics lines as they are read: a build runs
+// tens of thousands of process images, and only --json prints each one, so only --json keeps
+// each one's line (keep_all); the text summary keeps the few it shows and running totals.
 struct run_result {
+  static constexpr size_t shown = 8;  // processes the text summary prints in full
   int exit_status = 0;
+  bool keep_all = false;                       // --json
   std::optional<job_totals> job;               // the shared limit, unless --limit-per-process
-  std::vector<nlohmann::json> processes;       // one per process image
+  std::vector<nlohmann::json> processes;       // one per process image, with keep_all
+  // Every image, whether kept or not.
+  uint64_t images = 0, swap_outs = 0, swap_ins = 0, shmem_peak = 0;
+  uint64_t paged = 0, quiet_peak = 0;          // images that paged; the others' largest peak
+  std::vector<nlohmann::json> first;           // the first 4 images (a small job shows them all)
+  std::vector<nlohmann::json> top_paged;       // the `shown` paged ones with the largest peaks
   std::vector<nlohmann::json> unrouted_execs;  // execs the shim could not follow
   std::vector<nlohmann::json> traced;          // images that started under a debugger or tracer
   std::vector<nlohmann::json> hints_honored;   // images whose hinted reservations stay unrouted
@@ -125,7 +134,40 @@ struct run_result {
   }
   // Every process that paged (the largest first), a count of the others, the unrouted execs.
   void print(std::ostream& os) const;
+  void add_process(nlohmann::json&& p);
 };
+
+bool paged_image(const nlohmann::json& p) {
+  return u64(p, "swap_outs") || u64(p, "overcharges");
+}
+
+uint64_t peak_of(const nlohmann::json& p) { return u64(p, "peak_resident_bytes"); }
+
+void run_result::add_process(nlohmann::json&& p) {
+  ++images;
+  swap_outs += u64(p, "swap_outs");
+  swap_ins += u64(p, "swap_ins");
+  shmem_peak = std::max(shmem_peak, u64(p, "shmem_peak_bytes"));
+  if (paged_image(p)) {
+    ++paged;
+    // A min-heap on the peak: the smallest of the kept ones goes when a larger one comes.
+    auto smaller_first = [](const nlohmann::json& a, const nlohmann::json& b) {
+      return peak_of(a) > peak_of(b);
+    };
+    if (top_paged.size() < shown || peak_of(p) > peak_of(top_paged.front())) {
+      if (top_paged.size() == shown) {
+        std::pop_heap(top_paged.begin(), top_paged.end(), smaller_first);
+        top_paged.pop_back();
+      }
+      top_paged.push_back(p);
+      std::push_heap(top_paged.begin(), top_paged.end(), smaller_first);
+    }
+  } else {
+    quiet_peak = std::max(quiet_peak, peak_of(p));
+  }
+  if (first.size() < 4) first.push_back(p);
+  if (keep_all) processes.push_back(std::move(p));
+}
 
 // A page that cannot be read back is never replaced: the process that needed it took a real
 // SIGBUS (fault.cc). Names how many and where they were; nothing when none was lost.
@@ -176,37 +218,27 @@ void print_process(std::ostream& os, const nlohmann::json& p) {
 
 void run_result::print(std::ostream& os) const {
   const run_result& r = *this;
-  if (r.processes.empty()) {
+  if (r.images == 0) {
     os << "uswap run: no statistics (the program paged nothing, or ended without running its "
           "exit handlers)\n";
   }
-  // Every process that paged; of the others (short-lived helpers of a build, shells), a count.
-  std::vector<const nlohmann::json*> paged, quiet;
-  for (const auto& p : r.processes)
-    (u64(p, "swap_outs") || u64(p, "overcharges") || r.processes.size() <= 4 ? paged : quiet)
-        .push_back(&p);
-  std::sort(paged.begin(), paged.end(), [](auto* a, auto* b) {
-    return u64(*a, "peak_resident_bytes") > u64(*b, "peak_resident_bytes");
-  });
-  constexpr size_t shown = 8;
-  for (size_t i = 0; i < paged.size() && i < shown; ++i) print_process(os, *paged[i]);
-  if (paged.size() > shown)
-    os << "uswap run: " << paged.size() - shown << " more processes paged (--json lists all)\n";
-  if (!quiet.empty()) {
-    uint64_t peak = 0;
-    for (auto* p : quiet) peak = std::max(peak, u64(*p, "peak_resident_bytes"));
-    os << "uswap run: " << quiet.size() << " more processes stayed under the limit (largest peak "
-       << mib(peak) << ")\n";
-  }
-  if (r.processes.size() > 1) {
-    uint64_t outs = 0, ins = 0;
-    for (const auto& p : r.processes) {
-      outs += u64(p, "swap_outs");
-      ins += u64(p, "swap_ins");
-    }
-    os << "uswap run: " << r.processes.size() << " process images in all: " << outs
-       << " swap-outs, " << ins << " swap-ins\n";
-  }
+  // Every process that paged, the largest first; of the others (short-lived helpers of a build,
+  // shells), a count. A job of four images or fewer shows each.
+  const bool small = r.images <= 4;
+  std::vector<const nlohmann::json*> show;
+  for (const auto& p : small ? r.first : r.top_paged) show.push_back(&p);
+  std::sort(show.begin(), show.end(),
+            [](auto* a, auto* b) { return peak_of(*a) > peak_of(*b); });
+  for (size_t i = 0; i < show.size() && i < shown; ++i) print_process(os, *show[i]);
+  const uint64_t shown_paged = small ? r.images : r.paged;
+  if (shown_paged > shown)
+    os << "uswap run: " << shown_paged - shown << " more processes paged (--json lists all)\n";
+  if (!small && r.images > r.paged)
+    os << "uswap run: " << r.images - r.paged
+       << " more processes stayed under the limit (largest peak " << mib(r.quiet_peak) << ")\n";
+  if (r.images > 1)
+    os << "uswap run: " << r.images << " process images in all: " << r.swap_outs
+       << " swap-outs, " << r.swap_ins << " swap-ins\n";
   for (const auto& u : r.unrouted_execs)
     os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
@@ -242,9 +274,8 @@ void run_result::print(std::ostream& os) const {
     if (t.stat[JOB_OVERCHARGES]) os << "; " << t.stat[JOB_OVERCHARGES] << " overcharges";
     // Shared memory is mapped by several members at once (a database's buffer pool): the
     // largest one process had is what the job had at least.
-    uint64_t shmem = 0;
-    for (const auto& p : r.processes) shmem = std::max(shmem, u64(p, "shmem_peak_bytes"));
-    if (shmem) os << "; shared memory, not limited, at least " << mib(shmem) << " at peak";
+    if (r.shmem_peak)
+      os << "; shared memory, not limited, at least " << mib(r.shmem_peak) << " at peak";
     os << "\n";
     if (t.pool_limit_bytes)
       os << "uswap run: job: compressed pools held to " << mib(t.pool_limit_bytes);
@@ -372,11 +403,14 @@ void read_statistics(const char* path, run_result& r) {
     try {
       auto j = nlohmann::json::parse(line);
       const std::string event = j.value("event", std::string());
-      (event == "unrouted_exec"   ? r.unrouted_execs
-       : event == "traced"        ? r.traced
-       : event == "hints_honored" ? r.hints_honored
-                                  : r.processes)
-          .push_back(std::move(j));
+      if (event == "unrouted_exec")
+        r.unrouted_execs.push_back(std::move(j));
+      else if (event == "traced")
+        r.traced.push_back(std::move(j));
+      else if (event == "hints_honored")
+        r.hints_honored.push_back(std::move(j));
+      else
+        r.add_process(std::move(j));
     } catch (const std::exception&) {
       std::cerr << "uswap run: unreadable statistics line: " << line << "\n";
     }
@@ -432,6 +466,7 @@ int run_program(const run_config& c) {
   }
   if (pid == 0) exec_program(c, preload, stats_path, job_path, backing_path);
   run_result r;
+  r.keep_all = c.json;
   r.exit_status = wait_for(pid, sup.get());
   if (sup) r.job = sup->finish();
   read_statistics(stats_path, r);
