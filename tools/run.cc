@@ -137,9 +137,7 @@ struct run_result {
   void add_process(nlohmann::json&& p);
 };
 
-bool paged_image(const nlohmann::json& p) {
-  return u64(p, "swap_outs") || u64(p, "overcharges");
-}
+bool paged_image(const nlohmann::json& p) { return u64(p, "swap_outs") || u64(p, "overcharges"); }
 
 uint64_t peak_of(const nlohmann::json& p) { return u64(p, "peak_resident_bytes"); }
 
@@ -227,8 +225,7 @@ void run_result::print(std::ostream& os) const {
   const bool small = r.images <= 4;
   std::vector<const nlohmann::json*> show;
   for (const auto& p : small ? r.first : r.top_paged) show.push_back(&p);
-  std::sort(show.begin(), show.end(),
-            [](auto* a, auto* b) { return peak_of(*a) > peak_of(*b); });
+  std::sort(show.begin(), show.end(), [](auto* a, auto* b) { return peak_of(*a) > peak_of(*b); });
   for (size_t i = 0; i < show.size() && i < shown; ++i) print_process(os, *show[i]);
   const uint64_t shown_paged = small ? r.images : r.paged;
   if (shown_paged > shown)
@@ -237,8 +234,8 @@ void run_result::print(std::ostream& os) const {
     os << "uswap run: " << r.images - r.paged
        << " more processes stayed under the limit (largest peak " << mib(r.quiet_peak) << ")\n";
   if (r.images > 1)
-    os << "uswap run: " << r.images << " process images in all: " << r.swap_outs
-       << " swap-outs, " << r.swap_ins << " swap-ins\n";
+    os << "uswap run: " << r.images << " process images in all: " << r.swap_outs << " swap-outs, "
+       << r.swap_ins << " swap-ins\n";
   for (const auto& u : r.unrouted_execs)
     os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
        << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";

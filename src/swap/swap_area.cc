@@ -126,8 +126,7 @@ swap_area::swap_area(unsigned type, int priority, swap_area_options&& opts,
     std::atomic<uint64_t>& d = cluster_info_[idx].data;
     const uint64_t count = ci_count(d.load(std::memory_order_relaxed)) + n;
     const cluster_flag f = count == SWAPFILE_CLUSTER ? CLUSTER_FLAG_FULL : CLUSTER_FLAG_NONFULL;
-    d.store((count << CLUSTER_COUNT_SHIFT) | cluster_list_bits(f),
-            std::memory_order_relaxed);
+    d.store((count << CLUSTER_COUNT_SHIFT) | cluster_list_bits(f), std::memory_order_relaxed);
     reserved_clusters_.push_back(idx);
   };
   swap_map_[0].store(SWAP_MAP_BAD, std::memory_order_relaxed);

@@ -42,8 +42,8 @@ static int strict(void) {
 }
 
 static int any(void) {
-  char* r = mmap((void*)(6ul << 40), GIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  char* r =
+      mmap((void*)(6ul << 40), GIB, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == MAP_FAILED) return perror("mmap"), 1;
   if (mprotect(r, 48 * MIB, PROT_READ | PROT_WRITE) != 0) return perror("mprotect"), 1;
   uint64_t x = 88172645463325252ull, sum = 0;

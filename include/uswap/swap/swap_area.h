@@ -402,7 +402,7 @@ class swap_area {
   // The device lock and what only it protects: the lists and their links.
   alignas(cache_line_size) mutex lock_;
   cluster_list_head lists_[CLUSTER_FLAG_MAX];  // indexed by cluster_flag; [NONE] unused
-  zeroed_array<uint32_t> list_next_;  // encoded links (next_of says how)
+  zeroed_array<uint32_t> list_next_;           // encoded links (next_of says how)
   zeroed_array<uint32_t> list_prev_;
   uint32_t order_rows_ = 0;
   std::vector<uint32_t> reserved_clusters_;  // sorted: not free at swapon (header, bad, padding)

@@ -236,26 +236,25 @@ void write_stats(const char* event) noexcept {
       ",\"wp_faults\":%" PRIu64 ",\"zero_fills\":%" PRIu64 ",\"swap_ins\":%" PRIu64
       ",\"swap_outs\":%" PRIu64 ",\"clean_evictions\":%" PRIu64 ",\"zero_evictions\":%" PRIu64
       ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64
-      ",\"fault_p50_ns\":%" PRIu64 ",\"fault_p99_ns\":%" PRIu64
-      ",\"overcharges\":%" PRIu64 ",\"swap_out_failures\":%" PRIu64
-      ",\"zram_mem_used_max\":%" PRIu64 ",\"mapped_bytes\":%" PRIu64
-      ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64 ",\"forks\":%" PRIu64
-      ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64 ",\"run_ns\":%" PRIu64
-      ",\"reclaim_passes\":%" PRIu64 ",\"wp_sweeps\":%" PRIu64 ",\"evict_wp_pages\":%" PRIu64
-      ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
-      ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64
-      ",\"shmem_peak_bytes\":%" PRIu64 "}\n",
+      ",\"fault_p50_ns\":%" PRIu64 ",\"fault_p99_ns\":%" PRIu64 ",\"overcharges\":%" PRIu64
+      ",\"swap_out_failures\":%" PRIu64 ",\"zram_mem_used_max\":%" PRIu64
+      ",\"mapped_bytes\":%" PRIu64 ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64
+      ",\"forks\":%" PRIu64 ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64
+      ",\"run_ns\":%" PRIu64 ",\"reclaim_passes\":%" PRIu64 ",\"wp_sweeps\":%" PRIu64
+      ",\"evict_wp_pages\":%" PRIu64 ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
+      ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 ",\"shmem_peak_bytes\":%" PRIu64
+      "}\n",
       static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
       g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
       st.peak_resident_pages * uswap::page_size, st.peak_resident_pages * uswap::page_size,
-      peak_unrouted.load(), peak_anon.load(), status.number("VmHWM:") * 1024, st.faults, st.wp_faults, st.zero_fills,
-      st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions, st.swap_out_bytes,
-      st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns, st.overcharges,
-      st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes,
-      st.mappings, st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns,
-      st.reclaim_passes, st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls,
-      status.number("RssFile:") * 1024, st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load());
+      peak_unrouted.load(), peak_anon.load(), status.number("VmHWM:") * 1024, st.faults,
+      st.wp_faults, st.zero_fills, st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions,
+      st.swap_out_bytes, st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns,
+      st.overcharges, st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes, st.mappings,
+      st.foreign_bytes, st.forks, ka.trapped, ka.emulated, now_ns() - g.start_ns, st.reclaim_passes,
+      st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls, status.number("RssFile:") * 1024,
+      st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load());
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
@@ -502,8 +501,9 @@ __attribute__((constructor)) void shim_init() {
     char exe[512];
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);  // valgrind: the client's
     exe[n > 0 ? n : 0] = 0;
-    note_unrouted_exec(n > 0 ? exe : "?", "run on valgrind, which emulates neither userfaultfd "
-                                          "nor seccomp filters");
+    note_unrouted_exec(n > 0 ? exe : "?",
+                       "run on valgrind, which emulates neither userfaultfd "
+                       "nor seccomp filters");
     return;
   }
   // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
