@@ -123,28 +123,15 @@ struct proc_status {
   }
 };
 
-// A "Field: N kB" line of /proc/self/status, in KiB (0 when unreadable).
-uint64_t status_kib(const char* field) noexcept { return proc_status().number(field); }
-
-// RssAnon from /proc/self/statm: resident - shared (file and shmem), in bytes.
-uint64_t rss_anon() noexcept {
-  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[128] = {};
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  unsigned long long size = 0, resident = 0, shared = 0;
-  if (sscanf(buf, "%llu %llu %llu", &size, &resident, &shared) != 3) return 0;
-  return (resident - std::min(shared, resident)) * uswap::page_size;
-}
-
+// One read of /proc/self/status for both figures a sample needs.
 void sample_with(uint64_t routed, uint64_t pool) noexcept {
-  const uint64_t anon = rss_anon();
+  const proc_status status;
+  const uint64_t anon = status.number("RssAnon:") * 1024;
   fetch_max(peak_anon, anon);
   fetch_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
-  const uint64_t shmem = status_kib("RssShmem:") * 1024;
-  const uint64_t own = g.job ? (*g.job)->resident_bytes() : 0;  // the job's segment
+  // Less the job's own segment, which every member maps (mincore only when there is shmem).
+  const uint64_t shmem = status.number("RssShmem:") * 1024;
+  const uint64_t own = shmem && g.job ? (*g.job)->resident_bytes() : 0;
   fetch_max(peak_shmem, shmem > own ? shmem - own : 0);
 }
 
