@@ -92,8 +92,14 @@ const char* elf_reason(int fd, bool* preload_breaks) noexcept {
     if (!read_at(fd, sh, n * sizeof sh[0], static_cast<off_t>(eh.e_shoff + first * sizeof sh[0])))
       break;
     for (unsigned i = 0; i < n; ++i) {
-      if (sh[i].sh_name >= static_cast<size_t>(got)) continue;
+      // A name past what was read of the table (a large one) is read on its own.
+      char far[24] = {};
       const char* name = names + sh[i].sh_name;
+      if (sh[i].sh_name >= static_cast<size_t>(got)) {
+        if (!read_at(fd, far, sizeof far - 1, static_cast<off_t>(strtab.sh_offset + sh[i].sh_name)))
+          continue;
+        name = far;
+      }
       if (strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0)
         return "a Go program (raw system calls and its own memory manager)";
       if (strcmp(name, ".dynstr") != 0) continue;

@@ -320,11 +320,17 @@ PY
   [ "${n:-0}" -gt 0 ] || fail "the tracer saw no fault: $(tail -c 600 "$tmp/e")"
   grep -q "traced: python3 (pid [0-9]*) ran under python3 (pid [0-9]*), which saw the pager's SIGBUS" "$tmp/e" ||
     fail "the summary did not name the traced program: $(tail -c 600 "$tmp/e")"
-  # A Go program is known by its sections (a dynamic one here: /bin/true with a Go section
-  # added), also behind a script's #! line.
-  echo go >"$tmp/gosec"
-  objcopy --add-section .go.buildinfo="$tmp/gosec" /bin/true "$tmp/fakego" ||
-    fail "cannot add a section with objcopy"
+  # A Go program is known by its sections (a dynamic one here, with a .go.buildinfo section
+  # after 120 others, so that its name lies past the first 2 KiB of the names table), also
+  # behind a script's #! line.
+  {
+    for i in $(seq 120); do
+      echo "__attribute__((used, section(\".zz_a_long_section_name_to_pad_$i\"))) static int pad$i = $i;"
+    done
+    echo '__attribute__((used, section(".go.buildinfo"))) static char buildinfo[16] = "go";'
+    echo 'int main(void) { return 0; }'
+  } >"$tmp/fakego.c"
+  cc -o "$tmp/fakego" "$tmp/fakego.c" || fail "cannot build a program with a Go section"
   printf '#!%s\n' "$tmp/fakego" >"$tmp/go.sh" && chmod +x "$tmp/go.sh"
   for p in "$tmp/fakego" "$tmp/go.sh"; do
     "$uswap" run --limit 8M -- "$p" >"$tmp/o" 2>&1
