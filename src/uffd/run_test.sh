@@ -377,6 +377,23 @@ PY
   grep -q "shared memory at peak 16.0 MiB (not limited)" "$tmp/e" &&
     grep -q "job: .*; shared memory, not limited, at least 16.0 MiB at peak" "$tmp/e" ||
     fail "the memfd heap was not reported as shared memory: $(cat "$tmp/e")"
+  # A plugin loaded with RTLD_DEEPBIND (PHP's extensions) binds to the C library first: its
+  # free of the program's blocks, its mmap, fork and sigaction must still be the shim's. Found by
+  # a bare name through the program's DT_RUNPATH, with and without DEEPBIND.
+  src="$(dirname "${BASH_SOURCE[0]}")/deepbind_test_program.c"
+  mkdir -p "$tmp/db/lib" && cc -O2 -DPLUGIN -shared -fPIC -o "$tmp/db/lib/libdeepbind_plugin.so" "$src" &&
+    cp "$tmp/db/lib/libdeepbind_plugin.so" "$tmp/db/lib/libplain_plugin.so" &&
+    cc -O2 -o "$tmp/db/prog" "$src" -Wl,--enable-new-dtags,-rpath,'$ORIGIN/lib' ||
+    fail "cannot build the RTLD_DEEPBIND program"
+  for mode in deepbind plain; do
+    want=$("$tmp/db/prog" $mode lib${mode}_plugin.so) || fail "the $mode plugin program fails plainly"
+    "$uswap" run --limit 8M --json -- "$tmp/db/prog" $mode lib${mode}_plugin.so >"$tmp/o" 2>"$tmp/e" ||
+      fail "a $mode plugin: $(cat "$tmp/o") $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "a $mode plugin printed $(cat "$tmp/o"), plain $want"
+    # The plugin's 64 MiB mapping under an 8 MiB limit: paged only if the plugin's mmap is the shim's.
+    [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 8192 ] ||
+      fail "the $mode plugin's mapping was not paged: $(tail -c 600 "$tmp/e")"
+  done
   # A setuid program run by an unprivileged user (the loader ignores LD_PRELOAD there).
   if [ "$(id -u)" -eq 0 ] && [ -u /usr/bin/su ]; then
     d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$d/" && chmod -R a+rx "$d"
