@@ -6,6 +6,8 @@
 //           Prints the attempts it took, or fails after 8192.
 //   any:    V8 and HotSpot's heaps. Reserves 1 GiB PROT_NONE at a hint, takes whatever it gets,
 //           commits 48 MiB with mprotect, writes and reads it back. Prints a checksum.
+//   near:   LuaJIT's JIT. Maps 64 KiB at hints within reach of its own code (rel32), unmaps any
+//           placement out of reach, runs code written there.
 // Exit status 0 and the line, or 1 with the reason.
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -60,9 +62,37 @@ static int any(void) {
   return 0;
 }
 
+// LuaJIT's machine-code area (lj_mcode.c, mcode_alloc): 31 tries at pseudo-random 64 KiB-aligned
+// hints within a 1 GiB reach of the program's code, unmapping every placement out of reach; then
+// code written there, made executable and called.
+static int near(void) {
+  const uintptr_t target = (uintptr_t)(void*)&near & ~(uintptr_t)0xffff;
+  const uintptr_t range = (1ul << 30) - (2ul << 20), size = 64 * 1024;
+  uint64_t x = 88172645463325252ull;
+  for (int attempt = 1; attempt <= 31; ++attempt) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const uintptr_t hint = target - range + (x & ((1ul << 31) - 0x10000)) % (2 * range - size);
+    unsigned char* p = mmap((void*)(hint & ~(uintptr_t)0xffff), size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) continue;
+    if ((uintptr_t)p + size - target < range || target - (uintptr_t)p < range) {
+      static const unsigned char code[] = {0xb8, 42, 0, 0, 0, 0xc3};  // mov $42, %eax; ret
+      memcpy(p, code, sizeof code);
+      if (mprotect(p, size, PROT_READ | PROT_EXEC) != 0) return perror("mprotect"), 1;
+      int (*fn)(void) = (int (*)(void))(void*)p;
+      printf("near: code placed within reach ran and returned %d\n", fn());
+      return munmap(p, size) == 0 ? 0 : 1;
+    }
+    munmap(p, size);
+  }
+  fprintf(stderr, "near: no mapping within reach of the code in 31 tries\n");
+  return 1;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "strict") == 0) return strict();
   if (argc == 2 && strcmp(argv[1], "any") == 0) return any();
-  fprintf(stderr, "usage: %s strict|any\n", argv[0]);
+  if (argc == 2 && strcmp(argv[1], "near") == 0) return near();
+  fprintf(stderr, "usage: %s strict|any|near\n", argv[0]);
   return 2;
 }

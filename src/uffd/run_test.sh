@@ -377,6 +377,11 @@ PY
   grep -q "shared memory at peak 16.0 MiB (not limited)" "$tmp/e" &&
     grep -q "job: .*; shared memory, not limited, at least 16.0 MiB at peak" "$tmp/e" ||
     fail "the memfd heap was not reported as shared memory: $(cat "$tmp/e")"
+  # A JIT's code area (LuaJIT): a hint within reach of the program's code is the kernel's to
+  # place; in the arena, out of reach, the program would unmap it and never compile.
+  "$uswap" run --limit 8M -- "$tmp/hinted" near >"$tmp/o" 2>"$tmp/e" &&
+    grep -q "^near: code placed within reach ran and returned 42$" "$tmp/o" ||
+    fail "a mapping asked for near the program's code was not placed there: $(cat "$tmp/o" "$tmp/e")"
   # A plugin loaded with RTLD_DEEPBIND (PHP's extensions) binds to the C library first: its
   # free of the program's blocks, its mmap, fork and sigaction must still be the shim's. Found by
   # a bare name through the program's DT_RUNPATH, with and without DEEPBIND.

@@ -20,7 +20,12 @@
 // PROT_NONE reservations whole, as placed, is taken for such a program: from then on its hinted
 // reservations outside the arena go to the kernel at the hint (MAP_FIXED_NOREPLACE: nothing is
 // replaced), unrouted and named in the summary; one the kernel cannot place there is routed.
+// A hint within a rel32 jump of a loaded object's code asks for a JIT's code area (LuaJIT's
+// machine code, V8's code range): useless anywhere else, so the kernel places it at the hint if
+// it can, unrouted (counted as such); LuaJIT would otherwise unmap every placement and stop
+// compiling.
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +102,40 @@ void note_unmap(const void* addr, size_t len) noexcept {
   }
 }
 
+// Memory near code. A program asks for a mapping within a 32-bit displacement of its code only
+// to reach that code with one (a JIT's code area: LuaJIT's machine code, which it unmaps
+// anywhere else and gives up compiling; V8's code range, near its embedded builtins); the arena,
+// terabytes away, can never be that. `code_reach`: the x86-64 rel32 jump's.
+constexpr uintptr_t code_reach = uintptr_t{2} << 30;
+
+struct near_code_query {
+  uintptr_t lo, hi;  // the mapping asked for
+  bool near = false;
+};
+
+int find_code_near(dl_phdr_info* info, size_t, void* p) noexcept {
+  auto* q = static_cast<near_code_query*>(p);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+    const uintptr_t text_lo = info->dlpi_addr + ph.p_vaddr, text_hi = text_lo + ph.p_memsz;
+    const uintptr_t reach_lo = text_lo > code_reach ? text_lo - code_reach : 0;
+    if (q->lo >= reach_lo && q->hi <= text_hi + code_reach) {
+      q->near = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Whether [addr, addr + len) lies within reach of a loaded object's executable segment.
+bool near_code(const void* addr, size_t len) noexcept {
+  near_code_query q{reinterpret_cast<uintptr_t>(addr), reinterpret_cast<uintptr_t>(addr) + len};
+  if (q.hi < q.lo) return false;
+  dl_iterate_phdr(find_code_near, &q);
+  return q.near;
+}
+
 // The pager refuses (EPERM) in a process that does not own it (a raw clone() child): the kernel
 // call then does what it can.
 bool detached_error(const uswap::status& st) noexcept { return st.code() == EPERM; }
@@ -144,6 +183,12 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     return *r;
   }
   const bool hinted = hinted_reservation(addr, len, prot);
+  if (addr && !overlaps_arena(addr, len) && near_code(addr, len)) {
+    const int saved = errno;
+    void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+    if (k != MAP_FAILED) return k;  // where the program asked, unrouted
+    errno = saved;                  // taken (the brk heap past a binary's end): the arena's
+  }
   if (hinted && honor_hints.load(std::memory_order_relaxed)) {
     void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
     if (k != MAP_FAILED) return k;  // where the program asked, unrouted
@@ -275,7 +320,8 @@ USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
   if (flags & MREMAP_DONTUNMAP) {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      fprintf(stderr, "uswap: mremap(MREMAP_DONTUNMAP) of routed memory is not supported (EINVAL)\n");
+      fprintf(stderr,
+              "uswap: mremap(MREMAP_DONTUNMAP) of routed memory is not supported (EINVAL)\n");
     return fail_with<void*>(EINVAL, MAP_FAILED);
   }
   auto r = g.pg->remap(old, old_len, new_len, flags & MREMAP_MAYMOVE, new_addr);
@@ -309,7 +355,6 @@ USWAP_EXPORT int munlock(const void* addr, size_t len) {
 USWAP_EXPORT int mlockall(int flags) {
   if (!ready()) return lc().mlockall(flags);
   const int r = lc().mlockall((flags & MCL_CURRENT) ? flags | MCL_ONFAULT : flags);
-  if (r == 0 && (flags & MCL_CURRENT))
-    ::syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
+  if (r == 0 && (flags & MCL_CURRENT)) ::syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
   return r;
 }
