@@ -160,7 +160,7 @@ size_t gnu_hash_symbols(const uint32_t* h) noexcept {
   return last + 1;
 }
 
-// The names the shim defines for the program (its exported dynamic symbols), sorted.
+// The functions the shim defines for the program (its exported dynamic symbols), sorted.
 struct shim_exports {
   std::vector<std::string_view> names;
   bool contains(std::string_view n) const noexcept {
@@ -185,7 +185,7 @@ const shim_exports& exports() {
       const unsigned bind = ELF64_ST_BIND(s.st_info), type = ELF64_ST_TYPE(s.st_info);
       if (s.st_shndx == SHN_UNDEF || ELF64_ST_VISIBILITY(s.st_other) != STV_DEFAULT) continue;
       if (bind != STB_GLOBAL && bind != STB_WEAK) continue;
-      if (type != STT_FUNC && type != STT_OBJECT && type != STT_GNU_IFUNC) continue;
+      if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;  // what it interposes
       r.names.emplace_back(t.strtab + s.st_name);
     }
     std::sort(r.names.begin(), r.names.end());
