@@ -27,8 +27,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,19 +46,19 @@ namespace {
 struct run_config {
   uint64_t limit = 256ull << 20;
   std::string comp = "lz4";
-  uint64_t max_size = 0;  // 0: the shim's default (256 GiB)
+  uint64_t max_size = 0;  // 0: the shim's default (4 TiB)
   uint64_t swap = 0;      // 0: the arena, at most twice the RAM
   std::string fault_mode = "sigbus";
   std::string access = "auto";
   bool json = false;
   bool allow_unrouted = false;
-  bool write_tracking = false;     // pager_options::track_writes (off: see the man page)
-  bool no_write_tracking = false;  // the default, accepted by name (excludes --write-tracking)
+  bool write_tracking = false;      // pager_options::track_writes (off: see the man page)
+  bool no_write_tracking = false;   // the default, accepted by name (excludes --write-tracking)
   bool background_reclaim = false;  // pager_options::background_reclaim (off: see the man page)
-  unsigned reclaim_cluster = 16;  // pager_options::reclaim_cluster
-  bool per_process = false;  // --limit-per-process: no job, each process its own limit
-  uint64_t pool_limit = 0;   // the job's compressed pools (0: none)
-  std::string backing;       // the file pools write back into past pool_limit
+  unsigned reclaim_cluster = 16;    // pager_options::reclaim_cluster
+  bool per_process = false;         // --limit-per-process: no job, each process its own limit
+  uint64_t pool_limit = 0;          // the job's compressed pools (0: none)
+  std::string backing;              // the file pools write back into past pool_limit
   uint64_t backing_size = 0;
   unsigned backing_timeout = 30;  // seconds an unreachable --backing server is waited for
   std::string stats_dir;
@@ -111,9 +111,9 @@ void forward_signal(int sig) {
 struct run_result {
   static constexpr size_t shown = 8;  // processes the text summary prints in full
   int exit_status = 0;
-  bool keep_all = false;                       // --json
-  std::optional<job_totals> job;               // the shared limit, unless --limit-per-process
-  std::vector<nlohmann::json> processes;       // one per process image, with keep_all
+  bool keep_all = false;                  // --json
+  std::optional<job_totals> job;          // the shared limit, unless --limit-per-process
+  std::vector<nlohmann::json> processes;  // one per process image, with keep_all
   // Every image, whether kept or not.
   uint64_t images = 0, swap_outs = 0, swap_ins = 0, shmem_peak = 0;
   uint64_t paged = 0, quiet_peak = 0;          // images that paged; the others' largest peak
@@ -173,16 +173,17 @@ void print_lost_pages(std::ostream& os, const job_totals& t) {
   if (!t.stat[JOB_FAILED_READS]) return;
   os << "uswap run: " << t.stat[JOB_FAILED_READS]
      << (t.stat[JOB_FAILED_READS] == 1 ? " page" : " pages") << " could not be read back"
-     << (t.backing.empty() ? std::string(" (a corrupt compressed object)")
-                           : " from --backing " + t.backing +
-                                 " (its server lost them or could not be reached)")
+     << (t.backing.empty()
+             ? std::string(" (a corrupt compressed object)")
+             : " from --backing " + t.backing + " (its server lost them or could not be reached)")
      << ": the process that needed one was stopped with SIGBUS rather than given other bytes\n";
 }
 
 void print_process(std::ostream& os, const nlohmann::json& p) {
   const uint64_t out_bytes = u64(p, "swap_out_bytes"), comp_bytes = u64(p, "compressed_bytes");
   char ratio[32] = "-";
-  if (comp_bytes) std::snprintf(ratio, sizeof ratio, "%.2fx", double(out_bytes) / double(comp_bytes));
+  if (comp_bytes)
+    std::snprintf(ratio, sizeof ratio, "%.2fx", double(out_bytes) / double(comp_bytes));
   os << "uswap run: " << p.value("program", std::string("?")) << " (pid " << p.value("pid", 0)
      << (p.value("event", std::string()) == "exec" ? ", until exec" : "") << ", "
      << p.value("mode", std::string("?")) << ", " << p.value("uffd", std::string("?")) << ", "
@@ -266,8 +267,10 @@ void run_result::print(std::ostream& os) const {
        << " process images; peak footprint (resident + compressed pools) "
        << mib(t.peak_footprint_bytes) << "; " << t.stat[JOB_SWAP_OUTS] << " swap-outs, "
        << t.stat[JOB_SWAP_INS] << " swap-ins";
-    if (t.reclaim_requests) os << "; " << t.reclaim_requests << " times a process asked another for room";
-    if (t.members_reaped) os << "; " << t.members_reaped << " ended without leaving (their share came back)";
+    if (t.reclaim_requests)
+      os << "; " << t.reclaim_requests << " times a process asked another for room";
+    if (t.members_reaped)
+      os << "; " << t.members_reaped << " ended without leaving (their share came back)";
     if (t.stat[JOB_OVERCHARGES]) os << "; " << t.stat[JOB_OVERCHARGES] << " overcharges";
     // Shared memory is mapped by several members at once (a database's buffer pool): the
     // largest one process had is what the job had at least.
@@ -299,12 +302,19 @@ int check_options(const run_config& c) {
   else if (c.limit < 64 * 4096)
     problem = "--limit must be at least 256K";
   else if (c.per_process && (!c.stats_dir.empty() || c.pool_limit || !c.backing.empty()))
-    problem = "--stats-dir, --pool-limit and --backing are the job's: they do not go with "
-              "--limit-per-process";
+    problem =
+        "--stats-dir, --pool-limit and --backing are the job's: they do not go with "
+        "--limit-per-process";
   else if (!c.backing.empty() && c.pool_limit == 0)
     problem = "--backing takes what the compressed pools cannot hold: it needs --pool-limit";
   else if (c.pool_limit && c.pool_limit < 64 * 4096)
     problem = "--pool-limit must be at least 256K";
+  else if (c.max_size && (c.max_size < (uint64_t{4} << 30) || c.max_size > (uint64_t{8} << 40)))
+    problem =
+        "--max-size must be 4G..8T (the arena is rounded up to a power of two, and its "
+        "pages are numbered in 32 bits)";
+  else if (c.swap >= (uint64_t{16} << 40))
+    problem = "--swap must be below 16T (swap slots are numbered in 32 bits, as the kernel's)";
   else if (c.backing_timeout == 0)
     problem = "--backing-timeout must be at least 1 second";
   else if (c.reclaim_cluster < 1 || c.reclaim_cluster > 64 ||
@@ -338,8 +348,10 @@ int check_routable(const run_config& c, bool* preload_breaks) {
 [[noreturn]] void exec_program(const run_config& c, const std::string& preload,
                                const char* stats_path, const std::string& job_path,
                                const std::string& backing_path) {
-  if (preload.empty()) ::unsetenv("LD_PRELOAD");
-  else ::setenv("LD_PRELOAD", preload.c_str(), 1);
+  if (preload.empty())
+    ::unsetenv("LD_PRELOAD");
+  else
+    ::setenv("LD_PRELOAD", preload.c_str(), 1);
   ::setenv("USWAP_LIMIT", std::to_string(c.limit).c_str(), 1);
   ::setenv("USWAP_COMP", c.comp.c_str(), 1);
   if (c.max_size) ::setenv("USWAP_MAX_SIZE", std::to_string(c.max_size).c_str(), 1);
@@ -359,7 +371,8 @@ int check_routable(const run_config& c, bool* preload_breaks) {
     ::unsetenv("USWAP_BACKING");
   else
     ::setenv("USWAP_BACKING", backing_path.c_str(), 1);
-  ::setenv("USWAP_BACKING_TIMEOUT_MS", std::to_string(uint64_t{c.backing_timeout} * 1000).c_str(), 1);
+  ::setenv("USWAP_BACKING_TIMEOUT_MS", std::to_string(uint64_t{c.backing_timeout} * 1000).c_str(),
+           1);
   std::vector<char*> argv;
   for (const std::string& a : c.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -485,13 +498,15 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "Most bytes of the job's memory (every process it starts) resident at once");
   sub->add_flag("--limit-per-process", c.per_process,
                 "--limit applies to each process on its own, not to the whole job");
-  add_size_option(*sub, "--pool-limit", c.pool_limit,
-                  "Most bytes the job's compressed pools may hold (zram's mem_limit, for the whole "
-                  "job); past it cold pages go to --backing, or the job is stopped, named (0: none)");
-  sub->add_option("--backing", c.backing,
-                  "File the pools write cold pages back into past --pool-limit (zram's backing_dev, "
-                  "one for the job; created if missing), or an NBD export's URI (nbd://HOST/NAME, "
-                  "nbd+unix:///?socket=PATH): far memory on another machine");
+  add_size_option(
+      *sub, "--pool-limit", c.pool_limit,
+      "Most bytes the job's compressed pools may hold (zram's mem_limit, for the whole "
+      "job); past it cold pages go to --backing, or the job is stopped, named (0: none)");
+  sub->add_option(
+      "--backing", c.backing,
+      "File the pools write cold pages back into past --pool-limit (zram's backing_dev, "
+      "one for the job; created if missing), or an NBD export's URI (nbd://HOST/NAME, "
+      "nbd+unix:///?socket=PATH): far memory on another machine");
   add_size_option(*sub, "--backing-size", c.backing_size,
                   "Size of the --backing file (0: its size, or 1G for a new one; an export's own)");
   sub->add_option("--backing-timeout", c.backing_timeout,
@@ -505,8 +520,10 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "directory while the job runs");
   sub->add_option("--comp", c.comp, "zram compression: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
-  add_size_option(*sub, "--max-size", c.max_size,
-                  "Virtual size of each process's arena, all its routed memory (0: 256G)");
+  add_size_option(
+      *sub, "--max-size", c.max_size,
+      "Virtual size of each process's arena, all its routed memory, rounded up to a power "
+      "of two, 4G..8T (0: 4T)");
   add_size_option(*sub, "--swap", c.swap, "Swap space in zram (0: the arena, at most 2x RAM)");
   sub->add_option("--fault-mode", c.fault_mode,
                   "sigbus (faults resolved in the faulting thread) or handler-thread (by a thread "
@@ -516,7 +533,8 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "userfaultfd to ask for: auto, full (kernel-mode faults), user-mode-only")
       ->capture_default_str();
   sub->add_flag("--allow-unrouted", c.allow_unrouted,
-                "Run a program the shim cannot reach (static, setuid, Go, sanitizer-built) unlimited instead of "
+                "Run a program the shim cannot reach (static, setuid, Go, sanitizer-built) "
+                "unlimited instead of "
                 "refusing it");
   sub->add_flag("--write-tracking", c.write_tracking,
                 "Write-protect sweeps twice per lap of the clock, so that it sees writes as "

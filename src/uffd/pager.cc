@@ -4,12 +4,12 @@
 // sigbus.cc.
 #include <linux/userfaultfd.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,9 +31,7 @@ using namespace uffd_pte;
 
 namespace {
 
-std::string mib(uint64_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
-}
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 // One of the per-page tables, or an empty one (which create reports as ENOMEM) when refused.
 template <class T>
@@ -84,8 +82,8 @@ staging_buffer::staging_buffer() noexcept {
       return;
     }
   }
-  void* p = sys::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* p =
+      sys::mmap(nullptr, staging_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   data = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
 }
 
@@ -235,7 +233,8 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
                              std::to_string(o.limit) + " bytes");
   const uint64_t nr_pages = round_up_to_page(o.max_size) >> page_shift;
   if (nr_pages == 0 || nr_pages >= lru_nil)
-    return error(EINVAL, "uffd: max_size must be between 4 KiB and 16 TiB");
+    return error(EINVAL,
+                 "uffd: max_size must be at least 4 KiB and below 16 TiB (32-bit page numbers)");
   if (o.arena_base & ~page_mask) return error(EINVAL, "uffd: arena_base must be page aligned");
   const uint64_t swap_pages = o.swap_size ? round_up_to_page(o.swap_size) >> page_shift : nr_pages;
   if (o.handler_threads > 64) return error(EINVAL, "uffd: handler_threads must be 0..64");
@@ -251,8 +250,8 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
   m->opts = o;
   m->opts.swap_size = swap_pages << page_shift;
   m->limit_pages = limit_pages;
-  m->reclaim_pass = static_cast<unsigned>(std::clamp<uint64_t>(
-      limit_pages / 32, o.reclaim_batch, max_reclaim_pass));
+  m->reclaim_pass = static_cast<unsigned>(
+      std::clamp<uint64_t>(limit_pages / 32, o.reclaim_batch, max_reclaim_pass));
   m->nr_pages = nr_pages;
   note_fork_handlers();
   m->fork_generation = current_fork_generation();
@@ -293,8 +292,8 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
     const int err = errno;
     return error(err == EEXIST ? EEXIST : ENOMEM,
                  "uffd: cannot reserve an arena of " + mib(arena_bytes) +
-                     (o.arena_base ? " at " + std::to_string(o.arena_base) : std::string()) +
-                     ": " + std::strerror(err));
+                     (o.arena_base ? " at " + std::to_string(o.arena_base) : std::string()) + ": " +
+                     std::strerror(err));
   }
   if (o.arena_base && reinterpret_cast<uintptr_t>(a) != o.arena_base) {
     // A kernel older than 4.17 takes MAP_FIXED_NOREPLACE for a hint.
@@ -410,8 +409,8 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
       any_mapped |= ps_state(st) == PS_MAPPED;
       any_lru |= (st & (PG_lru | PG_isolated)) != 0;
     }
-    if (any_mapped) sys::madvise(reinterpret_cast<void*>(page_addr(s)), uint64_t{m} << page_shift,
-                              MADV_DONTNEED);
+    if (any_mapped)
+      sys::madvise(reinterpret_cast<void*>(page_addr(s)), uint64_t{m} << page_shift, MADV_DONTNEED);
     if (any_lru) {
       std::lock_guard g(lru_lock);
       for (unsigned i = 0; i < ns; ++i) {
@@ -460,8 +459,9 @@ status pager::pin(const void* addr, uint64_t len, bool write) {
   const uint64_t last = (a + len - 1 - m.base) >> page_shift;
   const uint64_t n = last - first + 1;
   if (m.pinned.load(std::memory_order_relaxed) + n > m.limit_pages / 2)
-    return error(ENOMEM, "uffd: pinning " + std::to_string(n) + " pages would pin more than half "
-                         "the limit");
+    return error(ENOMEM, "uffd: pinning " + std::to_string(n) +
+                             " pages would pin more than half "
+                             "the limit");
   map_read_guard g(m.map_lock, &m);
   // Every page must lie in a mapping the access may reach: PROT_READ for a read pin, PROT_WRITE
   // for a write pin (the kernel would refuse anything else anyway, and a page without PROT_READ
@@ -678,14 +678,14 @@ status pager::check_invariants() const {
       case PS_SWAPPED:
         ++with_handle;
         if (m.handles[i] == 0) fail(i, "swapped out without a handle");
-        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active |
-                  PG_stamp_exact | PG_unevictable))
+        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active | PG_stamp_exact |
+                  PG_unevictable))
           fail(i, "swapped out with mapped-page flags");
         if (ps_pins(st)) fail(i, "swapped out while pinned");
         break;
       case PS_NONE:
-        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active |
-                  PG_stamp_exact | PG_unevictable))
+        if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active | PG_stamp_exact |
+                  PG_unevictable))
           fail(i, "unmapped with mapped-page flags");
         if (ps_pins(st)) fail(i, "unmapped while pinned");
         break;
@@ -698,7 +698,8 @@ status pager::check_invariants() const {
     uint32_t i = m.lru_head;
     do {
       const uint64_t st = m.ptes[i].load(std::memory_order_relaxed);
-      if (!(st & PG_lru) || ps_state(st) != PS_MAPPED) fail(i, "on the clock but not PG_lru/mapped");
+      if (!(st & PG_lru) || ps_state(st) != PS_MAPPED)
+        fail(i, "on the clock but not PG_lru/mapped");
       if (m.lru_next[m.lru_prev[i]] != i) fail(i, "broken clock links");
       i = m.lru_next[i];
       if (++walked > m.nr_pages) {

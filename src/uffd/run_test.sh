@@ -194,6 +194,18 @@ cli)
   [ $? -eq 2 ] || fail "bad --comp accepted"
   "$uswap" run --limit 8M --reclaim-cluster 3 -- true >"$tmp/o" 2>&1
   [ $? -eq 2 ] && grep -q "reclaim-cluster" "$tmp/o" || fail "bad --reclaim-cluster: $(cat "$tmp/o")"
+  # Sizes the pager cannot take are refused before anything runs, not run unrouted.
+  for bad in "--max-size 1K" "--max-size 16T" "--max-size 9T" "--swap 100T"; do
+    # shellcheck disable=SC2086
+    "$uswap" run --limit 8M $bad -- true >"$tmp/o" 2>&1
+    [ $? -eq 2 ] && grep -q -- "${bad%% *} must" "$tmp/o" || fail "$bad: $(cat "$tmp/o")"
+  done
+  # The default arena takes a program's large reservations: node with 64 WebAssembly memories
+  # (V8 reserves 10 GiB of address space for each).
+  "$uswap" run --limit 32M -- node -e 'const m = []; for (let i = 0; i < 64; i++) {
+      m.push(new WebAssembly.Memory({initial: 16})); new Uint8Array(m[i].buffer).fill(i + 1); }
+    console.log(m.reduce((s, x) => s + new Uint8Array(x.buffer)[4095], 0))' >"$tmp/o" 2>"$tmp/e" &&
+    [ "$(cat "$tmp/o")" = 2080 ] || fail "64 WebAssembly memories: $(cat "$tmp/o") $(tail -c 600 "$tmp/e")"
   # Page by page and in the largest windows, a program paged through 4x its limit reads back.
   scatter='import random, zlib; r = random.Random(1); b = bytearray(32 << 20)
 for _ in range(200000): b[r.randrange(len(b))] += 1
