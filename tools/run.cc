@@ -122,7 +122,11 @@ struct run_result {
   std::vector<nlohmann::json> unrouted_execs;  // execs the shim could not follow
   std::vector<nlohmann::json> traced;          // images that started under a debugger or tracer
   std::vector<nlohmann::json> hints_honored;   // images whose hinted reservations stay unrouted
-  nlohmann::json most_unrouted;                // the image with the largest unrouted peak
+  struct {
+    std::string program;
+    int pid = 0;
+    uint64_t limit = 0, bytes = 0;
+  } most_unrouted;  // the image with the largest unrouted anonymous peak
 
   nlohmann::json to_json() const {
     nlohmann::json j = {{"exit_status", exit_status},
@@ -147,12 +151,9 @@ void run_result::add_process(nlohmann::json&& p) {
   swap_outs += u64(p, "swap_outs");
   swap_ins += u64(p, "swap_ins");
   shmem_peak = std::max(shmem_peak, u64(p, "shmem_peak_bytes"));
-  if (u64(p, "unrouted_anon_peak_bytes") >
-      (most_unrouted.is_object() ? u64(most_unrouted, "unrouted_anon_peak_bytes") : 0))
-    most_unrouted = {{"program", p.value("program", std::string("?"))},
-                     {"pid", p.value("pid", 0)},
-                     {"limit_bytes", u64(p, "limit_bytes")},
-                     {"unrouted_anon_peak_bytes", u64(p, "unrouted_anon_peak_bytes")}};
+  if (const uint64_t u = u64(p, "unrouted_anon_peak_bytes"); u > most_unrouted.bytes)
+    most_unrouted = {p.value("program", std::string("?")), p.value("pid", 0), u64(p, "limit_bytes"),
+                     u};
   if (paged_image(p)) {
     ++paged;
     // A min-heap on the peak: the smallest of the kept ones goes when a larger one comes.
@@ -296,15 +297,10 @@ void run_result::print(std::ostream& os) const {
   // Anonymous memory the shim never saw (a runtime's own mmap system calls, as SBCL makes them;
   // MAP_32BIT; brk) is not held to the limit: named when it is a real part of the job's memory,
   // more than the loader's and the C library's few MiB.
-  if (r.most_unrouted.is_object()) {
-    const nlohmann::json& m = r.most_unrouted;
-    const uint64_t bytes = u64(m, "unrouted_anon_peak_bytes");
-    if (bytes > (uint64_t{32} << 20) && bytes > u64(m, "limit_bytes") / 4)
-      os << "uswap run: not limited: " << m.value("program", std::string("?")) << " (pid "
-         << m.value("pid", 0) << ") had " << mib(bytes)
-         << " of unrouted anonymous memory at peak, mapped past the shim (its own mmap system "
-            "calls, MAP_32BIT or brk)\n";
-  }
+  if (const auto& m = r.most_unrouted; m.bytes > (uint64_t{32} << 20) && m.bytes > m.limit / 4)
+    os << "uswap run: not limited: " << m.program << " (pid " << m.pid << ") had " << mib(m.bytes)
+       << " of unrouted anonymous memory at peak, mapped past the shim (its own mmap system "
+          "calls, MAP_32BIT or brk)\n";
 }
 
 // The options only this command checks; an exit status (2) and the message, or 0.

@@ -21,8 +21,8 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -35,7 +35,7 @@
 #include "shim.h"
 
 extern "C" {
-// glibc's dlopen (dlsym RTLD_NEXT), set by the constructor or on the first call.
+// glibc's dlopen (dlsym RTLD_NEXT), set on the first call.
 __attribute__((visibility("hidden"))) void* (*uswap_real_dlopen)(const char*, int) = nullptr;
 __attribute__((visibility("hidden"))) void* uswap_resolve_dlopen() noexcept;
 __attribute__((visibility("hidden"))) void* uswap_dlopen_deepbind(const char* file, int flags,
@@ -232,8 +232,9 @@ void* rebinding_for(void* handle, const char* name) noexcept {
   return local && local == interposed && global && global != local ? global : nullptr;
 }
 
-// Rewrites one newly loaded object's slots; returns how many.
-size_t rebind_object(void* handle, const new_object& o, std::vector<binding>& memo) {
+// Rewrites one newly loaded object's slots; false if one could not be written (its RELRO
+// pages refused to become writable).
+bool rebind_object(void* handle, const new_object& o, std::vector<binding>& memo) {
   const ElfW(Dyn)* dyn = nullptr;
   ElfW(Addr) relro_lo = 0, relro_hi = 0;
   const size_t page = static_cast<size_t>(getpagesize());
@@ -245,12 +246,11 @@ size_t rebind_object(void* handle, const new_object& o, std::vector<binding>& me
       relro_hi = (o.base + o.phdr[i].p_vaddr + o.phdr[i].p_memsz) & ~(page - 1);
     }
   }
-  if (!dyn) return 0;
+  if (!dyn) return true;
   const dyn_tables t = read_dynamic(o.base, dyn);
-  if (!t.symtab || !t.strtab) return 0;
+  if (!t.symtab || !t.strtab) return true;
   const shim_exports& ex = exports();
   bool unprotected = false;
-  size_t rewritten = 0;
   auto apply = [&](const ElfW(Rela) * r, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       const auto type = ELF64_R_TYPE(r[i].r_info);
@@ -268,19 +268,18 @@ size_t rebind_object(void* handle, const new_object& o, std::vector<binding>& me
       if (slot >= relro_lo && slot < relro_hi && !unprotected) {
         if (lc().mprotect(reinterpret_cast<void*>(relro_lo), relro_hi - relro_lo,
                           PROT_READ | PROT_WRITE) != 0)
-          continue;
+          return false;
         unprotected = true;
       }
       const ElfW(Addr) value =
           reinterpret_cast<ElfW(Addr)>(m->rebind) + (type == R_X86_64_64 ? r[i].r_addend : 0);
       __atomic_store_n(reinterpret_cast<ElfW(Addr)*>(slot), value, __ATOMIC_RELAXED);
-      ++rewritten;
     }
+    return true;
   };
-  apply(t.rela, t.rela_count);
-  apply(t.jmprel, t.jmprel_count);
+  const bool ok = apply(t.rela, t.rela_count) && apply(t.jmprel, t.jmprel_count);
   if (unprotected) lc().mprotect(reinterpret_cast<void*>(relro_lo), relro_hi - relro_lo, PROT_READ);
-  return rewritten;
+  return ok;
 }
 
 // A bare file name as glibc would find it for `caller`: its DT_RPATH or DT_RUNPATH directories
@@ -332,13 +331,21 @@ void* uswap_dlopen_deepbind(const char* file, int flags, const void* caller) noe
   }
   void* const handle = real(file ? path.c_str() : nullptr, flags);
   if (!handle) return nullptr;
+  bool ok = true;
   try {
     find_new f{&before, {}};
     dl_iterate_phdr(collect_new, &f);
     std::vector<binding> memo;
-    for (const new_object& o : f.found) rebind_object(handle, o, memo);
-  } catch (...) {
-    // Loaded but not rebound: its allocator calls would mix the two mallocs. Fail loudly.
+    for (const new_object& o : f.found) ok = rebind_object(handle, o, memo) && ok;
+  } catch (...) {  // std::bad_alloc
+    ok = false;
+  }
+  if (!ok) {
+    // Loaded but not all rebound: its allocator calls would mix the two mallocs. Fail loudly.
+    fprintf(stderr,
+            "uswap: dlopen(%s, RTLD_DEEPBIND) refused: its calls to the C library "
+            "could not all be bound to the shim's\n",
+            file ? file : "NULL");
     dlclose(handle);
     errno = ENOMEM;
     return nullptr;

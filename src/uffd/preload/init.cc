@@ -65,7 +65,7 @@ namespace {
 constexpr uintptr_t default_arena_base = uintptr_t{0x2000} << 32;  // 32 TiB
 // 4 TiB: V8 reserves 10 GiB of address space for each WebAssembly memory (guard regions), and a
 // program with 64 of them failed in 256 GiB. Only what is used costs memory (the pager's tables
-// are reserved, not committed); the exec check measured 2% slower per exec than with 256 GiB.
+// are reserved, not committed); a loop of execs measured 2% slower than with 256 GiB.
 constexpr uint64_t default_arena_size = uint64_t{4} << 40;
 constexpr uint64_t min_arena_size = uint64_t{4} << 30;
 

@@ -183,15 +183,14 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     return *r;
   }
   const bool hinted = hinted_reservation(addr, len, prot);
-  if (addr && !overlaps_arena(addr, len) && near_code(addr, len)) {
+  // At the hint or nowhere useful (see the top of the file): the kernel's if it can place it
+  // there, else the arena's as any other.
+  if ((hinted && honor_hints.load(std::memory_order_relaxed)) ||
+      (addr && !overlaps_arena(addr, len) && near_code(addr, len))) {
     const int saved = errno;
     void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
     if (k != MAP_FAILED) return k;  // where the program asked, unrouted
-    errno = saved;                  // taken (the brk heap past a binary's end): the arena's
-  }
-  if (hinted && honor_hints.load(std::memory_order_relaxed)) {
-    void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
-    if (k != MAP_FAILED) return k;  // where the program asked, unrouted
+    errno = saved;
   }
   shim_scope s;
   auto r = g.pg->map(len, uswap::page_size, prot, addr);
