@@ -191,18 +191,20 @@ class raw_nbd_client {
 
   // --- Transmission.
   // A request header, then `payload` (of any length: a test may send less than `length`).
+  // Header and payload go in one send: a server that hangs up on reading the header (a 4 GiB
+  // write) must not turn the payload's send into a failure that depends on who ran first.
   bool send_request(uint16_t type, uint64_t offset, uint32_t length, uint16_t flags = 0,
                     const void* payload = nullptr, size_t payload_len = 0,
                     uint32_t magic = NBD_REQUEST_MAGIC) {
-    uint8_t b[28];
-    put32(b, magic);
-    put16(b + 4, flags);
-    put16(b + 6, type);
-    put64(b + 8, ++handle_);
-    put64(b + 16, offset);
-    put32(b + 24, length);
-    if (!send_all(b, sizeof b)) return false;
-    return payload_len == 0 || send_all(payload, payload_len);
+    std::vector<uint8_t> b(28 + payload_len);
+    put32(b.data(), magic);
+    put16(b.data() + 4, flags);
+    put16(b.data() + 6, type);
+    put64(b.data() + 8, ++handle_);
+    put64(b.data() + 16, offset);
+    put32(b.data() + 24, length);
+    if (payload_len) std::memcpy(b.data() + 28, payload, payload_len);
+    return send_all(b.data(), b.size());
   }
   // The next simple reply; for a successful read, `read_length` bytes of data follow it.
   std::optional<reply> read_reply(uint32_t read_length = 0) {
