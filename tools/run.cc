@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "cli.h"
 #include "report.h"
 #include "run_job.h"
+#include "uswap/base/units.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/uffd/pager.h"
 #include "uswap/uffd/routable.h"
@@ -63,6 +65,7 @@ struct run_config {
   unsigned backing_timeout = 30;  // seconds an unreachable --backing server is waited for
   std::string stats_dir;
   std::vector<std::string> command;
+  bool no_shim = false;  // not an option: no arena fits the rlimits and --allow-unrouted was given
 };
 
 std::string self_dir() {
@@ -225,7 +228,7 @@ void print_process(std::ostream& os, const nlohmann::json& p) {
 
 void run_result::print(std::ostream& os) const {
   const run_result& r = *this;
-  if (r.images == 0) {
+  if (r.images == 0 && r.unrouted_execs.empty()) {
     os << "uswap run: no statistics (the program paged nothing, or ended without running its "
           "exit handlers)\n";
   }
@@ -245,9 +248,30 @@ void run_result::print(std::ostream& os) const {
   if (r.images > 1)
     os << "uswap run: " << r.images << " process images in all: " << r.swap_outs << " swap-outs, "
        << r.swap_ins << " swap-ins\n";
+  // One line per image, or per reason once there are many (a script whose every image failed to
+  // make its pager).
+  std::map<std::string, std::vector<const nlohmann::json*>> by_reason;
   for (const auto& u : r.unrouted_execs)
-    os << "uswap run: unrouted: " << u.value("path", std::string("?")) << " (pid "
-       << u.value("pid", 0) << ") is " << u.value("reason", std::string("?")) << "\n";
+    by_reason[u.value("reason", std::string("?"))].push_back(&u);
+  for (const auto& [reason, images] : by_reason) {
+    if (images.size() <= 3) {
+      for (const nlohmann::json* u : images)
+        os << "uswap run: unrouted: " << u->value("path", std::string("?")) << " (pid "
+           << u->value("pid", 0) << ") is " << reason << "\n";
+      continue;
+    }
+    std::vector<std::string> names;
+    for (const nlohmann::json* u : images) {
+      std::string path = u->value("path", std::string("?"));
+      path = path.substr(path.rfind('/') + 1);
+      if (std::find(names.begin(), names.end(), path) == names.end()) names.push_back(path);
+    }
+    os << "uswap run: unrouted: " << images.size() << " process images (";
+    for (size_t i = 0; i < std::min<size_t>(names.size(), 4); ++i)
+      os << (i ? ", " : "") << names[i];
+    if (names.size() > 4) os << " and " << names.size() - 4 << " more programs";
+    os << ") are " << reason << "\n";
+  }
   for (const auto& h : r.hints_honored)
     os << "uswap run: unrouted: " << h.value("program", std::string("?")) << " (pid "
        << h.value("pid", 0) << ") rejected " << h.value("rejected", 0u)
@@ -338,6 +362,70 @@ int check_options(const run_config& c) {
   if (problem.empty()) return 0;
   std::cerr << "uswap run: " << problem << "\n";
   return 2;
+}
+
+// The shim reserves each process's arena (--max-size) and the quarter of it mimalloc manages at
+// start, and the kernel counts them against RLIMIT_AS and RLIMIT_DATA as if used. Under a
+// finite soft limit (`ulimit -v`, `ulimit -d`, a batch system's h_vmem) a 4 TiB arena cannot be
+// reserved, and the program would run without a pager, unlimited. So the arena is sized to
+// leave the program at least half of what the limits allow (a shim-set limit raised by what the
+// pager holds is rlimit.cc's business, for limits set later); an explicit --max-size must fit
+// under the limits. An exit status and the message when no arena fits (2 for a --max-size that
+// does not, 126 as for a program the shim cannot reach), else 0.
+constexpr uint64_t min_arena = uint64_t{4} << 30;
+constexpr uint64_t default_arena = uint64_t{4} << 40;
+
+// What a pager with an arena of `arena` bytes adds to a process's VmSize and VmData, its
+// tables included (about 1%: the margin of a sixteenth covers them).
+uint64_t arena_vm(uint64_t arena) { return arena + arena / 16; }
+uint64_t arena_data(uint64_t arena) { return arena / 4 + arena / 16; }
+
+uint64_t soft_limit(int resource) {
+  struct rlimit r {};
+  return ::getrlimit(resource, &r) == 0 ? r.rlim_cur : RLIM_INFINITY;
+}
+
+int fit_arena_to_rlimits(run_config& c) {
+  const uint64_t as = soft_limit(RLIMIT_AS), data = soft_limit(RLIMIT_DATA);
+  if (as == RLIM_INFINITY && data == RLIM_INFINITY) return 0;
+  const auto fits = [&](uint64_t arena, unsigned share) {
+    return (as == RLIM_INFINITY || arena_vm(arena) <= as / share) &&
+           (data == RLIM_INFINITY || arena_data(arena) <= data / share);
+  };
+  const std::string limits =
+      (as != RLIM_INFINITY ? "ulimit -v (RLIMIT_AS) " + format_size(as) : std::string()) +
+      (as != RLIM_INFINITY && data != RLIM_INFINITY ? ", " : "") +
+      (data != RLIM_INFINITY ? "ulimit -d (RLIMIT_DATA) " + format_size(data) : std::string());
+  if (c.max_size) {
+    uint64_t arena = min_arena;
+    while (arena < c.max_size) arena <<= 1;
+    if (fits(arena, 1)) return 0;
+    std::cerr << "uswap run: --max-size " << format_size(arena) << " needs "
+              << format_size(arena_vm(arena)) << " of address space and "
+              << format_size(arena_data(arena)) << " of data in each process, more than " << limits
+              << " allows: pass a smaller --max-size, or raise the limit\n";
+    return 2;
+  }
+  uint64_t arena = default_arena;
+  while (arena > min_arena && !fits(arena, 2)) arena >>= 1;
+  if (!fits(arena, 2)) {
+    std::cerr << "uswap run: " << limits << " leaves no room for the pager: it reserves "
+              << format_size(arena_vm(min_arena)) << " of address space and "
+              << format_size(arena_data(min_arena))
+              << " of data in each process (--max-size 4G, the least), and the program needs as "
+                 "much again beside it: raise the limit; "
+              << (c.allow_unrouted ? "running the program unrouted (--allow-unrouted), its memory "
+                                     "is not limited\n"
+                                   : "--allow-unrouted runs it anyway, unlimited\n");
+    c.no_shim = c.allow_unrouted;  // not preloaded: each process would fail to make its pager
+    return c.allow_unrouted ? 0 : 126;
+  }
+  if (arena < default_arena) {
+    c.max_size = arena;
+    std::cerr << "uswap run: under " << limits << ", each process's arena is " << format_size(arena)
+              << " (--max-size), leaving the program half of what the limit allows\n";
+  }
+  return 0;
 }
 
 // A program the shim cannot reach is named before it runs, never silently left unlimited:
@@ -442,8 +530,16 @@ void read_statistics(const char* path, run_result& r) {
   }
 }
 
+int run_sized(const run_config& c);
+
 int run_program(const run_config& c) {
   if (int rc = check_options(c)) return rc;
+  run_config sized = c;
+  if (int rc = fit_arena_to_rlimits(sized)) return rc;
+  return run_sized(sized);
+}
+
+int run_sized(const run_config& c) {
   const std::string shim = find_shim();
   if (::access(shim.c_str(), R_OK) != 0) {
     std::cerr << "uswap run: " << shim << " not found: the preload shim is built next to uswap "
@@ -462,7 +558,7 @@ int run_program(const run_config& c) {
   ::close(sfd);
   // Processes of the job may run as another user (su, setpriv): they must be able to append.
   ::chmod(stats_path, 0622);
-  std::string preload = preload_breaks ? std::string() : shim;
+  std::string preload = preload_breaks || c.no_shim ? std::string() : shim;
   if (const char* old = ::getenv("LD_PRELOAD"); old && *old)
     preload += (preload.empty() ? "" : ":") + std::string(old);
   std::unique_ptr<job_supervisor> sup;
@@ -538,7 +634,8 @@ void add_run_command(CLI::App& app, command_table& table) {
   add_size_option(
       *sub, "--max-size", c.max_size,
       "Virtual size of each process's arena, all its routed memory, rounded up to a power "
-      "of two, 4G..8T (0: 4T)");
+      "of two, 4G..8T (0: 4T, or under ulimit -v or -d the largest that leaves the program "
+      "half of the limit)");
   add_size_option(*sub, "--swap", c.swap, "Swap space in zram (0: the arena, at most 2x RAM)");
   sub->add_option("--fault-mode", c.fault_mode,
                   "sigbus (faults resolved in the faulting thread) or handler-thread (by a thread "

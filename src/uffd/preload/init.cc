@@ -267,16 +267,29 @@ void image_goes_on() noexcept {
 
 void note_unrouted_exec(const char* path, const char* reason) noexcept {
   fprintf(stderr, "uswap: %s is %s: it runs unrouted, its memory is not limited\n", path, reason);
-  char line[1024], p[512];
-  snprintf(p, sizeof p, "%s", path);
-  for (char* c = p; *c; ++c)
-    if (*c == '"' || *c == '\\' || static_cast<unsigned char>(*c) < 0x20) *c = '_';
+  char line[1024], p[512], r[400];
+  // JSON strings: the path is the program's, the reason may quote an error message.
+  for (auto [to, size, from] : {std::tuple{p, sizeof p, path}, std::tuple{r, sizeof r, reason}}) {
+    snprintf(to, size, "%s", from);
+    for (char* c = to; *c; ++c)
+      if (*c == '"' || *c == '\\' || static_cast<unsigned char>(*c) < 0x20) *c = '_';
+  }
   const int n =
       snprintf(line, sizeof line,
                "{\"pid\":%d,\"event\":\"unrouted_exec\",\"path\":\"%s\",\"reason\":\"%s\"}\n",
-               static_cast<int>(getpid()), p, reason);
+               static_cast<int>(getpid()), p, r);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
+
+namespace {
+// The same for this image, named by /proc/self/exe (under valgrind, the client's).
+void note_unrouted_self(const char* reason) noexcept {
+  char exe[512];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = 0;
+  note_unrouted_exec(n > 0 ? exe : "?", reason);
+}
+}  // namespace
 
 void note_hints_honored(unsigned rejected) noexcept {
   char prog[64];
@@ -495,12 +508,7 @@ __attribute__((constructor)) void shim_init() {
   // environment strings were in.
   if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
   if (on_valgrind()) {
-    char exe[512];
-    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);  // valgrind: the client's
-    exe[n > 0 ? n : 0] = 0;
-    note_unrouted_exec(n > 0 ? exe : "?",
-                       "run on valgrind, which emulates neither userfaultfd "
-                       "nor seccomp filters");
+    note_unrouted_self("run on valgrind, which emulates neither userfaultfd nor seccomp filters");
     return;
   }
   // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
@@ -541,8 +549,10 @@ __attribute__((constructor)) void shim_init() {
   }
   auto p = uswap::pager::create(o);
   if (!p) {
-    fprintf(stderr, "uswap: no pager, the program runs unrouted: %s\n",
-            p.error().to_string().c_str());
+    // Named in the job's summary too: a limit that holds nothing must not pass unnoticed.
+    char why[400];
+    snprintf(why, sizeof why, "without a pager (%s)", p.error().to_string().c_str());
+    note_unrouted_self(why);
     return;
   }
   g.owner = new std::shared_ptr<uswap::pager>(std::move(p).value());
@@ -573,10 +583,11 @@ __attribute__((constructor)) void shim_init() {
     kc.max_pin_bytes = std::max<uint64_t>(o.limit / 8, 16 * uswap::page_size) & uswap::page_mask;
     const bool inherited = inherited_lo == g.arena_lo && inherited_hi == g.arena_hi;
     if (auto st = uswap::kernel_access_install(kc, inherited); !st.ok()) {
-      fprintf(stderr,
-              "uswap: cannot install the seccomp filter that lets system calls reach paged memory "
-              "(%s): the program runs unrouted\n",
-              st.to_string().c_str());
+      char why[400];
+      snprintf(why, sizeof why,
+               "without the seccomp filter that lets system calls reach paged memory (%s)",
+               st.to_string().c_str());
+      note_unrouted_self(why);
       return;  // the pager stays, unused: nothing is routed into it
     }
     g.seccomp = true;
