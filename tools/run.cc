@@ -367,11 +367,12 @@ int check_options(const run_config& c) {
 // The shim reserves each process's arena (--max-size) and the quarter of it mimalloc manages at
 // start, and the kernel counts them against RLIMIT_AS and RLIMIT_DATA as if used. Under a
 // finite soft limit (`ulimit -v`, `ulimit -d`, a batch system's h_vmem) a 4 TiB arena cannot be
-// reserved, and the program would run without a pager, unlimited. So the arena is sized to
-// leave the program at least half of what the limits allow (a shim-set limit raised by what the
-// pager holds is rlimit.cc's business, for limits set later); an explicit --max-size must fit
-// under the limits. An exit status and the message when no arena fits (2 for a --max-size that
-// does not, 126 as for a program the shim cannot reach), else 0.
+// reserved, and the program would run without a pager, unlimited. So the arena is sized to fit
+// (a limit the program sets later is rlimit.cc's business): the largest power of two that leaves
+// the program's other mappings (libraries, stacks, files) an eighth of the limit, at least 1 GiB;
+// almost all of what a program maps is anonymous memory, which the arena holds. An explicit
+// --max-size must fit under the limits. An exit status and the message when no arena fits (2
+// for a --max-size that does not, 126 as for a program the shim cannot reach), else 0.
 constexpr uint64_t min_arena = uint64_t{4} << 30;
 constexpr uint64_t default_arena = uint64_t{4} << 40;
 
@@ -379,6 +380,8 @@ constexpr uint64_t default_arena = uint64_t{4} << 40;
 // tables included (about 1%: the margin of a sixteenth covers them).
 uint64_t arena_vm(uint64_t arena) { return arena + arena / 16; }
 uint64_t arena_data(uint64_t arena) { return arena / 4 + arena / 16; }
+// What a limit keeps for the program's mappings beside the arena, when uswap run sizes it.
+uint64_t room_beside(uint64_t limit) { return std::max(uint64_t{1} << 30, limit / 8); }
 
 uint64_t soft_limit(int resource) {
   struct rlimit r {};
@@ -388,9 +391,11 @@ uint64_t soft_limit(int resource) {
 int fit_arena_to_rlimits(run_config& c) {
   const uint64_t as = soft_limit(RLIMIT_AS), data = soft_limit(RLIMIT_DATA);
   if (as == RLIM_INFINITY && data == RLIM_INFINITY) return 0;
-  const auto fits = [&](uint64_t arena, unsigned share) {
-    return (as == RLIM_INFINITY || arena_vm(arena) <= as / share) &&
-           (data == RLIM_INFINITY || arena_data(arena) <= data / share);
+  const auto within = [](uint64_t need, uint64_t limit, bool keep_room) {
+    return limit == RLIM_INFINITY || need + (keep_room ? room_beside(limit) : 0) <= limit;
+  };
+  const auto fits = [&](uint64_t arena, bool keep_room) {
+    return within(arena_vm(arena), as, keep_room) && within(arena_data(arena), data, keep_room);
   };
   const std::string limits =
       (as != RLIM_INFINITY ? "ulimit -v (RLIMIT_AS) " + format_size(as) : std::string()) +
@@ -399,7 +404,7 @@ int fit_arena_to_rlimits(run_config& c) {
   if (c.max_size) {
     uint64_t arena = min_arena;
     while (arena < c.max_size) arena <<= 1;
-    if (fits(arena, 1)) return 0;
+    if (fits(arena, false)) return 0;
     std::cerr << "uswap run: --max-size " << format_size(arena) << " needs "
               << format_size(arena_vm(arena)) << " of address space and "
               << format_size(arena_data(arena)) << " of data in each process, more than " << limits
@@ -407,13 +412,13 @@ int fit_arena_to_rlimits(run_config& c) {
     return 2;
   }
   uint64_t arena = default_arena;
-  while (arena > min_arena && !fits(arena, 2)) arena >>= 1;
-  if (!fits(arena, 2)) {
+  while (arena > min_arena && !fits(arena, true)) arena >>= 1;
+  if (!fits(arena, true)) {
     std::cerr << "uswap run: " << limits << " leaves no room for the pager: it reserves "
               << format_size(arena_vm(min_arena)) << " of address space and "
               << format_size(arena_data(min_arena))
-              << " of data in each process (--max-size 4G, the least), and the program needs as "
-                 "much again beside it: raise the limit; "
+              << " of data in each process (--max-size 4G, the least), and the program needs at "
+                 "least 1 GiB beside it: raise the limit; "
               << (c.allow_unrouted ? "running the program unrouted (--allow-unrouted), its memory "
                                      "is not limited\n"
                                    : "--allow-unrouted runs it anyway, unlimited\n");
@@ -422,8 +427,8 @@ int fit_arena_to_rlimits(run_config& c) {
   }
   if (arena < default_arena) {
     c.max_size = arena;
-    std::cerr << "uswap run: under " << limits << ", each process's arena is " << format_size(arena)
-              << " (--max-size), leaving the program half of what the limit allows\n";
+    std::cerr << "uswap run: under " << limits << ", each process's arena, all its routed memory, "
+              << "is " << format_size(arena) << " (--max-size)\n";
   }
   return 0;
 }
@@ -634,8 +639,8 @@ void add_run_command(CLI::App& app, command_table& table) {
   add_size_option(
       *sub, "--max-size", c.max_size,
       "Virtual size of each process's arena, all its routed memory, rounded up to a power "
-      "of two, 4G..8T (0: 4T, or under ulimit -v or -d the largest that leaves the program "
-      "half of the limit)");
+      "of two, 4G..8T (0: 4T, or under ulimit -v or -d the largest that leaves an eighth of "
+      "the limit, at least 1G, to the program's other mappings)");
   add_size_option(*sub, "--swap", c.swap, "Swap space in zram (0: the arena, at most 2x RAM)");
   sub->add_option("--fault-mode", c.fault_mode,
                   "sigbus (faults resolved in the faulting thread) or handler-thread (by a thread "

@@ -218,26 +218,33 @@ print(sum(b), zlib.crc32(b))'
     [ "$(json_field "$tmp/e" swap_outs)" -gt 0 ] || fail "--reclaim-cluster $rc: nothing was paged"
   done
   # Under an address-space limit (ulimit -v: soft limits are what a program obeys) the arena is
-  # sized to leave the program half of it, and the program pages as under no limit. Where not even
-  # the least arena fits, the program is refused (126), or with --allow-unrouted run and named
-  # unrouted in the summary; a --max-size the limit cannot hold is an error (2).
+  # sized to leave the program's other mappings an eighth of it, and the program pages as under no
+  # limit; a JVM reserving a 6 GiB heap (a quarter of this machine's RAM, its default) still starts.
+  # Where not even the least arena fits, the program is refused (126), or with --allow-unrouted
+  # run and named unrouted; a --max-size the limit cannot hold is an error (2).
   (
     failures=0
     ulimit -S -v $((20 << 20))  # KiB: 20 GiB
     "$uswap" run --limit 8M --json -- python3 -c "$scatter" >"$tmp/o" 2>"$tmp/e" ||
       fail "under ulimit -v 20G: $(tail -c 600 "$tmp/e")"
     [ "$(cat "$tmp/o")" = "$want" ] || fail "under ulimit -v 20G: printed $(cat "$tmp/o"), plain $want"
-    [ "$(json_field "$tmp/e" swap_outs)" -gt 0 ] && grep -q "arena is 8.00 GiB" "$tmp/e" ||
-      fail "under ulimit -v 20G the program was not paged in an 8 GiB arena: $(tail -c 600 "$tmp/e")"
+    [ "$(json_field "$tmp/e" swap_outs)" -gt 0 ] && grep -q "arena, all its routed memory, is 16.00 GiB" "$tmp/e" ||
+      fail "under ulimit -v 20G the program was not paged in a 16 GiB arena: $(tail -c 600 "$tmp/e")"
+    if command -v java >/dev/null; then
+      echo 'public class H { public static void main(String[] a) { java.util.HashMap<Integer, String> m = new java.util.HashMap<>();
+        for (int i = 0; i < 400000; i++) m.put(i, "v" + i); System.out.println(m.get(399999)); } }' >"$tmp/H.java"
+      "$uswap" run --limit 16M -- java -Xmx6g "$tmp/H.java" >"$tmp/o" 2>"$tmp/e"
+      [ "$(cat "$tmp/o")" = v399999 ] || fail "java -Xmx6g under ulimit -v 20G: $(tail -c 600 "$tmp/e")"
+    fi
     "$uswap" run --limit 8M --max-size 32G -- true >"$tmp/o" 2>&1
     [ $? -eq 2 ] && grep -q "more than ulimit -v" "$tmp/o" || fail "--max-size 32G under ulimit -v 20G: $(cat "$tmp/o")"
-    ulimit -S -v $((6 << 20))
+    ulimit -S -v $((5 << 20))
     "$uswap" run --limit 8M -- true >"$tmp/o" 2>&1
     [ $? -eq 126 ] && grep -q "leaves no room for the pager" "$tmp/o" ||
-      fail "ulimit -v 6G was not refused: $(cat "$tmp/o")"
+      fail "ulimit -v 5G was not refused: $(cat "$tmp/o")"
     "$uswap" run --limit 8M --allow-unrouted -- python3 -c 'print(6)' >"$tmp/o" 2>"$tmp/e"
     [ $? -eq 0 ] && [ "$(cat "$tmp/o")" = 6 ] && grep -q "running the program unrouted" "$tmp/e" ||
-      fail "ulimit -v 6G with --allow-unrouted: $(cat "$tmp/o") $(cat "$tmp/e")"
+      fail "ulimit -v 5G with --allow-unrouted: $(cat "$tmp/o") $(cat "$tmp/e")"
     [ "$failures" -eq 0 ]
   ) || fail "(the ulimit -v checks above)"
   # A process whose pager cannot be made runs unrouted, and the summary names it.
