@@ -364,7 +364,7 @@ int check_options(const run_config& c) {
   return 2;
 }
 
-// The shim reserves each process's arena (--max-size) and the quarter of it mimalloc manages at
+// The shim reserves each process's arena (--max-size) and the part of it mimalloc manages at
 // start, and the kernel counts them against RLIMIT_AS and RLIMIT_DATA as if used. Under a
 // finite soft limit (`ulimit -v`, `ulimit -d`, a batch system's h_vmem) a 4 TiB arena cannot be
 // reserved, and the program would run without a pager, unlimited. So the arena is sized to fit
@@ -377,9 +377,10 @@ constexpr uint64_t min_arena = uint64_t{4} << 30;
 constexpr uint64_t default_arena = uint64_t{4} << 40;
 
 // What a pager with an arena of `arena` bytes adds to a process's VmSize and VmData, its
-// tables included (about 1%: the margin of a sixteenth covers them).
+// tables included (about 1%: the margin of a sixteenth covers them). Of the arena, VmData counts
+// the part mimalloc manages, mapped writable: a quarter, at most 4 GiB (preload/init.cc).
 uint64_t arena_vm(uint64_t arena) { return arena + arena / 16; }
-uint64_t arena_data(uint64_t arena) { return arena / 4 + arena / 16; }
+uint64_t arena_data(uint64_t arena) { return std::min(arena / 4, uint64_t{4} << 30) + arena / 16; }
 // What a limit keeps for the program's mappings beside the arena, when uswap run sizes it.
 uint64_t room_beside(uint64_t limit) { return std::max(uint64_t{1} << 30, limit / 8); }
 

@@ -540,6 +540,22 @@ uint64_t pager::reclaim(uint64_t nr_pages) {
 
 zram_backing_stat pager::backing_stat() const { return impl_->store->device().backing_stat(); }
 
+uint64_t pager::metadata_bytes() const noexcept {
+  const impl& m = *impl_;
+  // Per arena page: its state word, its swap handle and its two clock links; per swap slot:
+  // zram's table entry and swap_map's count. Both tables fill from their start, a page at a time.
+  constexpr uint64_t per_page =
+      sizeof(std::atomic<uint64_t>) + sizeof(uint64_t) + 2 * sizeof(uint32_t);
+  constexpr uint64_t per_slot = sizeof(zram_table_entry) + 1;
+  const uint64_t slots = m.store->stats().used_slots;
+  uint64_t peak = m.peak_slots.load(std::memory_order_relaxed);
+  while (slots > peak &&
+         !m.peak_slots.compare_exchange_weak(peak, slots, std::memory_order_relaxed)) {
+  }
+  return (m.touched_chunks.load(std::memory_order_relaxed) << chunk_shift) * per_page +
+         std::max(peak, slots) * per_slot;
+}
+
 pager_stats pager::stats() const {
   const impl& m = *impl_;
   pager_stats s;

@@ -265,6 +265,8 @@ struct pager::impl {
   zeroed_array<uint32_t> lru_prev, lru_next;
   // One bit per 2^chunk_shift pages: set once any page there has had a state.
   zeroed_array<std::atomic<uint64_t>> chunk_touched;
+  std::atomic<uint64_t> touched_chunks{0};      // bits set in chunk_touched (metadata_bytes)
+  mutable std::atomic<uint64_t> peak_slots{0};  // the most swap slots metadata_bytes saw used
 
   // The charge against the limit: pages mapped plus pages reserved by faults in progress.
   alignas(cache_line_size) std::atomic<uint64_t> resident{0};
@@ -406,7 +408,9 @@ struct pager::impl {
   void touch_chunk(uint64_t idx) noexcept {
     std::atomic<uint64_t>& w = chunk_touched[idx >> (chunk_shift + 6)];
     const uint64_t bit = uint64_t{1} << ((idx >> chunk_shift) & 63);
-    if (!(w.load(std::memory_order_relaxed) & bit)) w.fetch_or(bit, std::memory_order_relaxed);
+    if (!(w.load(std::memory_order_relaxed) & bit) &&
+        !(w.fetch_or(bit, std::memory_order_relaxed) & bit))
+      touched_chunks.fetch_add(1, std::memory_order_relaxed);
   }
   bool chunk_was_touched(uint64_t idx) const noexcept {
     return chunk_touched[idx >> (chunk_shift + 6)].load(std::memory_order_relaxed) &

@@ -377,6 +377,11 @@ class pager {
 
   // Lock-free (atomic counters): callable from anywhere, a reclaim_hook included.
   pager_stats stats() const;
+  // What the pager's own tables hold resident, estimated from what they index: the per-page
+  // tables of every arena chunk touched so far (never given back) and the swap device's per-slot
+  // tables up to the most slots seen in use by this call. Memory that RssAnon counts but that
+  // is neither routed nor the compressed pool. Callable from anywhere, a reclaim_hook included.
+  uint64_t metadata_bytes() const noexcept;
   // The backing device's health (zram_device::backing_stat): callable from anywhere.
   zram_backing_stat backing_stat() const;
 

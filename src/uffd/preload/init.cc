@@ -67,6 +67,7 @@ constexpr uintptr_t default_arena_base = uintptr_t{0x2000} << 32;  // 32 TiB
 // program with 64 of them failed in 256 GiB. Only what is used costs memory (the pager's tables
 // are reserved, not committed); a loop of execs measured 2% slower than with 256 GiB.
 constexpr uint64_t default_arena_size = uint64_t{4} << 40;
+constexpr uint64_t max_managed_heap = uint64_t{4} << 30;
 constexpr uint64_t min_arena_size = uint64_t{4} << 30;
 
 uint64_t now_ns() noexcept {
@@ -92,9 +93,10 @@ uint64_t round_up_pow2(uint64_t v) {
   return p;
 }
 
-// --- What stays unrouted, sampled. RssAnon of the process minus the routed resident pages
-// minus the compressed pool is anonymous memory the pager does not hold: thread stacks,
-// glibc-internal mappings, memory from before the constructor, the pager's own metadata.
+// --- What stays unrouted, sampled. RssAnon of the process minus the routed resident pages,
+// the compressed pool and the pager's tables (pager::metadata_bytes) is anonymous memory the
+// pager does not hold: thread stacks, glibc-internal mappings, memory from before the
+// constructor, the pager's other bookkeeping.
 // Samples are taken after reclaim passes (when memory is tightest), on mapping changes and at
 // exit, at most every 10 ms. No sampler thread: a thread of its own would make every program
 // multi-threaded, and glibc's fork then walks structures (stdio's FILE list, the NSS state) in
@@ -131,7 +133,9 @@ void sample_with(uint64_t routed, uint64_t pool) noexcept {
   const proc_status status;
   const uint64_t anon = status.number("RssAnon:") * 1024;
   fetch_max(peak_anon, anon);
-  fetch_max(peak_unrouted, anon > routed + pool ? anon - routed - pool : 0);
+  // The pager's tables grow with what it pages (about 1% of it): not the program's memory.
+  const uint64_t held = routed + pool + (g.pg ? g.pg->metadata_bytes() : 0);
+  fetch_max(peak_unrouted, anon > held ? anon - held : 0);
   // Less the job's own segment, which every member maps (mincore only when there is shmem).
   const uint64_t shmem = status.number("RssShmem:") * 1024;
   const uint64_t own = shmem && g.job ? (*g.job)->resident_bytes() : 0;
@@ -600,9 +604,12 @@ __attribute__((constructor)) void shim_init() {
     }
   }
 
-  // mimalloc's memory: a managed arena inside the pager's, a quarter of it (the rest serves the
-  // program's own mmaps, and mimalloc's own beyond the managed part).
-  const uint64_t heap = g.pg->arena_size() / 4;
+  // mimalloc's memory: a managed arena inside the pager's, a quarter of it up to 4 GiB (the rest
+  // serves the program's own mmaps, and mimalloc's own beyond the managed part, segment by
+  // segment). No larger: once written, the whole managed mapping is one VMA that a core dump
+  // walks page by page and writes out, holes as zeros into a pipe (a terabyte took a crashing
+  // program 35 s to dump).
+  const uint64_t heap = std::min(g.pg->arena_size() / 4, max_managed_heap);
   if (auto h = g.pg->map(heap, uint64_t{32} << 20); h.ok()) {
     mi_arena_id_t id;
     if (!mi_manage_os_memory_ex(*h, heap, /*is_committed=*/true, /*is_large=*/false,
