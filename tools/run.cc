@@ -41,6 +41,7 @@
 #include "uswap/compress/zcomp.h"
 #include "uswap/uffd/pager.h"
 #include "uswap/uffd/routable.h"
+#include "uswap/uffd/shim_arena.h"
 
 namespace uswap::tools {
 namespace {
@@ -48,7 +49,7 @@ namespace {
 struct run_config {
   uint64_t limit = 256ull << 20;
   std::string comp = "lz4";
-  uint64_t max_size = 0;  // 0: the shim's default (4 TiB)
+  uint64_t max_size = 0;  // 0: the shim's default (shim_arena::default_size)
   uint64_t swap = 0;      // 0: the arena, at most twice the RAM
   std::string fault_mode = "sigbus";
   std::string access = "auto";
@@ -348,7 +349,7 @@ int check_options(const run_config& c) {
     problem = "--backing takes what the compressed pools cannot hold: it needs --pool-limit";
   else if (c.pool_limit && c.pool_limit < 64 * 4096)
     problem = "--pool-limit must be at least 256K";
-  else if (c.max_size && (c.max_size < (uint64_t{4} << 30) || c.max_size > (uint64_t{8} << 40)))
+  else if (c.max_size && (c.max_size < shim_arena::min_size || c.max_size > (uint64_t{8} << 40)))
     problem =
         "--max-size must be 4G..8T (the arena is rounded up to a power of two, and its "
         "pages are numbered in 32 bits)";
@@ -373,14 +374,14 @@ int check_options(const run_config& c) {
 // almost all of what a program maps is anonymous memory, which the arena holds. An explicit
 // --max-size must fit under the limits. An exit status and the message when no arena fits (2
 // for a --max-size that does not, 126 as for a program the shim cannot reach), else 0.
-constexpr uint64_t min_arena = uint64_t{4} << 30;
-constexpr uint64_t default_arena = uint64_t{4} << 40;
+constexpr uint64_t min_arena = shim_arena::min_size;
+constexpr uint64_t default_arena = shim_arena::default_size;
 
 // What a pager with an arena of `arena` bytes adds to a process's VmSize and VmData, its
 // tables included (about 1%: the margin of a sixteenth covers them). Of the arena, VmData counts
-// the part mimalloc manages, mapped writable: a quarter, at most 4 GiB (preload/init.cc).
+// the part mimalloc manages, mapped writable.
 uint64_t arena_vm(uint64_t arena) { return arena + arena / 16; }
-uint64_t arena_data(uint64_t arena) { return std::min(arena / 4, uint64_t{4} << 30) + arena / 16; }
+uint64_t arena_data(uint64_t arena) { return shim_arena::managed_heap(arena) + arena / 16; }
 // What a limit keeps for the program's mappings beside the arena, when uswap run sizes it.
 uint64_t room_beside(uint64_t limit) { return std::max(uint64_t{1} << 30, limit / 8); }
 

@@ -547,7 +547,8 @@ uint64_t pager::metadata_bytes() const noexcept {
   constexpr uint64_t per_page =
       sizeof(std::atomic<uint64_t>) + sizeof(uint64_t) + 2 * sizeof(uint32_t);
   constexpr uint64_t per_slot = sizeof(zram_table_entry) + 1;
-  const uint64_t slots = m.store->stats().used_slots;
+  const swap_system& swap = m.store->swap();
+  const uint64_t slots = swap.total_swap_pages() - swap.nr_swap_pages();
   uint64_t peak = m.peak_slots.load(std::memory_order_relaxed);
   while (slots > peak &&
          !m.peak_slots.compare_exchange_weak(peak, slots, std::memory_order_relaxed)) {

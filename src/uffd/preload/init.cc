@@ -55,6 +55,7 @@
 #include "uswap/base/fault_inject.h"
 #include "uswap/base/page.h"
 #include "uswap/base/units.h"
+#include "uswap/uffd/shim_arena.h"
 
 namespace uswap::shim {
 
@@ -63,12 +64,6 @@ shim_state g;
 namespace {
 
 constexpr uintptr_t default_arena_base = uintptr_t{0x2000} << 32;  // 32 TiB
-// 4 TiB: V8 reserves 10 GiB of address space for each WebAssembly memory (guard regions), and a
-// program with 64 of them failed in 256 GiB. Only what is used costs memory (the pager's tables
-// are reserved, not committed); a loop of execs measured 2% slower than with 256 GiB.
-constexpr uint64_t default_arena_size = uint64_t{4} << 40;
-constexpr uint64_t max_managed_heap = uint64_t{4} << 30;
-constexpr uint64_t min_arena_size = uint64_t{4} << 30;
 
 uint64_t now_ns() noexcept {
   timespec ts;
@@ -490,7 +485,8 @@ __attribute__((constructor)) void shim_init() {
   uswap::pager_options o;
   o.limit = env_size("USWAP_LIMIT", 0);
   const uint64_t size =
-      std::max(round_up_pow2(env_size("USWAP_MAX_SIZE", default_arena_size)), min_arena_size);
+      std::max(round_up_pow2(env_size("USWAP_MAX_SIZE", uswap::shim_arena::default_size)),
+               uswap::shim_arena::min_size);
   o.max_size = size;
   struct sysinfo si {};
   const uint64_t ram = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : size;
@@ -604,12 +600,8 @@ __attribute__((constructor)) void shim_init() {
     }
   }
 
-  // mimalloc's memory: a managed arena inside the pager's, a quarter of it up to 4 GiB (the rest
-  // serves the program's own mmaps, and mimalloc's own beyond the managed part, segment by
-  // segment). No larger: once written, the whole managed mapping is one VMA that a core dump
-  // walks page by page and writes out, holes as zeros into a pipe (a terabyte took a crashing
-  // program 35 s to dump).
-  const uint64_t heap = std::min(g.pg->arena_size() / 4, max_managed_heap);
+  // mimalloc's memory: a managed arena inside the pager's (shim_arena.h says how large).
+  const uint64_t heap = uswap::shim_arena::managed_heap(g.pg->arena_size());
   if (auto h = g.pg->map(heap, uint64_t{32} << 20); h.ok()) {
     mi_arena_id_t id;
     if (!mi_manage_os_memory_ex(*h, heap, /*is_committed=*/true, /*is_large=*/false,
