@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
@@ -34,9 +36,85 @@ void process_comm(char (&out)[16]) noexcept {
   if (n > 0) out[std::strcspn(out, "\n")] = 0;
 }
 
+// The first line of /proc/PID/task/PID/`file` (at most out_len - 1 bytes), or false. No
+// snprintf: this runs in the SIGBUS handler too (a fault that waits for room).
+bool read_task_file(pid_t pid, const char* file, char* out, size_t out_len) noexcept {
+  char num[16];
+  char* d = num + sizeof num;
+  *--d = 0;
+  for (auto v = static_cast<unsigned>(pid); d == num + sizeof num - 1 || v != 0; v /= 10)
+    *--d = static_cast<char>('0' + v % 10);
+  char path[80] = "/proc/";
+  const char* num_s = d;
+  for (const char* part : {num_s, "/task/", num_s, "/", file})
+    std::strncat(path, part, sizeof path - std::strlen(path) - 1);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, out, out_len - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  out[n] = 0;
+  out[std::strcspn(out, "\n")] = 0;
+  return true;
+}
+
+}  // namespace
+
+// A signal interrupts a system call, and what the program then sees is not always a restart:
+// a write to a pipe or a socket that has moved part of its data returns that part, and poll,
+// select, epoll_wait, pause, sigtimedwait or connect fail with EINTR whatever SA_RESTART says. A
+// program that installed no handler never sees either without uswap, and not all of them cope
+// (Python's print() of a large string to a pipe loses the rest of it). So the job's signal goes
+// only to a main thread that is not in a system call (running, or in a fault), or asleep in one
+// that SA_RESTART restarts having done nothing: a read, a wait, a futex, a sleep, an accept, a
+// lock. /proc/PID/syscall says which (readable by the job's own user, unless the process made
+// itself undumpable); without it, only a running thread is asked (stat's state R).
+bool quiet_to_interrupt(pid_t pid) noexcept {
+  char line[256];
+  if (read_task_file(pid, "syscall", line, sizeof line)) {
+    if (std::strncmp(line, "running", 7) == 0) return true;
+    char* end = nullptr;
+    const long nr = std::strtol(line, &end, 10);
+    if (end == line) return false;
+    unsigned long args[6] = {};
+    for (unsigned long& a : args) a = std::strtoul(end, &end, 16);
+    switch (nr) {
+      case -1:  // in the kernel, not in a system call: a fault
+      case SYS_read:
+      case SYS_readv:
+      case SYS_pread64:
+      case SYS_preadv:
+      case SYS_preadv2:
+      case SYS_wait4:
+      case SYS_waitid:
+      case SYS_futex:
+      case SYS_nanosleep:
+      case SYS_clock_nanosleep:
+      case SYS_accept:
+      case SYS_accept4:
+      case SYS_flock:
+      case SYS_fcntl:
+      case SYS_open:
+      case SYS_openat:
+        return true;
+      case SYS_recvfrom:  // unless MSG_WAITALL, which returns what it has so far
+        return (args[3] & MSG_WAITALL) == 0;
+      default:
+        return false;
+    }
+  }
+  if (!read_task_file(pid, "stat", line, sizeof line)) return false;
+  const char* paren = std::strrchr(line, ')');
+  return paren && paren[1] == ' ' && paren[2] == 'R';
+}
+
+namespace {
+
 // Asks the member to serve its request now: a signal to its main thread (the thread whose
-// compression stream the shim made ready, see pager::serve_job_request), once until it takes it.
+// compression stream the shim made ready, see pager::serve_job_request), once until it takes it,
+// and only while the signal cannot disturb a system call of the program's (quiet_to_interrupt).
 void nudge(job& j, const job_target& t) noexcept {
+  if (!quiet_to_interrupt(t.pid)) return;
   if (!j.mark_signalled(t.slot)) return;
   siginfo_t si;
   std::memset(&si, 0, sizeof si);

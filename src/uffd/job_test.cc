@@ -3,16 +3,24 @@
 #include "uswap/uffd/job.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <fstream>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "sigbus.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap {
@@ -34,6 +42,80 @@ int in_child(F fn) {
   int st = 0;
   ::waitpid(pid, &st, 0);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// A forked child doing `what` until killed; its pid once /proc says it is in system call `nr`
+// (-2: just running).
+template <class F>
+pid_t child_in(long nr, F what) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    what();
+    ::_exit(0);
+  }
+  for (int i = 0; i < 20'000; ++i) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/syscall");
+    std::string first;
+    if ((f >> first) && first == (nr == -2 ? std::string("running") : std::to_string(nr)))
+      return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ADD_FAILURE() << "the child never reached system call " << nr;
+  return pid;
+}
+
+void end_child(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// The job's signal goes only where it cannot disturb a call of the program's: a member asleep in
+// read(2) or wait4(2) restarts them untouched (SA_RESTART); one blocked writing into a full pipe
+// would return short, one in poll(2) with EINTR; one running takes it in user mode.
+TEST(Job, TheSignalOnlyGoesWhereItCannotCutACallShort) {
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  const pid_t reader = child_in(SYS_read, [&] {
+    char c;
+    (void)!::read(p[0], &c, 1);
+  });
+  EXPECT_TRUE(quiet_to_interrupt(reader));
+  end_child(reader);
+  const pid_t waiter = child_in(SYS_wait4, [] {
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::pause();
+      ::_exit(0);
+    }
+    ::waitpid(grandchild, nullptr, 0);
+  });
+  EXPECT_TRUE(quiet_to_interrupt(waiter));
+  end_child(waiter);
+  const pid_t writer = child_in(SYS_write, [&] {
+    std::vector<char> big(1 << 20, 'x');
+    (void)!::write(p[1], big.data(), big.size());
+  });
+  EXPECT_FALSE(quiet_to_interrupt(writer));
+  end_child(writer);
+  int q[2];
+  ASSERT_EQ(::pipe(q), 0);
+  const pid_t poller = child_in(SYS_poll, [&] {
+    struct pollfd pf{q[0], POLLIN, 0};
+    ::syscall(SYS_poll, &pf, 1, -1);
+  });
+  EXPECT_FALSE(quiet_to_interrupt(poller));
+  end_child(poller);
+  ::close(q[0]);
+  ::close(q[1]);
+  const pid_t spinner = child_in(-2, [] {
+    for (;;) asm volatile("" ::: "memory");
+  });
+  EXPECT_TRUE(quiet_to_interrupt(spinner));
+  end_child(spinner);
+  EXPECT_FALSE(quiet_to_interrupt(spinner));  // gone
+  ::close(p[0]);
+  ::close(p[1]);
 }
 
 TEST(Job, RejectsALimitUnder64Pages) {

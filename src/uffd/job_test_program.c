@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|hog|killed
+ *   job_test_program forktree|hog|killed|pool|forkwb|pipewrite
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -14,6 +14,10 @@
  *             about half, read back twice: the pool stays at its limit, the rest is written back
  *   forkwb    (the same) a child of a fork reads back pages its parent had written back, while
  *             the parent frees them and writes new ones into the same backing file
+ *   pipewrite a process holding most of the limit writes half of it into a pipe in one write(2)
+ *             and sits blocked in it while the reader, whose memory grows as it reads, asks for
+ *             room: the write must return the whole (a signal would cut it short, and a program
+ *             such as Python's print() does not write the rest), the reader get every byte
  * Exits 0 when every check in every process holds. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -179,11 +183,46 @@ static void forkwb(void) {
   free(fresh);
 }
 
+static void pipewrite(void) {
+  int p[2];
+  CHECK(pipe(p) == 0);
+  const size_t held = part(0.4), len = part(0.4), need = part(0.8);
+  /* The reader first, with nothing of the writer's to inherit: it starts small. */
+  const pid_t r = fork();
+  if (r == 0) {
+    close(p[1]);
+    uint64_t *got = malloc(len);
+    char *grows = malloc(need);
+    if (!got || !grows) _exit(1);
+    size_t n = 0, touched = 0;
+    while (n < len) {
+      const ssize_t k = read(p[0], (char *)got + n, len - n < 65536 ? len - n : 65536);
+      if (k <= 0) _exit(2);
+      n += (size_t)k;
+      const size_t upto = need / 64 * (n * 64 / len);
+      memset(grows + touched, 1, upto - touched);
+      touched = upto;
+    }
+    _exit(intact(got, len, 13) ? 0 : 3);
+  }
+  close(p[0]);
+  uint64_t *mem = fill(held, 12), *buf = fill(len, 13);
+  CHECK(mem != NULL && buf != NULL);
+  const ssize_t w = write(p[1], buf, len);
+  if (w != (ssize_t)len) fprintf(stderr, "write(2) returned %zd of %zu bytes\n", w, len);
+  CHECK(w == (ssize_t)len);
+  close(p[1]);
+  CHECK(child_ok(r));
+  CHECK(intact(mem, held, 12) && intact(buf, len, 13));
+  free(mem);
+  free(buf);
+}
+
 int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb\n");
+    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb|pipewrite\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -196,6 +235,8 @@ int main(int argc, char **argv) {
     pool();
   else if (strcmp(argv[1], "forkwb") == 0)
     forkwb();
+  else if (strcmp(argv[1], "pipewrite") == 0)
+    pipewrite();
   else
     CHECK(!"unknown mode");
   return check_exit(argv[1]);

@@ -136,6 +136,8 @@ constexpr uint64_t bit(int sig) { return uint64_t{1} << (sig - 1); }
 constexpr uint64_t sync_signals = bit(SIGSYS) | bit(SIGSEGV) | bit(SIGBUS) | bit(SIGILL) |
                                   bit(SIGFPE) | bit(SIGTRAP) | bit(SIGKILL) | bit(SIGSTOP);
 constexpr uint64_t async_signals = ~sync_signals;
+// kernel_access_set_quiet_signal's, as a mask.
+std::atomic<uint64_t> quiet_signals{0};
 
 // The handler the program installed for SIGSYS (kernel_access_chain), as sigbus.cc's chain: a
 // ring of copies published by one pointer store.
@@ -1076,8 +1078,9 @@ int pin_msghdr(frame& f, uintptr_t msg, bool recv) noexcept {
 }
 
 long issue(frame& f) noexcept {
-  const bool switch_mask = f.call_mask != f.work_mask;
-  if (switch_mask) set_mask(f.call_mask);
+  const uint64_t call_mask = f.call_mask | quiet_signals.load(std::memory_order_relaxed);
+  const bool switch_mask = call_mask != f.work_mask;
+  if (switch_mask) set_mask(call_mask);
   const long r = sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
   if (switch_mask) set_mask(f.work_mask);
   return r;
@@ -1717,6 +1720,10 @@ long kernel_access_emulate(long nr, long a1, long a2, long a3, long a4, long a5,
   }
   set_mask(old);
   return r;
+}
+
+void kernel_access_set_quiet_signal(int sig) noexcept {
+  quiet_signals.store(sig > 0 && sig < 65 ? bit(sig) : 0, std::memory_order_relaxed);
 }
 
 void kernel_access_chain(const struct sigaction* act, struct sigaction* old) noexcept {

@@ -63,7 +63,10 @@
 // Signals: the handler runs with SA_SIGINFO | SA_NODEFER and every asynchronous signal blocked
 // (so a program handler can never run while a pin callback is half done), and re-issues the
 // call with the program's own mask: blocking calls (read on a pipe, futex wait, ppoll) stay
-// interruptible and return EINTR or restart (SA_RESTART) exactly as they would have.
+// interruptible by the program's signals and return EINTR or restart (SA_RESTART) exactly as they
+// would have. The pager's own asynchronous signal (kernel_access_set_quiet_signal) stays blocked
+// during the call: the program never asked for it, and a call it interrupted could return short
+// (a write to a pipe) or fail with EINTR (epoll_wait), which the program would never have seen.
 // rt_sigprocmask, sigaltstack and rt_sigaction(SIGSYS) are emulated on the interrupted context
 // and the chained handler, since sigreturn would undo them. A thread must never block SIGSYS
 // (the kernel kills a thread that traps with SIGSYS blocked): the emulated rt_sigprocmask drops
@@ -153,6 +156,10 @@ long kernel_access_syscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long 
 // resume a child on another stack. Without an installed module, the plain system call.
 long kernel_access_emulate(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0,
                            long a5 = 0, long a6 = 0) noexcept;
+
+// A signal of the pager's own (the job's reclaim request) that the calls the engine issues for the
+// program keep blocked; it is delivered when the call returns. 0: none. Any thread, any time.
+void kernel_access_set_quiet_signal(int sig) noexcept;
 
 // The program's own SIGSYS handler: every SIGSYS that is not ours (si_code != SYS_SECCOMP, or
 // not our tag) goes to it; SIG_DFL (or SIG_IGN for a seccomp trap, which the kernel would not

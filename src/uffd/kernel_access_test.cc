@@ -893,6 +893,88 @@ TEST(KernelAccess, EmulatedBlockingReadStaysInterruptible) {
   });
 }
 
+std::atomic<int> quiet_hits{0};
+void on_quiet(int) { quiet_hits.fetch_add(1); }
+
+// Whether thread `tid` of this process is inside system call `nr` (/proc/.../syscall).
+bool in_syscall(pid_t tid, long nr) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::string first;
+  return (f >> first) && first == std::to_string(nr);
+}
+
+// The pager's own signal (the job's reclaim request) must not cut a program's call short: a
+// write of 256 KiB from the arena into a pipe that nobody drains until that signal has been sent
+// three times to the writer blocked in it. Not quiet, the write returns the 64 KiB the pipe took
+// (the interruption happened); quiet, it returns the whole and the signals come after it.
+TEST(KernelAccess, TheQuietSignalNeverCutsACallShort) {
+  in_child([] {
+    const int sig = SIGRTMAX - 2;
+    constexpr size_t len = 256 * 1024;
+    char* buf = at<char>(0x100000);
+    const auto data = pattern(len, 7);
+    poke(buf, data.data(), len);
+    install();
+    struct sigaction sa {};
+    sa.sa_handler = on_quiet;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ASSERT_EQ(::sigaction(sig, &sa, nullptr), 0);
+    const pid_t writer = static_cast<pid_t>(::syscall(SYS_gettid));
+    auto one_write = [&]() -> ssize_t {
+      int p[2];
+      EXPECT_EQ(::pipe(p), 0);
+      std::atomic<bool> sent{false};
+      // The helpers block the signal, so that it can only interrupt the writer.
+      sigset_t s, prev;
+      sigemptyset(&s);
+      sigaddset(&s, sig);
+      EXPECT_EQ(::pthread_sigmask(SIG_BLOCK, &s, &prev), 0);
+      std::vector<uint8_t> got;
+      std::thread reader([&] {
+        while (!sent.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        uint8_t chunk[4096];
+        for (ssize_t n; (n = ::read(p[0], chunk, sizeof chunk)) > 0;)
+          got.insert(got.end(), chunk, chunk + n);
+      });
+      std::thread signaller([&] {
+        for (int i = 0; i < 60'000 && !in_syscall(writer, SYS_write); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (int i = 0; i < 3; ++i) {
+          siginfo_t si{};
+          si.si_code = SI_QUEUE;
+          si.si_pid = ::getpid();
+          si.si_uid = ::getuid();
+          ::syscall(SYS_rt_tgsigqueueinfo, ::getpid(), writer, sig, &si);
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        sent.store(true);
+      });
+      EXPECT_EQ(::pthread_sigmask(SIG_SETMASK, &prev, nullptr), 0);
+      const ssize_t r = ::write(p[1], buf, len);
+      ::close(p[1]);
+      signaller.join();
+      reader.join();
+      ::close(p[0]);
+      EXPECT_EQ(got.size(), r > 0 ? static_cast<size_t>(r) : 0u);
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+      return r;
+    };
+    kernel_access_set_quiet_signal(0);
+    const int before = quiet_hits.load();
+    const ssize_t cut = one_write();
+    EXPECT_GT(cut, 0);
+    EXPECT_LT(cut, static_cast<ssize_t>(len)) << "the signal never interrupted the write";
+    EXPECT_GT(quiet_hits.load(), before);
+    kernel_access_set_quiet_signal(sig);
+    const int mid = quiet_hits.load();
+    EXPECT_EQ(one_write(), static_cast<ssize_t>(len));
+    EXPECT_GT(quiet_hits.load(), mid) << "the signals were never delivered after the call";
+    kernel_access_set_quiet_signal(0);
+    EXPECT_EQ(sim().live.load(), 0);
+  });
+}
+
 std::atomic<int> program_sigsys{0};
 std::atomic<int> program_sigsys_code{0};
 std::atomic<int> second_handler{0};

@@ -594,6 +594,11 @@ job)
       [ $(($(jq .job.bd_writes <<<"$json") * 4096)) -gt "$(jq .job.backing_bytes <<<"$json")" ] ||
         fail "the backing file was never reused, so the child's blocks were not put to the test: $(jq -c .job <<<"$json")"
     fi ;;
+  pipewrite)
+    # The reader asked for room while the writer sat in its write(2) (the program checked that
+    # the write was whole and every byte arrived).
+    [ "$(jq .job.reclaim_requests <<<"$json")" -gt 0 ] ||
+      fail "nobody asked the blocked writer for room" ;;
   killed)
     # The dead child held 0.7 of the limit and its parent then needed 0.9: the child's share
     # came back before the parent had to evict anything (the parent waits for room meanwhile).

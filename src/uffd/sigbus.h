@@ -27,6 +27,9 @@ void sigbus_chain(const struct sigaction* act, struct sigaction* old);
 // Whether a signal is the job's request to serve a reclaim request (job_member.cc sends it with
 // a value of its own), as opposed to the program's own use of the same signal number.
 bool is_job_signal(const siginfo_t* si) noexcept;
+// Whether that signal may be sent to the main thread of `pid` now without disturbing a system
+// call of the program's (job_member.cc).
+bool quiet_to_interrupt(pid_t pid) noexcept;
 
 // Marks the page this thread is copying out for an eviction (0: none).
 void set_copying_page(uintptr_t page) noexcept;

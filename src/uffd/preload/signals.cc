@@ -83,12 +83,15 @@ void install_job_signal(int sig) noexcept {
   struct sigaction act {};
   act.sa_sigaction = job_signal_handler;
   sigemptyset(&act.sa_mask);
-  // SA_RESTART: a member idle in read(2) or wait(2) goes back to it; calls that never restart
-  // (epoll_wait, select) see EINTR, as with any signal.
+  // SA_RESTART: a member idle in read(2) or wait(2) goes back to it. The signal is only sent
+  // to a member in such a call or running (job_member.cc, quiet_to_interrupt), and the calls
+  // the seccomp handler issues keep it blocked: a write cut short or an EINTR from poll would be
+  // the program's to see, and it never asked for the signal.
   act.sa_flags = SA_SIGINFO | SA_RESTART;
   program_job_action.sa_handler = SIG_DFL;
   lc().sigaction(sig, &act, nullptr);
   g.job_signal = sig;
+  uswap::kernel_access_set_quiet_signal(sig);
 }
 
 }  // namespace uswap::shim
