@@ -243,6 +243,14 @@ class KernelSide:
                 return int(line.split()[1])
         return 0
 
+    def major_faults(self):
+        """The cgroup's major faults so far (memory.stat pgmajfault, v1 and v2): its swap-ins,
+        and the few file pages it read."""
+        for line in read(self.cgroup + "/memory.stat").splitlines():
+            if line.startswith("pgmajfault "):
+                return int(line.split()[1])
+        return 0
+
     def kmsg_lines(self):
         """The kernel log as it is now (dmesg), to find what an OOM kill left in it."""
         r = subprocess.run(["dmesg"], capture_output=True, text=True, errors="replace")
@@ -385,9 +393,11 @@ def main():
                         for side in order:
                             if side == "kernel":
                                 ooms = kernel.oom_kills()
+                                majflt = kernel.major_faults()
                                 kmsg = kernel.kmsg_lines()
                                 res = run(kernel.join_argv(argv), env, work, a.timeout, kernel.pool_bytes)
                                 res["oom_kills"] = kernel.oom_kills() - ooms
+                                res["major_faults"] = kernel.major_faults() - majflt
                                 if res["oom_kills"]:
                                     res["oom"] = kernel.oom_report(kmsg)
                             else:
@@ -400,12 +410,14 @@ def main():
                                                 res["stdout_sha256"] == plain["stdout_sha256"] and
                                                 not res["timed_out"])
                             tail = res.pop("stderr_tail")
+                            majors = (res["major_faults"] if side == "kernel" else
+                                      res["uswap"].get("job", {}).get("pgmajfault", "?"))
                             if not res["completed"]:
                                 res["stderr_end"] = tail[-1000:]
                             row[side].append(res)
                             log(f"{case.name} {int(frac * 100)}% round {r + 1} {side}: "
                                 f"{'ok' if res['completed'] else 'FAILED'} {res['wall_s']} s, "
-                                f"footprint {res['footprint_bytes'] >> 20} MiB"
+                                f"footprint {res['footprint_bytes'] >> 20} MiB, {majors} major faults"
                                 + (f", {res['oom_kills']} OOM kills" if res["oom_kills"] else ""))
                     results.append(row)
     finally:
