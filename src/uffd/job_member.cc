@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "kernel_access.h"
 #include "pager_impl.h"
 #include "sigbus.h"
 #include "uswap/sync/futex.h"
@@ -60,15 +60,13 @@ bool read_task_file(pid_t pid, const char* file, char* out, size_t out_len) noex
 
 }  // namespace
 
-// A signal interrupts a system call, and what the program then sees is not always a restart:
-// a write to a pipe or a socket that has moved part of its data returns that part, and poll,
-// select, epoll_wait, pause, sigtimedwait or connect fail with EINTR whatever SA_RESTART says. A
-// program that installed no handler never sees either without uswap, and not all of them cope
-// (Python's print() of a large string to a pipe loses the rest of it). So the job's signal goes
-// only to a main thread that is not in a system call (running, or in a fault), or asleep in one
-// that SA_RESTART restarts having done nothing: a read, a wait, a futex, a sleep, an accept, a
-// lock. /proc/PID/syscall says which (readable by the job's own user, unless the process made
-// itself undumpable); without it, only a running thread is asked (stat's state R).
+// A signal interrupts a system call, and what the program then sees is not always a restart
+// (kernel_access.h, syscall_restarts_cleanly). A program that installed no handler never sees
+// a short write or an EINTR without uswap, and not all of them cope (Python's print() of a large
+// string to a pipe loses the rest of it). So the job's signal goes only to a main thread that is
+// not in a system call (running, or in a fault), or asleep in one that restarts cleanly.
+// /proc/PID/syscall says which (readable by the job's own user, unless the process made itself
+// undumpable); without it, only a running thread is asked (stat's state R).
 bool quiet_to_interrupt(pid_t pid) noexcept {
   char line[256];
   if (read_task_file(pid, "syscall", line, sizeof line)) {
@@ -78,30 +76,8 @@ bool quiet_to_interrupt(pid_t pid) noexcept {
     if (end == line) return false;
     unsigned long args[6] = {};
     for (unsigned long& a : args) a = std::strtoul(end, &end, 16);
-    switch (nr) {
-      case -1:  // in the kernel, not in a system call: a fault
-      case SYS_read:
-      case SYS_readv:
-      case SYS_pread64:
-      case SYS_preadv:
-      case SYS_preadv2:
-      case SYS_wait4:
-      case SYS_waitid:
-      case SYS_futex:
-      case SYS_nanosleep:
-      case SYS_clock_nanosleep:
-      case SYS_accept:
-      case SYS_accept4:
-      case SYS_flock:
-      case SYS_fcntl:
-      case SYS_open:
-      case SYS_openat:
-        return true;
-      case SYS_recvfrom:  // unless MSG_WAITALL, which returns what it has so far
-        return (args[3] & MSG_WAITALL) == 0;
-      default:
-        return false;
-    }
+    return nr == -1 /* in the kernel, not in a system call: a fault */ ||
+           syscall_restarts_cleanly(nr, args);
   }
   if (!read_task_file(pid, "stat", line, sizeof line)) return false;
   const char* paren = std::strrchr(line, ')');

@@ -1078,7 +1078,12 @@ int pin_msghdr(frame& f, uintptr_t msg, bool recv) noexcept {
 }
 
 long issue(frame& f) noexcept {
-  const uint64_t call_mask = f.call_mask | quiet_signals.load(std::memory_order_relaxed);
+  uint64_t call_mask = f.call_mask;
+  if (const uint64_t q = quiet_signals.load(std::memory_order_relaxed); q != 0) {
+    unsigned long a[6];
+    for (int i = 0; i < 6; ++i) a[i] = static_cast<unsigned long>(f.c.a[i]);
+    if (!syscall_restarts_cleanly(f.c.nr, a)) call_mask |= q;
+  }
   const bool switch_mask = call_mask != f.work_mask;
   if (switch_mask) set_mask(call_mask);
   const long r = sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
@@ -1720,6 +1725,32 @@ long kernel_access_emulate(long nr, long a1, long a2, long a3, long a4, long a5,
   }
   set_mask(old);
   return r;
+}
+
+bool syscall_restarts_cleanly(long nr, const unsigned long* a) noexcept {
+  switch (nr) {
+    case SYS_read:
+    case SYS_readv:
+    case SYS_pread64:
+    case SYS_preadv:
+    case SYS_preadv2:
+    case SYS_wait4:
+    case SYS_waitid:
+    case SYS_futex:
+    case SYS_nanosleep:
+    case SYS_clock_nanosleep:
+    case SYS_accept:
+    case SYS_accept4:
+    case SYS_flock:
+    case SYS_fcntl:
+    case SYS_open:
+    case SYS_openat:
+      return true;
+    case SYS_recvfrom:  // with MSG_WAITALL it returns what it has so far
+      return (a[3] & MSG_WAITALL) == 0;
+    default:
+      return false;
+  }
 }
 
 void kernel_access_set_quiet_signal(int sig) noexcept {

@@ -65,8 +65,8 @@
 // call with the program's own mask: blocking calls (read on a pipe, futex wait, ppoll) stay
 // interruptible by the program's signals and return EINTR or restart (SA_RESTART) exactly as they
 // would have. The pager's own asynchronous signal (kernel_access_set_quiet_signal) stays blocked
-// during the call: the program never asked for it, and a call it interrupted could return short
-// (a write to a pipe) or fail with EINTR (epoll_wait), which the program would never have seen.
+// during a call that it could cut short (a write to a pipe) or fail with EINTR (epoll_wait):
+// the program never asked for that signal, and would never have seen either.
 // rt_sigprocmask, sigaltstack and rt_sigaction(SIGSYS) are emulated on the interrupted context
 // and the chained handler, since sigreturn would undo them. A thread must never block SIGSYS
 // (the kernel kills a thread that traps with SIGSYS blocked): the emulated rt_sigprocmask drops
@@ -158,8 +158,18 @@ long kernel_access_emulate(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long 
                            long a5 = 0, long a6 = 0) noexcept;
 
 // A signal of the pager's own (the job's reclaim request) that the calls the engine issues for the
-// program keep blocked; it is delivered when the call returns. 0: none. Any thread, any time.
+// program keep blocked, unless syscall_restarts_cleanly; it is delivered when the call returns.
+// 0: none. Any thread, any time.
 void kernel_access_set_quiet_signal(int sig) noexcept;
+
+// Whether a handler installed with SA_RESTART that interrupts system call `nr` (arguments `a`)
+// while it sleeps leaves no trace the program could see: the call has done nothing yet and is
+// restarted (read, readv, pread, recvfrom without MSG_WAITALL, wait4, waitid, futex, nanosleep,
+// clock_nanosleep, accept, flock, fcntl, open). Not so for a write that has moved part of its
+// data (it returns that part), nor for poll, select, epoll_wait, pause, sigtimedwait or connect
+// (EINTR whatever SA_RESTART says). A read on a socket with SO_RCVTIMEO fails with EINTR too:
+// the one exception this list lets through.
+bool syscall_restarts_cleanly(long nr, const unsigned long* a) noexcept;
 
 // The program's own SIGSYS handler: every SIGSYS that is not ours (si_code != SYS_SECCOMP, or
 // not our tag) goes to it; SIG_DFL (or SIG_IGN for a seccomp trap, which the kernel would not
