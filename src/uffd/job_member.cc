@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -36,18 +37,11 @@ void process_comm(char (&out)[16]) noexcept {
   if (n > 0) out[std::strcspn(out, "\n")] = 0;
 }
 
-// The first line of /proc/PID/task/PID/`file` (at most out_len - 1 bytes), or false. No
-// snprintf: this runs in the SIGBUS handler too (a fault that waits for room).
+// The first line of /proc/PID/task/PID/`file` (at most out_len - 1 bytes), or false.
 bool read_task_file(pid_t pid, const char* file, char* out, size_t out_len) noexcept {
-  char num[16];
-  char* d = num + sizeof num;
-  *--d = 0;
-  for (auto v = static_cast<unsigned>(pid); d == num + sizeof num - 1 || v != 0; v /= 10)
-    *--d = static_cast<char>('0' + v % 10);
-  char path[80] = "/proc/";
-  const char* num_s = d;
-  for (const char* part : {num_s, "/task/", num_s, "/", file})
-    std::strncat(path, part, sizeof path - std::strlen(path) - 1);
+  char path[80];
+  std::snprintf(path, sizeof path, "/proc/%d/task/%d/%s", static_cast<int>(pid),
+                static_cast<int>(pid), file);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const ssize_t n = ::read(fd, out, out_len - 1);
@@ -74,8 +68,8 @@ bool quiet_to_interrupt(pid_t pid) noexcept {
     char* end = nullptr;
     const long nr = std::strtol(line, &end, 10);
     if (end == line) return false;
-    unsigned long args[6] = {};
-    for (unsigned long& a : args) a = std::strtoul(end, &end, 16);
+    long args[6] = {};
+    for (long& a : args) a = static_cast<long>(std::strtoul(end, &end, 16));
     return nr == -1 /* in the kernel, not in a system call: a fault */ ||
            syscall_restarts_cleanly(nr, args);
   }

@@ -1079,11 +1079,9 @@ int pin_msghdr(frame& f, uintptr_t msg, bool recv) noexcept {
 
 long issue(frame& f) noexcept {
   uint64_t call_mask = f.call_mask;
-  if (const uint64_t q = quiet_signals.load(std::memory_order_relaxed); q != 0) {
-    unsigned long a[6];
-    for (int i = 0; i < 6; ++i) a[i] = static_cast<unsigned long>(f.c.a[i]);
-    if (!syscall_restarts_cleanly(f.c.nr, a)) call_mask |= q;
-  }
+  if (const uint64_t q = quiet_signals.load(std::memory_order_relaxed);
+      q != 0 && !syscall_restarts_cleanly(f.c.nr, f.c.a))
+    call_mask |= q;
   const bool switch_mask = call_mask != f.work_mask;
   if (switch_mask) set_mask(call_mask);
   const long r = sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
@@ -1727,7 +1725,7 @@ long kernel_access_emulate(long nr, long a1, long a2, long a3, long a4, long a5,
   return r;
 }
 
-bool syscall_restarts_cleanly(long nr, const unsigned long* a) noexcept {
+bool syscall_restarts_cleanly(long nr, const long* a) noexcept {
   switch (nr) {
     case SYS_read:
     case SYS_readv:

@@ -169,7 +169,7 @@ void kernel_access_set_quiet_signal(int sig) noexcept;
 // data (it returns that part), nor for poll, select, epoll_wait, pause, sigtimedwait or connect
 // (EINTR whatever SA_RESTART says). A read on a socket with SO_RCVTIMEO fails with EINTR too:
 // the one exception this list lets through.
-bool syscall_restarts_cleanly(long nr, const unsigned long* a) noexcept;
+bool syscall_restarts_cleanly(long nr, const long* a) noexcept;
 
 // The program's own SIGSYS handler: every SIGSYS that is not ours (si_code != SYS_SECCOMP, or
 // not our tag) goes to it; SIG_DFL (or SIG_IGN for a seccomp trap, which the kernel would not
