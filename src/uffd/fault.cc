@@ -127,6 +127,7 @@ void pager::impl::charge(uint64_t n) noexcept {
       // next faults do not take the job lock.
       if (const uint64_t got = jr->try_reserve(jslot, excess, excess + job_charge_batch)) {
         reserved.fetch_add(got, std::memory_order_relaxed);
+        want_kswapd(*jr);
         continue;
       }
       // The job is full. A member under its fair share asks the largest one for room and waits

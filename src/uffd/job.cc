@@ -16,13 +16,14 @@
 #include "uswap/base/atomic_max.h"
 #include "uswap/base/dcheck.h"
 #include "uswap/base/page.h"
+#include "uswap/sync/futex.h"
 
 namespace uswap {
 
 namespace {
 
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
-constexpr uint32_t job_version = 3;
+constexpr uint32_t job_version = 4;
 
 enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
 
@@ -66,6 +67,10 @@ struct alignas(cache_line_size) job::member {
   std::atomic<uint64_t> usage_seen;  // a copy for lock-free readers
   alignas(cache_line_size) std::atomic<uint64_t> reclaim_request;
   std::atomic<uint32_t> signalled;
+  // The member's reclaim thread sleeps on this word (a futex other processes wake) while
+  // `listening`; a request bumps it.
+  std::atomic<uint32_t> kswapd_word;
+  std::atomic<uint32_t> kswapd_listening;
   std::atomic<uint64_t> last_active_ns;
   std::atomic<uint64_t> stat[JOB_STAT_COUNT];
 };
@@ -235,6 +240,7 @@ result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start
     m.usage_seen.store(usage, std::memory_order_relaxed);
     m.reclaim_request.store(0, std::memory_order_relaxed);
     m.signalled.store(0, std::memory_order_relaxed);
+    m.kswapd_listening.store(0, std::memory_order_relaxed);
     m.last_active_ns.store(0, std::memory_order_relaxed);
     for (auto& v : m.stat) v.store(0, std::memory_order_relaxed);
     m.state.store(state, std::memory_order_release);
@@ -436,6 +442,24 @@ bool job::mark_signalled(unsigned slot) noexcept {
 
 void job::clear_signalled(unsigned slot) noexcept {
   s_->members[slot].signalled.store(0, std::memory_order_release);
+}
+
+const std::atomic<uint32_t>* job::kswapd_word(unsigned slot) const noexcept {
+  return &s_->members[slot].kswapd_word;
+}
+
+void job::set_kswapd_listening(unsigned slot, bool on) noexcept {
+  s_->members[slot].kswapd_listening.store(on, std::memory_order_seq_cst);
+}
+
+bool job::kick_kswapd(unsigned slot) noexcept {
+  member& m = s_->members[slot];
+  if (m.kswapd_listening.load(std::memory_order_seq_cst) == 0) return false;
+  // After the request (request_reclaim's add): a thread that read the word before this sees it
+  // change and does not sleep; one that read it after sees the request.
+  m.kswapd_word.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake_shared(&m.kswapd_word, 1);
+  return true;
 }
 
 void job::publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_t now_ns) noexcept {

@@ -124,6 +124,7 @@ status pager::join_job(std::shared_ptr<job> j) {
   m.job_owner = std::move(j);
   m.jlink.store(m.job_owner.get(), std::memory_order_seq_cst);
   m.publish_job_stats(*m.job_owner);
+  m.want_kswapd(*m.job_owner);
   g.unlock();
   m.start_pool_worker();
   return {};
@@ -136,6 +137,11 @@ void pager::leave_job() noexcept {
   // Threads that loaded the link before it went finish first (job_ref's other half).
   while (m.job_users.load(std::memory_order_seq_cst) != 0) sched_yield();
   m.publish_job_stats(*j);
+  // Nobody takes a job_ref any more, so the reclaim thread cannot listen again; woken, it
+  // stops waiting on a word the slot's next owner will use.
+  j->set_kswapd_listening(m.jslot, false);
+  m.kswapd_kick.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&m.kswapd_kick, 1);
   j->leave(m.jslot);
   m.reserved.store(0, std::memory_order_relaxed);
 }
@@ -156,6 +162,7 @@ bool pager::in_job() const noexcept {
 void pager::serve_job_request() noexcept {
   impl& m = *impl_;
   if (m.detached()) return;
+  m.job_signals.fetch_add(1, std::memory_order_relaxed);
   // Inside pager code (a fault, a reclaim, a shim call into the pager), the locks it holds are
   // this thread's: the next charge serves the request. Off the main thread, a compression
   // stream may not exist yet, and making one allocates: the same.
@@ -191,11 +198,15 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
   const auto t = j.request_reclaim(jslot, excess + reclaim_pass);
   if (!t) return false;  // this member holds a fair share: it evicts its own
   job_waits.fetch_add(1, std::memory_order_relaxed);
-  // A member that has not charged for a while is blocked in a system call or working on what it
-  // has: it will not see the request at a fault soon.
+  // The member's reclaim thread serves it at once, whatever the member is doing; each
+  // millisecond the request is still there, it is kicked again. A member without one serves it
+  // at its next fault, or, when it has not charged for a while (blocked in a system call or
+  // working on what it has), from the job's signal.
   constexpr uint64_t idle_ns = 2 * 1000 * 1000;
   for (unsigned ms = 0; ms < 200; ++ms) {
-    if (coarse_clock_ns() - j.last_active_ns(t->slot) > idle_ns) nudge(j, *t);
+    if (j.has_reclaim_request(t->slot) && !j.kick_kswapd(t->slot) &&
+        coarse_clock_ns() - j.last_active_ns(t->slot) > idle_ns)
+      nudge(j, *t);
     const timespec one_ms{0, 1000 * 1000};
     ::nanosleep(&one_ms, nullptr);
     if (const uint64_t got = j.try_reserve(jslot, excess, excess + job_charge_batch)) {
@@ -490,6 +501,7 @@ void pager::impl::job_after_fork_child() noexcept {
   job_request_noted.store(false, std::memory_order_relaxed);
   charges_since_publish.store(0, std::memory_order_relaxed);
   job_requests_served.store(0, std::memory_order_relaxed);
+  job_signals.store(0, std::memory_order_relaxed);
   job_waits.store(0, std::memory_order_relaxed);
   char comm[16];
   process_comm(comm);
@@ -525,6 +537,9 @@ void pager::impl::job_after_fork_child() noexcept {
   }
   child_slot = -1;
   publish_job_stats(*j);
+  // The parent's thread is not here; a copy of a large member wants one of its own.
+  kswapd_wanted.store(false, std::memory_order_relaxed);
+  want_kswapd(*j);
 }
 
 }  // namespace uswap

@@ -1,13 +1,14 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|hog|killed|pool|forkwb|pipewrite
+ *   job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
  *   forktree  a parent, two children and two grandchildren, each with memory of its own and the
  *             copies it inherited, all alive at once
  *   hog       one process fills most of the limit and waits, idle in read(2); another then needs
- *             most of the limit too: the idle one must give room (the job's signal)
+ *             most of the limit too: the idle one must give room (its reclaim thread, or the
+ *             job's signal when it has none)
  *   killed    a child fills most of the limit and is killed; its parent then needs nearly all
  *             of it: the share of the dead must come back at once
  *   pool      (with --pool-limit and --backing) four times the limit of data that compresses to
@@ -18,13 +19,20 @@
  *             and sits blocked in it while the reader, whose memory grows as it reads, asks for
  *             room: the write must return the whole (a signal would cut it short, and a program
  *             such as Python's print() does not write the rest), the reader get every byte
+ *   eventloop the hog, idle the way an event loop is: in epoll_wait with no timeout, then in
+ *             poll with none, while the other process needs most of the limit, twice. It must give
+ *             room both times, and neither call may fail with EINTR (the program never asked
+ *             for a signal, so it need not expect one)
  * Exits 0 when every check in every process holds. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -218,11 +226,57 @@ static void pipewrite(void) {
   free(buf);
 }
 
+/* The idle process's waits: returns 0, or the step that failed. */
+static int wait_like_an_event_loop(int ready, int go, const uint64_t *mem, size_t bytes) {
+  char c = 1;
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event ev = {.events = EPOLLIN};
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, go, &ev) != 0) return 1;
+  if (write(ready, &c, 1) != 1) return 2;
+  const int n = epoll_wait(ep, &ev, 1, -1);
+  if (n != 1) {
+    fprintf(stderr, "epoll_wait returned %d (%s)\n", n, n < 0 ? strerror(errno) : "no event");
+    return 3;
+  }
+  if (read(go, &c, 1) != 1) return 4;
+  /* Everything back in before the second wait, so that there is something to give again. */
+  if (!intact(mem, bytes, 17)) return 5;
+  if (write(ready, &c, 1) != 1) return 6;
+  struct pollfd p = {.fd = go, .events = POLLIN};
+  const int m = poll(&p, 1, -1);
+  if (m != 1) {
+    fprintf(stderr, "poll returned %d (%s)\n", m, m < 0 ? strerror(errno) : "no event");
+    return 7;
+  }
+  if (read(go, &c, 1) != 1) return 8;
+  return intact(mem, bytes, 17) ? 0 : 9;
+}
+
+static void eventloop(void) {
+  int ready[2], go[2];
+  CHECK(pipe(ready) == 0 && pipe(go) == 0);
+  const size_t hog_bytes = part(0.8), need_bytes = part(0.8);
+  const pid_t h = fork();
+  if (h == 0) {
+    uint64_t *mem = fill(hog_bytes, 17);
+    _exit(mem ? wait_like_an_event_loop(ready[1], go[0], mem, hog_bytes) : 10);
+  }
+  for (int round = 0; round < 2; ++round) {
+    char c;
+    CHECK(read(ready[0], &c, 1) == 1);
+    uint64_t *need = fill(need_bytes, 18 + (uint64_t)round);
+    CHECK(need != NULL && intact(need, need_bytes, 18 + (uint64_t)round));
+    free(need);
+    CHECK(write(go[1], &c, 1) == 1);
+  }
+  CHECK(child_ok(h));
+}
+
 int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb|pipewrite\n");
+    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -237,6 +291,8 @@ int main(int argc, char **argv) {
     forkwb();
   else if (strcmp(argv[1], "pipewrite") == 0)
     pipewrite();
+  else if (strcmp(argv[1], "eventloop") == 0)
+    eventloop();
   else
     CHECK(!"unknown mode");
   return check_exit(argv[1]);

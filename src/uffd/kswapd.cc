@@ -7,6 +7,14 @@
 // kernel's kswapd does it ahead of need for the machine's watermarks. Here the thread keeps a
 // pager a few reclaim passes under its limit, so that a single-threaded program's faults find
 // room and its compression runs on another CPU.
+//
+// In a job the same thread serves the other members' requests for room (job.h, "Pressure"), with
+// or without background reclaim: it sleeps on the job slot's futex word as well, so that a
+// member idle in any system call (an event loop in epoll_wait, a write blocked on a pipe) gives
+// room at once and no signal need reach the program. Without background reclaim it does
+// nothing else (it never evicts ahead of the faults), and a member gets it only once it holds
+// enough to be asked (want_kswapd): making a thread costs a short-lived process of a build
+// about as much as the rest of its pager's start.
 #include <signal.h>
 #include <time.h>
 
@@ -47,10 +55,14 @@ void pager::impl::kswapd_loop() noexcept {
     // made after its charge, which the room then shows.
     kswapd_idle.store(true, std::memory_order_seq_cst);
     for (;;) {
-      if (kswapd_stop.load(std::memory_order_seq_cst)) return;
+      if (kswapd_stop.load(std::memory_order_seq_cst)) {
+        kswapd_stop_listening();
+        return;
+      }
       const uint32_t k = kswapd_kick.load(std::memory_order_seq_cst);
-      if (reclaim_room() < kswapd_low_room()) break;  // its load of resident is seq_cst
-      futex_wait(&kswapd_kick, k);
+      // Its load of resident is seq_cst.
+      if (opts.background_reclaim && reclaim_room() < kswapd_low_room()) break;
+      kswapd_sleep(k);
     }
     kswapd_idle.store(false, std::memory_order_relaxed);
     // Up to the high watermark, a pass per hold of map_lock: a program's mmap or munmap waits
@@ -73,15 +85,62 @@ void pager::impl::kswapd_loop() noexcept {
   }
 }
 
+void pager::impl::kswapd_sleep(uint32_t k) noexcept {
+  futex_waiter w[2] = {{&kswapd_kick, k, false}, {}};
+  bool requested = false;
+  if (kswapd_listens.load(std::memory_order_relaxed)) {
+    job_ref jr(*this);
+    if (jr) {
+      // The word before the request: a kick between the two makes the wait return at once
+      // (job::kick_kswapd). The word is in the segment, which stays mapped while the pager
+      // holds the job; the ref is dropped before the wait, which leave_job waits for.
+      const std::atomic<uint32_t>* word = jr->kswapd_word(jslot);
+      w[1] = {word, word->load(std::memory_order_seq_cst), true};
+      jr->set_kswapd_listening(jslot, true);
+      requested = jr->has_reclaim_request(jslot);
+    }
+  }
+  if (requested) {
+    map_read_guard g(map_lock, this);
+    if (job_ref jr(*this); jr) serve_job_request_locked(*jr);
+    return;
+  }
+  if (!w[1].word) {
+    futex_wait(&kswapd_kick, k);
+    return;
+  }
+  if (futex_wait_any(w)) return;
+  // No futex_waitv here (an old kernel, a sandbox's filter): requests for room come as the
+  // job's signal, as to a member without this thread.
+  kswapd_listens.store(false, std::memory_order_relaxed);
+  kswapd_stop_listening();
+}
+
+void pager::impl::kswapd_stop_listening() noexcept {
+  if (job_ref jr(*this); jr) jr->set_kswapd_listening(jslot, false);
+}
+
 void pager::impl::start_kswapd() noexcept {
-  if (!opts.background_reclaim || background_ended.load(std::memory_order_relaxed) ||
-      kswapd_on.load(std::memory_order_relaxed))
+  if (opts.background_reclaim) start_kswapd_thread();
+}
+
+void pager::impl::start_kswapd_thread() noexcept {
+  if (background_ended.load(std::memory_order_relaxed) || kswapd_on.load(std::memory_order_relaxed))
     return;
   kswapd_stop.store(false, std::memory_order_relaxed);
   kswapd_idle.store(true, std::memory_order_relaxed);
   // Without a thread, faults reclaim for themselves, as without background reclaim.
   if (start_background_thread(kswapd, &impl::kswapd_loop))
     kswapd_on.store(true, std::memory_order_release);
+}
+
+const std::atomic<bool>& pager::kswapd_wanted() const noexcept { return impl_->kswapd_wanted; }
+
+void pager::start_wanted_threads() noexcept {
+  impl& m = *impl_;
+  if (pager_depth() != 0 || m.detached()) return;
+  if (!m.kswapd_wanted.exchange(false, std::memory_order_relaxed)) return;
+  m.start_kswapd_thread();
 }
 
 bool pager::impl::start_background_thread(std::thread& t, void (impl::*loop)() noexcept) noexcept {

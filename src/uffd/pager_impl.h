@@ -345,7 +345,7 @@ struct pager::impl {
   // The job's fair share when this member last published (job::fair_share): a charge wakes
   // background reclaim only at or above it.
   std::atomic<uint64_t> job_fair_pages{0};
-  std::atomic<uint64_t> job_requests_served{0}, job_waits{0};
+  std::atomic<uint64_t> job_requests_served{0}, job_signals{0}, job_waits{0};
   // When a wait for room last came back empty-handed (coarse ns): for a second after, a full job
   // means evicting this pager's own pages, not waiting again at every fault.
   std::atomic<uint64_t> job_wait_failed_ns{0};
@@ -375,7 +375,8 @@ struct pager::impl {
   // Dekker between a charge (resident, then kswapd_idle) and the thread going to sleep
   // (kswapd_idle, then resident), every access sequentially consistent (the charge's update of
   // resident included: on x86 a lock cmpxchg either way; TSan has no fences), means no charge
-  // that leaves the room low is missed. kswapd_on: the thread runs in this process.
+  // that leaves the room low is missed. kswapd_on: the thread runs in this process. In a job the
+  // thread runs without background reclaim too, to serve the others' requests for room only.
   std::thread kswapd;
   std::atomic<bool> kswapd_on{false};
   std::atomic<bool> kswapd_stop{false};
@@ -383,6 +384,12 @@ struct pager::impl {
   // stop_background_reclaim() ran: neither this thread nor the pool worker starts again here.
   std::atomic<bool> background_ended{false};
   std::atomic<uint32_t> kswapd_kick{0};
+  // In a job the thread also listens on its slot's word for requests (kswapd.cc); false once
+  // futex_waitv failed here, and requests then come by signal.
+  std::atomic<bool> kswapd_listens{true};
+  // A member without the thread now holds enough to be asked for room (want_kswapd): the shim
+  // starts it at its next safe point (pager::start_wanted_threads).
+  std::atomic<bool> kswapd_wanted{false};
   // Backing blocks retained for the child of the last fork, and the job slot reserved for it,
   // until fork() returned (fork_returned): released if the fork failed.
   std::vector<uint64_t> fork_blocks;
@@ -544,14 +551,33 @@ struct pager::impl {
   void stop_pool_worker() noexcept;
   void pool_worker_loop() noexcept;
   void kick_pool_worker() noexcept;
-  // Background reclaim's life (kswapd.cc): started by create and in a forked child, stopped by
-  // the destructor and stop_background_reclaim; a child forgets the parent's thread.
+  // Background reclaim's life (kswapd.cc): started by create, join_job and in a forked child,
+  // stopped by the destructor and stop_background_reclaim; a child forgets the parent's thread.
   void start_kswapd() noexcept;
   // Starts `t` running `loop` with the program's asynchronous signals blocked, and returns once
   // it runs (false: no thread could be made). For kswapd and the pool worker.
   bool start_background_thread(std::thread& t, void (impl::*loop)() noexcept) noexcept;
   void stop_kswapd() noexcept;
   void kswapd_loop() noexcept;
+  // Sleeps until kicked (kswapd_kick read as k) or, in a job, asked for room; serves a request
+  // it finds first.
+  void kswapd_sleep(uint32_t k) noexcept;
+  // The slot no longer has a listener: requests for room come by signal.
+  void kswapd_stop_listening() noexcept;
+  // Starts the thread unless it runs or background reclaim ended (kswapd.cc).
+  void start_kswapd_thread() noexcept;
+  // In a job without background reclaim: asks for the thread once this member's reservation
+  // passes a sixteenth of the job's limit (the short-lived processes of a build never do, and
+  // save its creation), and futex_waitv works here.
+  void want_kswapd(const job& j) noexcept {
+    if (opts.background_reclaim || kswapd_on.load(std::memory_order_relaxed) ||
+        kswapd_wanted.load(std::memory_order_relaxed) ||
+        !kswapd_listens.load(std::memory_order_relaxed) ||
+        background_ended.load(std::memory_order_relaxed))
+      return;
+    if (reserved.load(std::memory_order_relaxed) > j.limit_pages() / 16)
+      kswapd_wanted.store(true, std::memory_order_relaxed);
+  }
   // The watermarks, in pages of room under the allowance (see background_reclaim).
   uint64_t kswapd_low_room() const noexcept {
     return std::min<uint64_t>(2 * uint64_t{reclaim_pass}, limit_pages / 32);
@@ -567,7 +593,9 @@ struct pager::impl {
   // After a charge that left `room` pages (fault.cc): wakes the thread if that is under the low
   // watermark and it sleeps.
   void note_room(uint64_t room) noexcept {
-    if (room >= kswapd_low_room() || !kswapd_on.load(std::memory_order_relaxed)) return;
+    if (room >= kswapd_low_room() || !opts.background_reclaim ||
+        !kswapd_on.load(std::memory_order_relaxed))
+      return;
     // After the charge's seq_cst update of resident (see above).
     if (kswapd_idle.load(std::memory_order_seq_cst)) wake_kswapd();
   }

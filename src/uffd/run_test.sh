@@ -540,7 +540,7 @@ faultinject)
 job)
   # One limit for the tree: every process's pages read back (the program checks), the job's
   # charge never passed the limit by more than one reclaim pass, nothing was mapped above it.
-  prog=$3 mode=$4 limit_arg=32M pool_args=()
+  prog=$3 mode=$4 limit_arg=32M pool_args=() inject=
   # forkwb's backing file is small enough that the blocks its parent frees are handed out again
   # while the child still reads them (a child whose blocks were not held for it reads the new
   # data: a checksum mismatch, SIGBUS).
@@ -551,10 +551,15 @@ job)
   forkwb) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 192M) ;;
   poolnbd) start_nbdkit $(((512 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
   forkwbnbd) start_nbdkit $(((192 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
+  # hogsignal: hog, with every member's futex_waitv failing as on a kernel without it: no
+  # reclaim thread listens, and the idle member must be asked with the job's signal.
+  hogsignal) inject=futex_waitv:1+ ;;
   esac
   mode=${mode%nbd}
+  signal_path=0
+  [ "$mode" = hogsignal ] && signal_path=1 && mode=hog
   "$prog" "$mode" >"$tmp/plain.out" 2>&1 || fail "the program alone failed: $(cat "$tmp/plain.out")"
-  "$uswap" run --limit "$limit_arg" ${pool_args[@]+"${pool_args[@]}"} --json -- "$prog" "$mode" >"$tmp/paged.out" 2>"$tmp/paged.err"
+  USWAP_FAIL_INJECT=$inject "$uswap" run --limit "$limit_arg" ${pool_args[@]+"${pool_args[@]}"} --json -- "$prog" "$mode" >"$tmp/paged.out" 2>"$tmp/paged.err"
   rc=$?
   [ $rc -eq 0 ] || fail "under uswap run it exited $rc: $(cat "$tmp/paged.out" "$tmp/paged.err")"
   json=$(tail -n 1 "$tmp/paged.err")
@@ -577,8 +582,24 @@ job)
     # The hog (the child, the higher pid) faults nothing after filling its memory: it swaps out
     # only by serving the other's requests for room while it sits in read(2).
     [ "$(jq .job.reclaim_requests <<<"$json")" -gt 0 ] || fail "nobody asked the hog for room"
-    hog_outs=$(jq '[.processes[] | select(.event == "exit")] | max_by(.pid) | .swap_outs' <<<"$json")
-    [ "${hog_outs:-0}" -gt 0 ] || fail "the idle hog kept all its pages: the other process evicted its own" ;;
+    hog=$(jq -c '[.processes[] | select(.event == "exit")] | max_by(.pid)' <<<"$json")
+    [ "$(jq .swap_outs <<<"$hog")" -gt 0 ] || fail "the idle hog kept all its pages: the other process evicted its own"
+    [ "$(jq .job_requests_served <<<"$hog")" -gt 0 ] || fail "the hog served no request: $hog"
+    # The hog made no call after filling its memory that would start its thread for requests
+    # (a malloc, a poll): the job's signal served them, read(2) restarting after it. Where no
+    # thread can listen (hogsignal) the same holds whatever the program calls.
+    [ $signal_path = 0 ] || [ "$(jq .job_signals <<<"$hog")" -gt 0 ] || fail "no signal reached the hog: $hog" ;;
+  eventloop)
+    # The hog, idle in epoll_wait and then in poll (no timeouts), gave room both times (the
+    # program checked that neither call failed): its thread for requests, started as it entered
+    # epoll_wait, served them. No signal may reach a thread in those calls; one may while the
+    # thread starts (the hog then runs), so at least one request was the thread's.
+    [ "$(jq .job.reclaim_requests <<<"$json")" -gt 0 ] || fail "nobody asked the hog for room"
+    hog=$(jq -c '[.processes[] | select(.event == "exit")] | max_by(.pid)' <<<"$json")
+    [ "$(jq .job_requests_served <<<"$hog")" -ge 2 ] || fail "the hog served fewer than 2 requests: $hog"
+    [ "$(jq .swap_outs <<<"$hog")" -gt 0 ] || fail "the idle hog kept all its pages: $hog"
+    [ "$(jq '.job_requests_served - .job_signals' <<<"$hog")" -ge 1 ] ||
+      fail "the hog's thread served no request: $hog" ;;
   pool | forkwb)
     # The pools stayed at --pool-limit: resident + pools within the limits (+ a pass of
     # compressed pages in flight), the rest went to the backing file and came back intact (the

@@ -47,8 +47,9 @@ enum class fault_point : uint8_t {
   pager_meta,      // uffd: a pager's per-page tables (ptes, handles, LRU links) at create
   pager_arena,     // uffd: the pager's arena reservation at create
   pager_map,       // uffd: room for a new mapping in the arena (map, map_fixed, remap's move)
+  futex_waitv,     // sync: futex_wait_any's futex_waitv, refused as by a kernel without it
 };
-inline constexpr unsigned nr_fault_points = 12;
+inline constexpr unsigned nr_fault_points = 13;
 
 inline constexpr enum_name<fault_point> fault_point_names[] = {
     {fault_point::zs_malloc_page, "zs_malloc_page"},
@@ -62,7 +63,8 @@ inline constexpr enum_name<fault_point> fault_point_names[] = {
     {fault_point::cluster_info, "cluster_info"},
     {fault_point::pager_meta, "pager_meta"},
     {fault_point::pager_arena, "pager_arena"},
-    {fault_point::pager_map, "pager_map"}};
+    {fault_point::pager_map, "pager_map"},
+    {fault_point::futex_waitv, "futex_waitv"}};
 static_assert(valid_table(fault_point_names));
 static_assert(std::size(fault_point_names) == nr_fault_points);
 

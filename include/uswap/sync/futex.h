@@ -6,13 +6,19 @@
 // the same half. libstdc++'s std::atomic<T>::wait would only use the futex for 4-byte T, and
 // cannot wait on half of a 64-bit atomic at all.
 //
+// The plain pair is process-private (FUTEX_PRIVATE_FLAG): every lock of the sync layer lives in one
+// process. A word in memory that several processes map (a job's segment) is waited on with
+// futex_wait_any's `shared` and woken with futex_wake_shared.
+//
 // Thread-safety: the functions are the kernel's; any thread may call them on any word.
-// futex_wait may return spuriously (signal, value already changed): callers re-check in a loop.
+// futex_wait and futex_wait_any may return spuriously (signal, value already changed): callers
+// re-check in a loop.
 #pragma once
 
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <span>
 
 namespace uswap {
 
@@ -21,6 +27,20 @@ namespace uswap {
 void futex_wait(const std::atomic<uint32_t>* word, uint32_t expected) noexcept;
 // Wakes up to `count` threads sleeping in futex_wait on `word`; returns how many were woken.
 int futex_wake(const std::atomic<uint32_t>* word, int count) noexcept;
+
+// One word of a futex_wait_any: sleep while *word == expected; `shared`: the word may be woken
+// from another process (futex_wake_shared).
+struct futex_waiter {
+  const std::atomic<uint32_t>* word = nullptr;
+  uint32_t expected = 0;
+  bool shared = false;
+};
+// Sleeps until one of the words is woken or differs (futex_waitv, Linux 5.16). False, at once,
+// when the kernel has no futex_waitv or a seccomp filter refuses it: the caller must wait
+// another way. True otherwise, spurious returns included.
+bool futex_wait_any(std::span<const futex_waiter> words) noexcept;
+// futex_wake for a word other processes map too: wakes waiters of any process.
+int futex_wake_shared(const std::atomic<uint32_t>* word, int count) noexcept;
 
 // The 32-bit half of a 64-bit atomic word that holds bit `bit` (0..63), to park on.
 inline const std::atomic<uint32_t>* futex_word_of(const std::atomic<uint64_t>& word,

@@ -12,9 +12,10 @@
 //
 // Pressure: a member that cannot get a batch evicts its own pages, unless it holds less than
 // its fair share (limit / live members) while another member holds more: then it asks the
-// member with the largest usage to reclaim (reclaim_request; the pager of that member serves it
-// at its next fault, or from a signal when it is idle in a system call, see request_reclaim)
-// and waits a bounded time for room.
+// member with the largest usage to reclaim (reclaim_request) and waits a bounded time for room.
+// The member's reclaim thread serves the request at once (kick_kswapd wakes it through a futex
+// in the segment); a member without one serves it at its next fault, or from a signal when it
+// is idle in a system call that the signal cannot disturb (job_member.cc, quiet_to_interrupt).
 //
 // fork: a member about to fork reserves its child's share (the copy of its resident pages) in a
 // slot of its own (reserve_for_child), evicting first what would not fit and lending the child
@@ -248,6 +249,12 @@ class job {
   // clears it (so a busy member gets one signal, not one per request).
   bool mark_signalled(unsigned slot) noexcept;
   void clear_signalled(unsigned slot) noexcept;
+  // The member's reclaim thread: the word it sleeps on (a futex shared between processes) and
+  // whether it is listening there. kick_kswapd wakes it after a request; false when nobody
+  // listens (the requester then signals the member). A slot starts not listening.
+  const std::atomic<uint32_t>* kswapd_word(unsigned slot) const noexcept;
+  void set_kswapd_listening(unsigned slot, bool on) noexcept;
+  bool kick_kswapd(unsigned slot) noexcept;
 
   // --- Statistics.
   void publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_t now_ns) noexcept;

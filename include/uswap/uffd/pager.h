@@ -66,6 +66,9 @@
 // fault over the limit does, under map_lock for reading, and blocks every asynchronous signal.
 // unshare(CLONE_NEWUSER) and setns() into a user namespace need a single-threaded process:
 // stop_background_reclaim() ends the thread for good (faults reclaim for themselves after it).
+// In a job the thread also serves the other members' requests for room; without background
+// reclaim a member gets it for that alone, once it holds more than a sixteenth of the job's
+// limit (kswapd_wanted, start_wanted_threads).
 //
 // Thread-safety: every member may be called from any thread. Faults take the arena's map_lock
 // for reading (the kernel's mmap_lock), map / map_fixed / unmap / protect / remap for writing;
@@ -251,9 +254,11 @@ struct pager_stats {
                                      // TLB flush: an IPI to every other CPU running the program)
   uint64_t forks = 0;                // fork()s this pager was copied by (the parent's count)
   // In a job (join_job): pages reserved from it now, the reclaim requests this member served
+  // (job_signals of them from the job's signal, the rest at a fault or by the reclaim thread)
   // and the times it waited for another member to make room.
   uint64_t job_reserved_pages = 0;
   uint64_t job_requests_served = 0;
+  uint64_t job_signals = 0;
   uint64_t job_waits = 0;
   // The swap device now.
   uint64_t swap_pages_used = 0;      // slots in use
@@ -371,6 +376,13 @@ class pager {
   // job's behalf); from pager code it only notes the request for the next fault. Async-signal-
   // safe for a thread outside pager code whose compression stream exists (see the shim).
   void serve_job_request() noexcept;
+  // In a job without background reclaim, a member that holds enough to be asked for room gets a
+  // thread to serve the others' requests (kswapd.cc); it is made outside pager code, by
+  // start_wanted_threads, once kswapd_wanted() says so (one relaxed load for the shim's hot
+  // paths). Not from a signal handler or with a lock held that thread creation needs (the shim
+  // calls it from the program's malloc).
+  const std::atomic<bool>& kswapd_wanted() const noexcept;
+  void start_wanted_threads() noexcept;
   // Makes the calling thread's compression stream and swap slot number now (by storing and
   // releasing one page), so that evicting on this thread later allocates nothing.
   void warm_up() noexcept;

@@ -102,7 +102,9 @@ void* move_to_mimalloc(void* p, size_t n) noexcept {
 using namespace uswap::shim;
 
 USWAP_EXPORT void* malloc(size_t n) {
-  return to_mimalloc(USWAP_CALLER) ? mi_malloc(n) : __libc_malloc(n);
+  if (!to_mimalloc(USWAP_CALLER)) return __libc_malloc(n);
+  start_wanted_threads();
+  return mi_malloc(n);
 }
 
 USWAP_EXPORT void free(void* p) {

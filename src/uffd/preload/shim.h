@@ -69,6 +69,7 @@ struct shim_state {
   // reclaim requests come with; none: nullptr, 0.
   std::shared_ptr<uswap::job>* job = nullptr;  // never destroyed, as owner
   int job_signal = 0;
+  const std::atomic<bool>* kswapd_wanted = nullptr;  // pager::kswapd_wanted, set before `ready`
 };
 extern shim_state g;
 
@@ -86,6 +87,13 @@ inline bool in_pager_code() noexcept { return uswap::pager_depth() != 0; }
 inline bool ready() noexcept { return g.ready.load(std::memory_order_acquire); }
 // Routing applies: the shim is configured and the caller is the program, not pager code.
 inline bool active() noexcept { return ready() && !in_pager_code(); }
+// The pager's threads it asked for (pager::start_wanted_threads), made from the program's own
+// malloc calls (not the loader's, which may hold its TLS lock), where creating a thread is
+// safe: outside a signal handler (malloc is not async-signal-safe) and outside pager code.
+inline void start_wanted_threads() noexcept {
+  if (g.kswapd_wanted && g.kswapd_wanted->load(std::memory_order_relaxed)) [[unlikely]]
+    if (active()) g.pg->start_wanted_threads();
+}
 inline bool in_arena(const void* p) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   return ready() && a >= g.arena_lo && a < g.arena_hi;

@@ -11,6 +11,8 @@
 // nothing a posix_spawn child touches lies in the arena.
 // A SIGBUS a program sends itself (kill, raise) has si_code <= 0 and goes to the program's
 // handler; so does a fault on memory that is not the pager's.
+// The waits of an event loop (poll, select, epoll_wait and their variants) are where a job
+// member that holds much becomes idle: its thread for the others' requests starts there.
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
@@ -186,6 +188,7 @@ USWAP_EXPORT int ppoll(struct pollfd* fds, nfds_t n, const struct timespec* tmo,
                        const sigset_t* mask) {
   static auto real = next_fn<int (*)(struct pollfd*, nfds_t, const struct timespec*,
                                      const sigset_t*)>("ppoll");
+  start_wanted_threads();
   sigset_t copy;
   return real(fds, n, tmo, without_pager_signals(mask, &copy));
 }
@@ -194,6 +197,7 @@ USWAP_EXPORT int pselect(int n, fd_set* r, fd_set* w, fd_set* e, const struct ti
                          const sigset_t* mask) {
   static auto real = next_fn<int (*)(int, fd_set*, fd_set*, fd_set*, const struct timespec*,
                                      const sigset_t*)>("pselect");
+  start_wanted_threads();
   sigset_t copy;
   return real(n, r, w, e, tmo, without_pager_signals(mask, &copy));
 }
@@ -202,6 +206,7 @@ USWAP_EXPORT int epoll_pwait(int fd, struct epoll_event* ev, int max, int timeou
                              const sigset_t* mask) {
   static auto real =
       next_fn<int (*)(int, struct epoll_event*, int, int, const sigset_t*)>("epoll_pwait");
+  start_wanted_threads();
   sigset_t copy;
   return real(fd, ev, max, timeout, without_pager_signals(mask, &copy));
 }
@@ -210,8 +215,31 @@ USWAP_EXPORT int epoll_pwait2(int fd, struct epoll_event* ev, int max, const str
                               const sigset_t* mask) {
   static auto real = next_fn<int (*)(int, struct epoll_event*, int, const struct timespec*,
                                      const sigset_t*)>("epoll_pwait2");
+  start_wanted_threads();
   sigset_t copy;
   return real(fd, ev, max, tmo, without_pager_signals(mask, &copy));
+}
+
+// A program about to wait for events (an event loop, idle until a request or a timer) may sit
+// there while other members of its job need room: the pager's thread that serves their requests
+// starts here if it is wanted (shim.h, start_wanted_threads), as in the variants above. No
+// signal can ask a thread in these calls: it would fail them with EINTR.
+USWAP_EXPORT int epoll_wait(int fd, struct epoll_event* ev, int max, int timeout) {
+  static auto real = next_fn<int (*)(int, struct epoll_event*, int, int)>("epoll_wait");
+  start_wanted_threads();
+  return real(fd, ev, max, timeout);
+}
+
+USWAP_EXPORT int poll(struct pollfd* fds, nfds_t n, int timeout) {
+  static auto real = next_fn<int (*)(struct pollfd*, nfds_t, int)>("poll");
+  start_wanted_threads();
+  return real(fds, n, timeout);
+}
+
+USWAP_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* tmo) {
+  static auto real = next_fn<int (*)(int, fd_set*, fd_set*, fd_set*, struct timeval*)>("select");
+  start_wanted_threads();
+  return real(n, r, w, e, tmo);
 }
 
 namespace {
