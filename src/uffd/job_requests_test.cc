@@ -82,8 +82,10 @@ uint64_t mismatches(const uint8_t* mem, uint64_t n, uint64_t v) {
 TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   two_members m;
   ASSERT_TRUE(m.j && m.a && m.b);
+  ASSERT_TRUE(m.b->join_job(m.j).ok());
   ASSERT_TRUE(m.a->join_job(m.j).ok());
-  // A fills three quarters of the limit: more than a sixteenth, so it wants its thread.
+  // A fills three quarters of the limit: more than a sixteenth, with another member to ask it,
+  // so it wants its thread.
   constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
   auto ma = m.a->map(a_pages * page_size);
   ASSERT_TRUE(ma.ok()) << ma.error().to_string();
@@ -97,7 +99,6 @@ TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
 
   // B's three threads fill as much while nothing of A's runs but its thread: under its fair
   // share, B asks A for room, and only A's thread can give it (A never faults meanwhile).
-  ASSERT_TRUE(m.b->join_job(m.j).ok());
   constexpr uint64_t b_pages = a_pages;
   auto mb = m.b->map(b_pages * page_size);
   ASSERT_TRUE(mb.ok()) << mb.error().to_string();
@@ -143,11 +144,28 @@ TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   ASSERT_TRUE(m.b->unmap(b, b_pages * page_size).ok());
 }
 
+// A member alone in its job has nobody to ask it for room: however much it holds, it never
+// wants the thread (a single program under uswap run stays as threaded as it was).
+TEST(JobRequests, AMemberAloneNeverWantsTheThread) {
+  two_members m;
+  ASSERT_TRUE(m.j && m.a);
+  ASSERT_TRUE(m.a->join_job(m.j).ok());
+  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
+  auto ma = m.a->map(a_pages * page_size);
+  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
+  auto* a = static_cast<uint8_t*>(*ma);
+  fill_from(a, a_pages, 1, 2);
+  EXPECT_FALSE(m.a->kswapd_wanted().load());
+  EXPECT_EQ(mismatches(a, a_pages, 1), 0u);
+  ASSERT_TRUE(m.a->unmap(a, a_pages * page_size).ok());
+}
+
 // Where the thread cannot listen (no futex_waitv: an old kernel, a sandbox's filter), it leaves
 // requests to the job's signal: it serves none, and the idle member is signalled instead.
 TEST(JobRequests, WithoutFutexWaitvTheThreadLeavesRequestsToTheSignal) {
   two_members m;
   ASSERT_TRUE(m.j && m.a && m.b);
+  ASSERT_TRUE(m.b->join_job(m.j).ok());
   ASSERT_TRUE(m.a->join_job(m.j).ok());
   constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
   auto ma = m.a->map(a_pages * page_size);
@@ -155,9 +173,9 @@ TEST(JobRequests, WithoutFutexWaitvTheThreadLeavesRequestsToTheSignal) {
   auto* a = static_cast<uint8_t*>(*ma);
   fill_from(a, a_pages, 1, 1);
   fault_inject_arm(fault_point::futex_waitv, 1, ENOSYS, fault_inject_forever);
+  EXPECT_TRUE(m.a->kswapd_wanted().load());
   m.a->start_wanted_threads();
   const int seen0 = job_signals_seen.load();
-  ASSERT_TRUE(m.b->join_job(m.j).ok());
   auto mb = m.b->map(a_pages * page_size);
   ASSERT_TRUE(mb.ok()) << mb.error().to_string();
   auto* b = static_cast<uint8_t*>(*mb);

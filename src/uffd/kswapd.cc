@@ -15,6 +15,7 @@
 // nothing else (it never evicts ahead of the faults), and a member gets it only once it holds
 // enough to be asked (want_kswapd): making a thread costs a short-lived process of a build
 // about as much as the rest of its pager's start.
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 
@@ -125,13 +126,17 @@ void pager::impl::start_kswapd() noexcept {
 }
 
 void pager::impl::start_kswapd_thread() noexcept {
-  if (background_ended.load(std::memory_order_relaxed) || kswapd_on.load(std::memory_order_relaxed))
-    return;
+  if (background_ended.load(std::memory_order_relaxed)) return;
+  // One starter: the program's threads may all come here at once (start_wanted_threads), and
+  // the std::thread may be assigned only once.
+  if (kswapd_claimed.exchange(true, std::memory_order_acq_rel)) return;
   kswapd_stop.store(false, std::memory_order_relaxed);
   kswapd_idle.store(true, std::memory_order_relaxed);
   // Without a thread, faults reclaim for themselves, as without background reclaim.
   if (start_background_thread(kswapd, &impl::kswapd_loop))
     kswapd_on.store(true, std::memory_order_release);
+  else
+    kswapd_claimed.store(false, std::memory_order_release);
 }
 
 const std::atomic<bool>& pager::kswapd_wanted() const noexcept { return impl_->kswapd_wanted; }
@@ -171,12 +176,17 @@ bool pager::impl::start_background_thread(std::thread& t, void (impl::*loop)() n
 }
 
 void pager::impl::stop_kswapd() noexcept {
+  // A start in progress on another thread finishes first, so that its thread is joined here
+  // (a stop that has taken kswapd_on clears the claim once it joined).
+  while (kswapd_claimed.load(std::memory_order_acquire) && !kswapd_on.load(std::memory_order_acquire))
+    sched_yield();
   // One caller joins: the exchange makes a second one (and note_room) see it off.
   if (!kswapd_on.exchange(false, std::memory_order_acq_rel)) return;
   kswapd_stop.store(true, std::memory_order_seq_cst);
   kswapd_kick.fetch_add(1, std::memory_order_seq_cst);
   futex_wake(&kswapd_kick, 1);
   kswapd.join();
+  kswapd_claimed.store(false, std::memory_order_release);
 }
 
 void pager::stop_background_reclaim() noexcept {

@@ -136,6 +136,7 @@ void pager::impl::forget_handlers() noexcept {
   pool_worker_on.store(false, std::memory_order_relaxed);
   new (&kswapd) std::thread();
   kswapd_on.store(false, std::memory_order_relaxed);
+  kswapd_claimed.store(false, std::memory_order_relaxed);
 }
 
 pager::impl::~impl() {

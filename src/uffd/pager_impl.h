@@ -379,6 +379,9 @@ struct pager::impl {
   // thread runs without background reclaim too, to serve the others' requests for room only.
   std::thread kswapd;
   std::atomic<bool> kswapd_on{false};
+  // A thread of this process claimed the start (start_kswapd_thread): set before kswapd_on, and
+  // cleared only if no thread could be made, or for a forked child.
+  std::atomic<bool> kswapd_claimed{false};
   std::atomic<bool> kswapd_stop{false};
   std::atomic<bool> kswapd_idle{true};
   // stop_background_reclaim() ran: neither this thread nor the pool worker starts again here.
@@ -568,14 +571,17 @@ struct pager::impl {
   void start_kswapd_thread() noexcept;
   // In a job without background reclaim: asks for the thread once this member's reservation
   // passes a sixteenth of the job's limit (the short-lived processes of a build never do, and
-  // save its creation), and futex_waitv works here.
+  // save its creation) while it has company to ask it (its last published fair share is under
+  // the limit: a job of one process never makes the thread), and futex_waitv works here.
   void want_kswapd(const job& j) noexcept {
-    if (opts.background_reclaim || kswapd_on.load(std::memory_order_relaxed) ||
+    if (opts.background_reclaim || kswapd_claimed.load(std::memory_order_relaxed) ||
         kswapd_wanted.load(std::memory_order_relaxed) ||
         !kswapd_listens.load(std::memory_order_relaxed) ||
         background_ended.load(std::memory_order_relaxed))
       return;
-    if (reserved.load(std::memory_order_relaxed) > j.limit_pages() / 16)
+    const uint64_t limit = j.limit_pages();
+    if (reserved.load(std::memory_order_relaxed) > limit / 16 &&
+        job_fair_pages.load(std::memory_order_relaxed) < limit)
       kswapd_wanted.store(true, std::memory_order_relaxed);
   }
   // The watermarks, in pages of room under the allowance (see background_reclaim).

@@ -68,7 +68,7 @@
 // stop_background_reclaim() ends the thread for good (faults reclaim for themselves after it).
 // In a job the thread also serves the other members' requests for room; without background
 // reclaim a member gets it for that alone, once it holds more than a sixteenth of the job's
-// limit (kswapd_wanted, start_wanted_threads).
+// limit in a job of more than one process (kswapd_wanted, start_wanted_threads).
 //
 // Thread-safety: every member may be called from any thread. Faults take the arena's map_lock
 // for reading (the kernel's mmap_lock), map / map_fixed / unmap / protect / remap for writing;
