@@ -9,7 +9,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -142,6 +144,54 @@ TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   EXPECT_TRUE(m.b->check_invariants().ok());
   ASSERT_TRUE(m.a->unmap(a, a_pages * page_size).ok());
   ASSERT_TRUE(m.b->unmap(b, b_pages * page_size).ok());
+}
+
+int threads_of_this_process() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// The program's threads all reach the shim's hooks at once while its faults keep charging (and
+// asking for the thread again): exactly one thread is made.
+TEST(JobRequests, ThreadsStartingTheThreadAtOnceMakeOne) {
+  two_members m;
+  ASSERT_TRUE(m.j && m.a && m.b);
+  ASSERT_TRUE(m.b->join_job(m.j).ok());
+  ASSERT_TRUE(m.a->join_job(m.j).ok());
+  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
+  auto ma = m.a->map(a_pages * page_size);
+  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
+  auto* a = static_cast<uint8_t*>(*ma);
+  fill_from(a, a_pages / 2, 1, 1);
+  ASSERT_TRUE(m.a->kswapd_wanted().load());
+  const int before = threads_of_this_process();
+  constexpr unsigned starters = 8, writers = 2;
+  std::atomic<unsigned> ready{0};
+  std::atomic<uint64_t> tried{0};
+  std::vector<std::thread> ts;
+  for (unsigned t = 0; t < starters; ++t)
+    ts.emplace_back([&] {
+      ready.fetch_add(1);
+      while (ready.load() < starters + writers) {
+      }
+      for (int i = 0; i < 1000; ++i, tried.fetch_add(1)) m.a->start_wanted_threads();
+    });
+  for (unsigned t = 0; t < writers; ++t)
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < starters + writers) {
+      }
+      for (uint64_t i = a_pages / 2 + t; i < a_pages; i += writers) fill_page(a + i * page_size, i, 1);
+    });
+  for (std::thread& t : ts) t.join();
+  EXPECT_EQ(tried.load(), uint64_t{starters} * 1000);
+  EXPECT_FALSE(m.a->kswapd_wanted().load());
+  EXPECT_EQ(threads_of_this_process(), before + 1) << "not exactly one thread was made";
+  EXPECT_EQ(mismatches(a, a_pages, 1), 0u);
+  ASSERT_TRUE(m.a->unmap(a, a_pages * page_size).ok());
 }
 
 // A member alone in its job has nobody to ask it for room: however much it holds, it never
