@@ -288,6 +288,10 @@ void pager::fork_returned(bool child_created) noexcept {
   }
   m.fork_blocks.clear();
   m.fork_child_slot = -1;
+  // A member that grew alone has company now (its child, in the job from its first
+  // instruction): it may be asked for room from here on, idle or not.
+  if (child_created)
+    if (job_ref jr(m); jr) m.want_kswapd(*jr, true);
 }
 void pager::after_fork_parent() noexcept { impl_->after_fork_parent(); }
 status pager::after_fork_child() noexcept { return impl_->after_fork_child(); }

@@ -5,6 +5,8 @@
 // of both reads back as written, and the job's charge never passes its limit.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -23,7 +25,11 @@
 #if defined(USWAP_TSAN)
 // report_signal_unsafe=0: see region_concurrency_test.cc (a SIGBUS raised by an access to pager
 // memory never interrupts malloc).
-extern "C" const char* __tsan_default_options() { return "report_signal_unsafe=0"; }
+// die_after_fork=0: a test forks with the pager's threads running (fork_test.cc says why that is
+// safe here).
+extern "C" const char* __tsan_default_options() {
+  return "report_signal_unsafe=0 die_after_fork=0";
+}
 #endif
 
 namespace uswap {
@@ -206,6 +212,30 @@ TEST(JobRequests, AMemberAloneNeverWantsTheThread) {
   auto* a = static_cast<uint8_t*>(*ma);
   fill_from(a, a_pages, 1, 2);
   EXPECT_FALSE(m.a->kswapd_wanted().load());
+  EXPECT_EQ(mismatches(a, a_pages, 1), 0u);
+  ASSERT_TRUE(m.a->unmap(a, a_pages * page_size).ok());
+}
+
+// A member that grew alone gets company by forking (its child is in the job from its first
+// instruction): from then on it wants the thread.
+TEST(JobRequests, AMemberThatForksWantsTheThread) {
+  two_members m;
+  ASSERT_TRUE(m.j && m.a);
+  ASSERT_TRUE(m.a->join_job(m.j).ok());
+  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
+  auto ma = m.a->map(a_pages * page_size);
+  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
+  auto* a = static_cast<uint8_t*>(*ma);
+  fill_from(a, a_pages, 1, 1);
+  ASSERT_FALSE(m.a->kswapd_wanted().load());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(mismatches(a, a_pages, 1) == 0 ? 0 : 1);
+  m.a->fork_returned(true);  // as the shim's fork() does once the parent is back
+  EXPECT_TRUE(m.a->kswapd_wanted().load());
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the child read its copy wrong";
   EXPECT_EQ(mismatches(a, a_pages, 1), 0u);
   ASSERT_TRUE(m.a->unmap(a, a_pages * page_size).ok());
 }

@@ -572,8 +572,9 @@ struct pager::impl {
   // In a job without background reclaim: asks for the thread once this member's reservation
   // passes a sixteenth of the job's limit (the short-lived processes of a build never do, and
   // save its creation) while it has company to ask it (its last published fair share is under
-  // the limit: a job of one process never makes the thread), and futex_waitv works here.
-  void want_kswapd(const job& j) noexcept {
+  // the limit, or `company`: it just forked; a job of one process never makes the thread), and
+  // futex_waitv works here.
+  void want_kswapd(const job& j, bool company = false) noexcept {
     if (opts.background_reclaim || kswapd_claimed.load(std::memory_order_relaxed) ||
         kswapd_wanted.load(std::memory_order_relaxed) ||
         !kswapd_listens.load(std::memory_order_relaxed) ||
@@ -581,7 +582,7 @@ struct pager::impl {
       return;
     const uint64_t limit = j.limit_pages();
     if (reserved.load(std::memory_order_relaxed) > limit / 16 &&
-        job_fair_pages.load(std::memory_order_relaxed) < limit)
+        (company || job_fair_pages.load(std::memory_order_relaxed) < limit))
       kswapd_wanted.store(true, std::memory_order_relaxed);
   }
   // The watermarks, in pages of room under the allowance (see background_reclaim).
