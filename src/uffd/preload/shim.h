@@ -88,8 +88,9 @@ inline bool ready() noexcept { return g.ready.load(std::memory_order_acquire); }
 // Routing applies: the shim is configured and the caller is the program, not pager code.
 inline bool active() noexcept { return ready() && !in_pager_code(); }
 // The pager's threads it asked for (pager::start_wanted_threads), made from the program's own
-// malloc calls (not the loader's, which may hold its TLS lock), where creating a thread is
-// safe: outside a signal handler (malloc is not async-signal-safe) and outside pager code.
+// malloc calls (not the loader's, which may hold its TLS lock) and event-loop waits (poll,
+// select, epoll_wait: signals.cc), where creating a thread is safe: outside a signal handler
+// (malloc is not async-signal-safe, and nothing waits for events in one) and outside pager code.
 inline void start_wanted_threads() noexcept {
   if (g.kswapd_wanted && g.kswapd_wanted->load(std::memory_order_relaxed)) [[unlikely]]
     if (active()) g.pg->start_wanted_threads();
