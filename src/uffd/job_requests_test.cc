@@ -45,6 +45,8 @@ void count_job_signal(int) { job_signals_seen.fetch_add(1, std::memory_order_rel
 
 struct two_members {
   static constexpr uint64_t limit = 8 * MiB, limit_pages = limit / page_size;
+  // What a member holds in these tests: more than a sixteenth of the limit and its fair share.
+  static constexpr uint64_t held_pages = limit_pages * 3 / 4;
   std::shared_ptr<job> j;
   std::shared_ptr<pager> a, b;
   struct sigaction old {};
@@ -87,6 +89,17 @@ uint64_t mismatches(const uint8_t* mem, uint64_t n, uint64_t v) {
   return bad;
 }
 
+// A new mapping of `pg`, its first `filled` of `pages` written (version v, from `threads`
+// threads); nullptr after recording why it could not be mapped.
+uint8_t* map_filled(pager& pg, uint64_t pages, uint64_t filled, uint64_t v, unsigned threads) {
+  auto m = pg.map(pages * page_size);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? std::string() : m.error().to_string());
+  if (!m.ok()) return nullptr;
+  auto* p = static_cast<uint8_t*>(*m);
+  fill_from(p, filled, v, threads);
+  return p;
+}
+
 TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   two_members m;
   ASSERT_TRUE(m.j && m.a && m.b);
@@ -94,11 +107,9 @@ TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   ASSERT_TRUE(m.a->join_job(m.j).ok());
   // A fills three quarters of the limit: more than a sixteenth, with another member to ask it,
   // so it wants its thread.
-  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
-  auto ma = m.a->map(a_pages * page_size);
-  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
-  auto* a = static_cast<uint8_t*>(*ma);
-  fill_from(a, a_pages, 1, 1);
+  constexpr uint64_t a_pages = two_members::held_pages;
+  uint8_t* a = map_filled(*m.a, a_pages, a_pages, 1, 1);
+  ASSERT_NE(a, nullptr);
   EXPECT_TRUE(m.a->kswapd_wanted().load());
   m.a->start_wanted_threads();
   EXPECT_FALSE(m.a->kswapd_wanted().load()) << "the thread was not started";
@@ -108,10 +119,8 @@ TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   // B's three threads fill as much while nothing of A's runs but its thread: under its fair
   // share, B asks A for room, and only A's thread can give it (A never faults meanwhile).
   constexpr uint64_t b_pages = a_pages;
-  auto mb = m.b->map(b_pages * page_size);
-  ASSERT_TRUE(mb.ok()) << mb.error().to_string();
-  auto* b = static_cast<uint8_t*>(*mb);
-  fill_from(b, b_pages, 2, 3);
+  uint8_t* b = map_filled(*m.b, b_pages, b_pages, 2, 3);
+  ASSERT_NE(b, nullptr);
   const pager_stats a1 = m.a->stats();
   EXPECT_GE(a1.job_requests_served, 1u) << describe(a1);
   EXPECT_GT(a1.swap_outs, 0u) << "A's idle member gave no room: " << describe(a1);
@@ -121,9 +130,8 @@ TEST(JobRequests, AMembersThreadServesThemWhileItsOwnThreadsBlockOrFault) {
   // mapping) and its three threads fill it while two of A's read A's pages back, so that A's
   // thread evicts while A's own faults map and evict the same pages.
   ASSERT_TRUE(m.b->unmap(b, b_pages * page_size).ok());
-  mb = m.b->map(b_pages * page_size);
-  ASSERT_TRUE(mb.ok()) << mb.error().to_string();
-  b = static_cast<uint8_t*>(*mb);
+  b = map_filled(*m.b, b_pages, 0, 3, 3);
+  ASSERT_NE(b, nullptr);
   std::atomic<uint64_t> a_bad{0};
   std::thread ra([&] {
     for (int round = 0; round < 2; ++round) a_bad += mismatches(a, a_pages, 1);
@@ -167,11 +175,9 @@ TEST(JobRequests, ThreadsStartingTheThreadAtOnceMakeOne) {
   ASSERT_TRUE(m.j && m.a && m.b);
   ASSERT_TRUE(m.b->join_job(m.j).ok());
   ASSERT_TRUE(m.a->join_job(m.j).ok());
-  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
-  auto ma = m.a->map(a_pages * page_size);
-  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
-  auto* a = static_cast<uint8_t*>(*ma);
-  fill_from(a, a_pages / 2, 1, 1);
+  constexpr uint64_t a_pages = two_members::held_pages;
+  uint8_t* a = map_filled(*m.a, a_pages, a_pages / 2, 1, 1);
+  ASSERT_NE(a, nullptr);
   ASSERT_TRUE(m.a->kswapd_wanted().load());
   const int before = threads_of_this_process();
   constexpr unsigned starters = 8, writers = 2;
@@ -206,11 +212,9 @@ TEST(JobRequests, AMemberAloneNeverWantsTheThread) {
   two_members m;
   ASSERT_TRUE(m.j && m.a);
   ASSERT_TRUE(m.a->join_job(m.j).ok());
-  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
-  auto ma = m.a->map(a_pages * page_size);
-  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
-  auto* a = static_cast<uint8_t*>(*ma);
-  fill_from(a, a_pages, 1, 2);
+  constexpr uint64_t a_pages = two_members::held_pages;
+  uint8_t* a = map_filled(*m.a, a_pages, a_pages, 1, 2);
+  ASSERT_NE(a, nullptr);
   EXPECT_FALSE(m.a->kswapd_wanted().load());
   EXPECT_EQ(mismatches(a, a_pages, 1), 0u);
   ASSERT_TRUE(m.a->unmap(a, a_pages * page_size).ok());
@@ -222,11 +226,9 @@ TEST(JobRequests, AMemberThatForksWantsTheThread) {
   two_members m;
   ASSERT_TRUE(m.j && m.a);
   ASSERT_TRUE(m.a->join_job(m.j).ok());
-  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
-  auto ma = m.a->map(a_pages * page_size);
-  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
-  auto* a = static_cast<uint8_t*>(*ma);
-  fill_from(a, a_pages, 1, 1);
+  constexpr uint64_t a_pages = two_members::held_pages;
+  uint8_t* a = map_filled(*m.a, a_pages, a_pages, 1, 1);
+  ASSERT_NE(a, nullptr);
   ASSERT_FALSE(m.a->kswapd_wanted().load());
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
@@ -247,19 +249,15 @@ TEST(JobRequests, WithoutFutexWaitvTheThreadLeavesRequestsToTheSignal) {
   ASSERT_TRUE(m.j && m.a && m.b);
   ASSERT_TRUE(m.b->join_job(m.j).ok());
   ASSERT_TRUE(m.a->join_job(m.j).ok());
-  constexpr uint64_t a_pages = two_members::limit_pages * 3 / 4;
-  auto ma = m.a->map(a_pages * page_size);
-  ASSERT_TRUE(ma.ok()) << ma.error().to_string();
-  auto* a = static_cast<uint8_t*>(*ma);
-  fill_from(a, a_pages, 1, 1);
+  constexpr uint64_t a_pages = two_members::held_pages;
+  uint8_t* a = map_filled(*m.a, a_pages, a_pages, 1, 1);
+  ASSERT_NE(a, nullptr);
   fault_inject_arm(fault_point::futex_waitv, 1, ENOSYS, fault_inject_forever);
   EXPECT_TRUE(m.a->kswapd_wanted().load());
   m.a->start_wanted_threads();
   const int seen0 = job_signals_seen.load();
-  auto mb = m.b->map(a_pages * page_size);
-  ASSERT_TRUE(mb.ok()) << mb.error().to_string();
-  auto* b = static_cast<uint8_t*>(*mb);
-  fill_from(b, a_pages, 2, 1);
+  uint8_t* b = map_filled(*m.b, a_pages, a_pages, 2, 1);
+  ASSERT_NE(b, nullptr);
   EXPECT_GE(fault_inject_failures(fault_point::futex_waitv), 1u);
   fault_inject_disarm(fault_point::futex_waitv);
   const pager_stats a1 = m.a->stats();

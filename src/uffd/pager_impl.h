@@ -554,8 +554,9 @@ struct pager::impl {
   void stop_pool_worker() noexcept;
   void pool_worker_loop() noexcept;
   void kick_pool_worker() noexcept;
-  // Background reclaim's life (kswapd.cc): started by create, join_job and in a forked child,
-  // stopped by the destructor and stop_background_reclaim; a child forgets the parent's thread.
+  // Background reclaim's life (kswapd.cc): started by create and in a forked child (without
+  // background reclaim, by pager::start_wanted_threads), stopped by the destructor and
+  // stop_background_reclaim; a child forgets the parent's thread.
   void start_kswapd() noexcept;
   // Starts `t` running `loop` with the program's asynchronous signals blocked, and returns once
   // it runs (false: no thread could be made). For kswapd and the pool worker.
