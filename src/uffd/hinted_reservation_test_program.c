@@ -8,6 +8,10 @@
 //           commits 48 MiB with mprotect, writes and reads it back. Prints a checksum.
 //   near:   LuaJIT's JIT. Maps 64 KiB at hints within reach of its own code (rel32), unmaps any
 //           placement out of reach, runs code written there.
+//   huge:   MariaDB's buffer pool. Reserves 8 TiB PROT_NONE without a hint (more than any
+//           arena), commits 48 MiB at its start with mmap MAP_FIXED and 1 MiB at its end,
+//           writes and reads both back, decommits part of the first with MAP_FIXED PROT_NONE,
+//           then changes, advises and unmaps the whole of it, twice over. Prints a checksum.
 // Exit status 0 and the line, or 1 with the reason.
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -89,10 +93,51 @@ static int near(void) {
   return 1;
 }
 
+static uint64_t fill_and_sum(char* p, size_t len, uint64_t seed) {
+  uint64_t x = seed, sum = 0;
+  for (size_t i = 0; i < len; i += 8) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    memcpy(p + i, &x, 8);
+  }
+  for (size_t i = 0; i < len; i += 8) {
+    uint64_t v;
+    memcpy(&v, p + i, 8);
+    sum = sum * 31 + v;
+  }
+  return sum;
+}
+
+static int huge(void) {
+  const size_t size = 8ul << 40, commit = 48 * MIB, tail = MIB;
+  const int rw = PROT_READ | PROT_WRITE, fixed = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED;
+  uint64_t sum = 0;
+  for (int round = 0; round < 2; ++round) {
+    char* r = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) return perror("mmap 8 TiB PROT_NONE"), 1;
+    if (mmap(r, commit, rw, fixed, -1, 0) != r) return perror("commit the start"), 1;
+    if (madvise(r, commit, MADV_DONTDUMP) != 0) return perror("madvise MADV_DONTDUMP"), 1;
+    char* end = r + size - tail;
+    if (mmap(end, tail, rw, fixed, -1, 0) != end) return perror("commit the end"), 1;
+    sum = sum * 31 + fill_and_sum(r, commit, 88172645463325252ull + round);
+    sum = sum * 31 + fill_and_sum(end, tail, 1234567ull + round);
+    if (mmap(r + commit / 2, commit / 2, PROT_NONE, fixed | MAP_NORESERVE, -1, 0) != r + commit / 2)
+      return perror("decommit"), 1;
+    for (size_t i = 0; i < commit / 2; i += 8) sum = sum * 31 + (unsigned char)r[i];
+    if (mprotect(r, size, PROT_READ) != 0) return perror("mprotect the whole"), 1;
+    for (size_t i = 0; i < tail; i += 4096) sum = sum * 31 + (unsigned char)end[i];
+    if (madvise(r, size, MADV_DONTNEED) != 0) return perror("madvise the whole"), 1;
+    if (r[0] != 0 || end[tail - 1] != 0) return fprintf(stderr, "not zero after DONTNEED\n"), 1;
+    if (munmap(r, size) != 0) return perror("munmap the whole"), 1;
+  }
+  printf("huge: sum %llu\n", (unsigned long long)sum);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "strict") == 0) return strict();
   if (argc == 2 && strcmp(argv[1], "any") == 0) return any();
   if (argc == 2 && strcmp(argv[1], "near") == 0) return near();
-  fprintf(stderr, "usage: %s strict|any|near\n", argv[0]);
+  if (argc == 2 && strcmp(argv[1], "huge") == 0) return huge();
+  fprintf(stderr, "usage: %s strict|any|near|huge\n", argv[0]);
   return 2;
 }

@@ -82,9 +82,12 @@
 // are covered by SECCOMP_FILTER_FLAG_TSYNC); kernel_access_syscall, kernel_access_emulate,
 // kernel_access_get_stats and kernel_access_chain from any thread, and from signal handlers.
 // Invariants: the arena is a power-of-two size >= 4 GiB aligned to itself (the BPF test is a
-// mask and compare on the high 32 bits); the pages just below arena_lo and at arena_hi stay
-// unmapped, so no valid buffer starts outside the arena and runs into it; the trampoline page is
-// outside the arena and never unmapped.
+// mask and compare on the high 32 bits); the page just below arena_lo stays inaccessible, so no
+// valid buffer starts outside the arena and runs into it; the page at arena_hi is inaccessible
+// too unless a reservation placed across the arena's end made it the program's (uswap run's
+// shim): pins clip a buffer to the arena then, and an argument structure the handler copies
+// (an iovec array, a sockaddr) that crosses the end is EFAULT; the trampoline page is outside
+// the arena and never unmapped.
 #pragma once
 
 #include <signal.h>

@@ -433,6 +433,15 @@ PY
     fail "a hinted reservation was not paged: $(tail -c 600 "$tmp/e")"
   [ "$(tail -n 1 "$tmp/e" | jq '.hints_honored | length')" = 0 ] ||
     fail "a program that takes any address had its hints honored: $(tail -c 600 "$tmp/e")"
+  # A reservation larger than the arena (MariaDB's 8 TiB buffer pool) is placed across its end:
+  # the start committed is routed and pages, the end is the kernel's; calls over the whole of
+  # it are split, and its unmap leaves the room for the same again.
+  want=$("$tmp/hinted" huge)
+  "$uswap" run --limit 8M --json -- "$tmp/hinted" huge >"$tmp/o" 2>"$tmp/e" ||
+    fail "a reservation larger than the arena: $(tail -c 600 "$tmp/e")"
+  [ "$(cat "$tmp/o")" = "$want" ] || fail "the huge reservation printed $(cat "$tmp/o"), plain $want"
+  [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 0 ] ||
+    fail "the start of a reservation larger than the arena was not paged: $(tail -c 600 "$tmp/e")"
   "$uswap" run --limit 8M -- "$tmp/hinted" strict >"$tmp/o" 2>"$tmp/e" ||
     fail "hinted reservation, strict: $(cat "$tmp/o") $(tail -c 600 "$tmp/e")"
   grep -q "^strict: reserved at the hint after 257 attempts$" "$tmp/o" &&

@@ -567,4 +567,13 @@ result<std::pair<void*, uint64_t>> pager::mapping_of(const void* addr) const {
                                     it->second.pages << page_shift};
 }
 
+uint64_t pager::free_at_end() const {
+  const impl& m = *impl_;
+  map_read_guard g(m.map_lock, &m);
+  const auto& ext = m.free_extents.extents();
+  if (ext.empty()) return 0;
+  const auto& [first, pages] = *ext.rbegin();
+  return first + pages == m.nr_pages ? pages << page_shift : 0;
+}
+
 }  // namespace uswap

@@ -332,6 +332,10 @@ class pager {
   bool is_foreign(const void* addr) const;
   // The mapping containing addr: its start and length; ENOENT if addr is not mapped.
   result<std::pair<void*, uint64_t>> mapping_of(const void* addr) const;
+  // Bytes of the free run that ends where the arena ends (0 if its last page is taken): the
+  // room a reservation larger than the arena can take, to go on past its end (uswap run's shim
+  // places such a reservation across the end, the part past it the kernel's).
+  uint64_t free_at_end() const;
 
   // Makes [addr, addr + len) resident and keeps it so until unpin(): reclaim skips pinned pages.
   // With `write`, the pages are also writable without a fault (not write-protected, and left

@@ -470,7 +470,8 @@ void join_job(std::shared_ptr<uswap::job>* shared) {
 }
 
 // The guard pages on both sides of the arena (kernel_access.h's invariant): a buffer that ends
-// in the arena starts in it.
+// in the arena starts in it. The upper one becomes the first page of the kernel's part of a
+// reservation placed across the arena's end (mmap.cc), and is mapped again after its unmap.
 void map_guards(uintptr_t lo, uintptr_t hi) {
   for (uintptr_t a : {lo - uswap::page_size, hi})
     ::syscall(SYS_mmap, a, uswap::page_size, PROT_NONE,

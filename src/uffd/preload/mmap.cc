@@ -9,8 +9,16 @@
 // address), and glibc's own internal mmaps (thread stacks), which never reach this file; all of
 // it is counted as unrouted memory by the statistics.
 //
-// Calls that straddle the arena's edge are refused (EINVAL): nothing a program gets from mmap
-// crosses it, so only a program computing addresses of its own could ask for that.
+// A reservation larger than the arena's room (MariaDB reserves innodb_buffer_pool_size_max, 8 TiB
+// by default, PROT_NONE, and commits the start of it with MAP_FIXED) is placed across the arena's
+// end: the upper half of the free run there routed (the lower half left for other mappings), the
+// rest a kernel PROT_NONE reservation above the end, whose
+// first page is the arena's upper guard page. Only addresses are reserved: what the program
+// commits in the first part is paged and limited, in the second (terabytes further on) unrouted,
+// as MAP_FIXED outside the arena is. Calls that cross the end are split, the part inside to the
+// pager, the part above to the kernel; the guard page is mapped again when an unmap took it.
+// Other calls that straddle the arena's edges are refused (EINVAL): nothing a program gets from
+// mmap crosses them, so only a program computing addresses of its own could ask for that.
 //
 // mmap hints: the kernel places a mapping at its hint when that range is free; the arena cannot,
 // and nearly every program takes whatever address it gets (V8's random hints, HotSpot's
@@ -136,6 +144,70 @@ bool near_code(const void* addr, size_t len) noexcept {
   return q.near;
 }
 
+// Reservations across the arena's end (see the top of the file). `min_inside`: a part inside
+// shorter than this is too little to route the commits of a reservation that large, which then
+// fails as a full arena does. across_lock serialises the placements, so that two never count
+// on the same free run.
+constexpr uint64_t min_inside = uint64_t{1} << 30;
+pthread_mutex_t across_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uintptr_t page_round_up(uintptr_t n) noexcept {
+  return (n + uswap::page_size - 1) & ~(uintptr_t{uswap::page_size} - 1);
+}
+
+// Whether [addr, addr + len) starts inside the arena and runs past its end.
+bool across_end(const void* addr, size_t len) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  return in_arena(addr) && len > g.arena_hi - a;
+}
+
+// The arena's upper guard page (kernel_access.h's invariant), mapped again after an unmap of
+// [addr, addr + len) that may have taken it; where something else is mapped there, that stays.
+void restore_upper_guard(const void* addr, size_t len) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  if (!ready() || a > g.arena_hi || len <= g.arena_hi - a) return;
+  const int saved = errno;
+  ::syscall(SYS_mmap, g.arena_hi, uswap::page_size, PROT_NONE,
+            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  errno = saved;
+}
+
+// A PROT_NONE reservation of `len` bytes that no free run of the arena holds, placed across its
+// end; MAP_FAILED (errno untouched) when the run at the end is too short or the kernel's part
+// cannot be had there. Only reservations: a writable mapping that large would be the program's
+// memory from the first touch, much of it unrouted, so it fails as a full arena does (Python's
+// bytearray(5 << 30) under --max-size 4G gets its MemoryError, not 3.5 GiB past the limit).
+void* reserve_across_end(size_t len, int flags) noexcept {
+  const uintptr_t hi = g.arena_hi, total = page_round_up(len);
+  void* placed = MAP_FAILED;
+  const int saved = errno;
+  pthread_mutex_lock(&across_lock);
+  // The upper half of the free run at the end: the lower half stays for the program's other
+  // mappings, which would otherwise find the arena full.
+  const uint64_t inside = (g.pg->free_at_end() / 2) & ~(uint64_t{uswap::page_size} - 1);
+  if (inside >= min_inside && inside < total) {
+    // Above the end: the guard page, then the kernel's reservation right after it.
+    const uintptr_t above = total - inside, rest = above - uswap::page_size;
+    bool ok = true;
+    if (rest) {
+      const long k = ::syscall(
+          SYS_mmap, hi + uswap::page_size, rest, PROT_NONE,
+          (flags & MAP_NORESERVE) | MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      ok = k == static_cast<long>(hi + uswap::page_size);
+      if (!ok && k > 0) ::syscall(SYS_munmap, k, rest);  // a kernel without NOREPLACE
+    }
+    if (ok) {
+      if (auto r = g.pg->map_fixed(reinterpret_cast<void*>(hi - inside), inside, PROT_NONE, true))
+        placed = *r;
+      else if (rest)
+        ::syscall(SYS_munmap, hi + uswap::page_size, rest);
+    }
+  }
+  pthread_mutex_unlock(&across_lock);
+  errno = saved;
+  return placed;
+}
+
 // The pager refuses (EPERM) in a process that does not own it (a raw clone() child): the kernel
 // call then does what it can.
 bool detached_error(const uswap::status& st) noexcept { return st.code() == EPERM; }
@@ -148,6 +220,17 @@ using namespace uswap::shim;
 USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   if (!active()) return lc().mmap(addr, len, prot, flags, fd, off);
   const bool fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
+  if (fixed && across_end(addr, len)) {
+    // Into a reservation across the arena's end: the part inside as below, the rest the
+    // kernel's. As a failed MAP_FIXED may, a failure of the second part leaves the first done.
+    const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
+    void* r = mmap(addr, inside, prot, flags, fd, off);
+    if (r == MAP_FAILED) return r;
+    const off_t above_off = (flags & MAP_ANONYMOUS) ? off : off + static_cast<off_t>(inside);
+    void* k = lc().mmap(reinterpret_cast<void*>(g.arena_hi), len - inside, prot,
+                        (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, above_off);
+    return k == MAP_FAILED ? MAP_FAILED : addr;
+  }
   if (!routable(flags, fd)) {
     if (!fixed || !overlaps_arena(addr, len)) return lc().mmap(addr, len, prot, flags, fd, off);
     if (!inside_arena(addr, len)) {
@@ -197,6 +280,8 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
   if (r && hinted) note_hinted(*r, len);
   if (!r) {
     if (detached_error(r.error())) return lc().mmap(addr, len, prot, flags, fd, off);
+    if (r.error().code() == ENOMEM && prot == PROT_NONE)
+      if (void* p = reserve_across_end(len, flags); p != MAP_FAILED) return p;
     if (r.error().code() == ENOMEM) arena_full(len);
     return fail_with<void*>(r.error().code(), MAP_FAILED);
   }
@@ -209,7 +294,16 @@ USWAP_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, o
 }
 
 USWAP_EXPORT int munmap(void* addr, size_t len) {
-  if (!active() || !overlaps_arena(addr, len)) return lc().munmap(addr, len);
+  if (!active() || !overlaps_arena(addr, len)) {
+    const int r = lc().munmap(addr, len);
+    if (r == 0) restore_upper_guard(addr, len);
+    return r;
+  }
+  if (across_end(addr, len)) {
+    const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
+    if (munmap(addr, inside) != 0) return -1;
+    return munmap(reinterpret_cast<void*>(g.arena_hi), len - inside);
+  }
   if (!inside_arena(addr, len)) {
     refuse_straddle("munmap");
     return fail_with(EINVAL, -1);
@@ -226,6 +320,11 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
 
 USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
   if (!active() || !overlaps_arena(addr, len)) return lc().mprotect(addr, len, prot);
+  if (across_end(addr, len)) {
+    const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
+    if (mprotect(addr, inside, prot) != 0) return -1;
+    return lc().mprotect(reinterpret_cast<void*>(g.arena_hi), len - inside, prot);
+  }
   if (!inside_arena(addr, len)) {
     refuse_straddle("mprotect");
     return fail_with(EINVAL, -1);
@@ -241,6 +340,11 @@ USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
 
 USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
   if (!active() || !overlaps_arena(addr, len)) return lc().madvise(addr, len, advice);
+  if (across_end(addr, len)) {
+    const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
+    if (madvise(addr, inside, advice) != 0) return -1;
+    return lc().madvise(reinterpret_cast<void*>(g.arena_hi), len - inside, advice);
+  }
   if (!inside_arena(addr, len)) {
     refuse_straddle("madvise");
     return fail_with(EINVAL, -1);
