@@ -300,9 +300,14 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
     return r;
   }
   if (across_end(addr, len)) {
+    // Under across_lock: a placement meanwhile would find the arena's part free and the
+    // kernel's still there, and fail.
     const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
-    if (munmap(addr, inside) != 0) return -1;
-    return munmap(reinterpret_cast<void*>(g.arena_hi), len - inside);
+    pthread_mutex_lock(&across_lock);
+    int r = munmap(addr, inside);
+    if (r == 0) r = munmap(reinterpret_cast<void*>(g.arena_hi), len - inside);
+    pthread_mutex_unlock(&across_lock);
+    return r;
   }
   if (!inside_arena(addr, len)) {
     refuse_straddle("munmap");
