@@ -150,12 +150,7 @@ void pager::start_wanted_threads() noexcept {
 
 bool pager::impl::start_background_thread(std::thread& t, void (impl::*loop)() noexcept) noexcept {
   pager_scope in_pager;
-  // The program's asynchronous signals are not this thread's to take (it inherits the mask);
-  // the synchronous ones stay open: the kernel kills a thread that traps with them blocked.
-  sigset_t all, old;
-  sigfillset(&all);
-  for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP}) sigdelset(&all, sig);
-  pthread_sigmask(SIG_BLOCK, &all, &old);
+  async_signals_blocked inherited_by_the_thread;
   bool ok = true;
   try {
     // Running its loop when this returns (start_handlers says why a fork must not find a thread
@@ -171,7 +166,6 @@ bool pager::impl::start_background_thread(std::thread& t, void (impl::*loop)() n
   } catch (const std::system_error&) {
     ok = false;
   }
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return ok;
 }
 

@@ -203,6 +203,7 @@ status pager::impl::start_handlers() {
   auto started = std::make_shared<std::atomic<unsigned>>(0);
   unsigned created = 0;
   status st;
+  async_signals_blocked inherited_by_the_threads;
   try {
     for (unsigned i = 0; i < n; ++i) {
       const int cpu = i < cpus.size() ? cpus[i] : -1;

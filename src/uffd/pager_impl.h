@@ -56,6 +56,8 @@
 // page, which it resolves without the lock. The whole stack's order: docs/ARCHITECTURE.md.
 #pragma once
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -101,6 +103,29 @@ constexpr uint64_t latency_bucket_floor(unsigned b) noexcept {
 static_assert(latency_bucket(1000) == latency_bucket(latency_bucket_floor(latency_bucket(1000))));
 static_assert(latency_bucket((uint64_t{1} << 63) + 1) < latency_buckets);
 
+
+// Blocks the asynchronous signals in the calling thread while it lives, so that a pager thread
+// created meanwhile inherits the mask: the program's signals are not a pager thread's to take.
+// A process-directed SIGTERM taken by one would run the program's handler on a thread the
+// program does not know, or never reach the thread that waits for it in sigwait (MariaDB's
+// signal thread; its shutdown then hangs). The synchronous ones stay open: the kernel kills a
+// thread that traps with them blocked.
+class async_signals_blocked {
+ public:
+  async_signals_blocked() noexcept {
+    sigset_t all;
+    sigfillset(&all);
+    for (int sig : {SIGBUS, SIGSEGV, SIGSYS, SIGILL, SIGFPE, SIGABRT, SIGTRAP})
+      sigdelset(&all, sig);
+    pthread_sigmask(SIG_BLOCK, &all, &old_);
+  }
+  ~async_signals_blocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  async_signals_blocked(const async_signals_blocked&) = delete;
+  async_signals_blocked& operator=(const async_signals_blocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
 
 // The page state word's bits (the layout above). A namespace of their own: the mm layer's PG_*
 // (uswap/mm/page.h) are bit numbers of struct page's flags, these are masks of a different word.

@@ -433,6 +433,19 @@ PY
     fail "a hinted reservation was not paged: $(tail -c 600 "$tmp/e")"
   [ "$(tail -n 1 "$tmp/e" | jq '.hints_honored | length')" = 0 ] ||
     fail "a program that takes any address had its hints honored: $(tail -c 600 "$tmp/e")"
+  # Signals sent to the process reach the program's sigwait thread, never a pager's thread
+  # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
+  cc -O2 -pthread -o "$tmp/sigwait" "$(dirname "${BASH_SOURCE[0]}")/sigwait_test_program.c" ||
+    fail "cannot build the sigwait program"
+  want=$("$tmp/sigwait")
+  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 120 "$uswap" run --limit 8M $args --json -- "$tmp/sigwait" >"$tmp/o" 2>"$tmp/e" ||
+      fail "($args) a process-directed signal missed the sigwait thread: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the sigwait program printed $(cat "$tmp/o")"
+    [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 0 ] ||
+      fail "($args) the sigwait program was not paged: $(tail -c 600 "$tmp/e")"
+  done
   # A reservation larger than the arena (MariaDB's 8 TiB buffer pool) is placed across its end:
   # the start committed is routed and pages, the end is the kernel's; calls over the whole of
   # it are split, and its unmap leaves the room for the same again.
