@@ -197,11 +197,12 @@ unsigned pager::impl::readahead_window(uint64_t idx, uint64_t end,
   return static_cast<unsigned>(std::min<uint64_t>(ra.window, end - idx));
 }
 
-int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra,
-                              bool* woke) noexcept {
+int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra, bool* woke,
+                              pid_t tid) noexcept {
   if (addr < base || addr >= base + (nr_pages << page_shift)) return EFAULT;
   const uint64_t idx = (addr - base) >> page_shift;
-  map_read_guard g(map_lock, this);
+  map_read_guard g(map_lock, this,
+                   tid != 0 && tid == map_writer_tid.load(std::memory_order_acquire));
   const auto it = find_mapping(idx);
   if (it == mappings.end()) {
     // Not mapped any more: the fault raced an munmap of its page (a bug of the program, which

@@ -132,6 +132,7 @@ void pager::impl::prepare_fork() noexcept {
   if (detached()) return;  // a copy in a child that does not own it: nothing to carry over
   map_lock.down_write();
   tls_map_writer = this;
+  map_writer_tid.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_release);
   in_fork = true;
   // The pool worker's round in flight ends first: the child's copy of the device has no
   // writeback half done, and the backing blocks held for it below stay what it refers to.
@@ -150,6 +151,7 @@ void pager::impl::after_fork_parent() noexcept {
   pool_mu.unlock();
   c.forks.fetch_add(1, std::memory_order_relaxed);
   tls_map_writer = nullptr;
+  map_writer_tid.store(0, std::memory_order_release);
   map_lock.up_write();
 }
 
@@ -170,11 +172,17 @@ status pager::impl::after_fork_child() noexcept {
   map_lock.~rw_semaphore();
   new (&map_lock) rw_semaphore(&map_class);
   std::unique_lock g(map_lock);
-  // While g holds it, a fault on this thread (none is expected) resolves without it.
+  // While g holds it, a fault on this thread (none is expected) resolves without it, by this
+  // thread in sigbus mode, by the handler threads started below otherwise.
   tls_map_writer = this;
+  map_writer_tid.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_release);
   struct clear_writer {
-    ~clear_writer() { tls_map_writer = nullptr; }
-  } clear_on_return;
+    pager::impl* m;
+    ~clear_writer() {
+      tls_map_writer = nullptr;
+      m->map_writer_tid.store(0, std::memory_order_release);
+    }
+  } clear_on_return{this};
   fork_generation = current_fork_generation();
   owner_pid = ::getpid();
   forget_handlers();  // and the pool worker and kswapd
@@ -267,6 +275,7 @@ status pager::impl::after_fork_child() noexcept {
   job_after_fork_child();
 
   if (auto st = start_handlers(); !st.ok()) return fail(st.code(), std::string(st.message()));
+  map_writer_tid.store(0, std::memory_order_release);  // before the lock is let go
   g.unlock();
   // No longer the writer: starting a thread pins the locale data it reads (the shim's
   // pthread_create), and that pin must take map_lock like any other.

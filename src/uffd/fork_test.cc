@@ -2,6 +2,7 @@
 // arena, resident and swapped-out pages alike; the parent's other threads keep faulting through
 // the fork; fork advice (dontfork / wipeonfork) holds; a raw clone() child gets no arena.
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -45,6 +46,26 @@ int in_child(F f) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
 }
 
+// A prepare handler registered before any pager exists runs after the pagers' own (glibc runs
+// prepare handlers in reverse order): it reads pages while the forking thread holds map_lock for
+// writing, as glibc's fork reads its NSS state there. The pages it reads and what it found.
+constexpr uint64_t prepare_pages = 16;
+std::atomic<const uint8_t*> read_in_prepare{nullptr};
+std::atomic<uint64_t> prepare_mismatches{0};
+std::atomic<uint64_t> prepare_runs{0};
+[[maybe_unused]] const bool prepare_registered = [] {
+  ::pthread_atfork(
+      [] {
+        const uint8_t* p = read_in_prepare.load();
+        if (!p) return;
+        for (uint64_t i = 0; i < prepare_pages; ++i)
+          if (!page_matches(p + i * page_size, i, 0)) prepare_mismatches.fetch_add(1);
+        prepare_runs.fetch_add(1);
+      },
+      nullptr, nullptr);
+  return true;
+}();
+
 class ForkTest : public ::testing::TestWithParam<fault_mode> {
  protected:
   std::shared_ptr<pager> make(uint64_t limit, uint64_t max) {
@@ -82,6 +103,34 @@ TEST_P(ForkTest, ChildReadsResidentAndSwappedPagesThenPagesOnItsOwn) {
   // The parent's pages are its own: version 0 still.
   for (uint64_t i = 0; i < 2048; ++i) ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
   EXPECT_EQ(pg->stats().forks, 1u);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+// The forking thread faults between the pagers' prepare handler and the clone, on pages swapped
+// out: in sigbus mode it resolves them itself, in handler_thread mode a handler thread does for
+// it, without map_lock (which the forking thread holds; waiting for it never ended).
+TEST_P(ForkTest, TheForkingThreadsFaultsBetweenTheHandlersAreResolved) {
+  auto pg = make(1 * MiB, 64 * MiB);
+  ASSERT_TRUE(pg);
+  auto m = pg->map(8 * MiB);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<uint8_t*>(*m);
+  for (uint64_t i = 0; i < 2048; ++i) fill_page(a + i * page_size, i, 0);
+  ASSERT_GT(pg->stats().swap_pages_used, 1500u);
+  const uint64_t ins = pg->stats().swap_ins;
+  prepare_runs.store(0);
+  prepare_mismatches.store(0);
+  read_in_prepare.store(a);
+  const int rc = in_child([&] {
+    for (uint64_t i = 0; i < 2048; ++i)
+      if (!page_matches(a + i * page_size, i, 0)) return 10;
+    return 0;
+  });
+  read_in_prepare.store(nullptr);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(prepare_runs.load(), 1u);
+  EXPECT_EQ(prepare_mismatches.load(), 0u);
+  EXPECT_GT(pg->stats().swap_ins, ins) << "the pages read inside the fork were all resident";
   EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
 }
 

@@ -18,8 +18,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -188,6 +190,44 @@ void pager::stop_background_reclaim() noexcept {
   impl_->background_ended.store(true, std::memory_order_relaxed);
   impl_->stop_kswapd();
   impl_->stop_pool_worker();
+}
+
+void pager::restart_threads() noexcept {
+  impl& m = *impl_;
+  if (m.detached()) return;
+  pager_scope in_pager;
+  std::lock_guard g(m.restart_mu);
+  const bool kswapd = m.kswapd_on.load(std::memory_order_acquire);
+  const bool pool = m.pool_worker_on.load(std::memory_order_acquire);
+  if (kswapd) m.stop_kswapd();
+  if (pool) m.stop_pool_worker();
+  if (!m.handlers.empty()) {
+    // The new set first, while the old one serves the faults: a thread starting may fault (glibc
+    // reads the locale's data, in the arena, as a thread starts), and only a handler thread can
+    // resolve that. Then the old set ends; each thread polls the stop_fd it was made with.
+    std::vector<std::thread> old = std::move(m.handlers);
+    m.handlers.clear();
+    const int old_stop = m.stop_fd;
+    const uint64_t one = 1;
+    if (auto st = m.start_handlers(); !st.ok()) {
+      // Keep the old set: end whatever of the new one started.
+      std::fprintf(stderr, "uswap: the pager's handler threads could not be made again: %s\n",
+                   st.to_string().c_str());
+      if (m.stop_fd >= 0) {
+        (void)!::write(m.stop_fd, &one, sizeof one);
+        for (std::thread& t : m.handlers) t.join();
+        ::close(m.stop_fd);
+      }
+      m.handlers = std::move(old);
+      m.stop_fd = old_stop;
+    } else {
+      (void)!::write(old_stop, &one, sizeof one);
+      for (std::thread& t : old) t.join();
+      ::close(old_stop);
+    }
+  }
+  if (pool) m.start_pool_worker();
+  if (kswapd) m.start_kswapd_thread();
 }
 
 }  // namespace uswap

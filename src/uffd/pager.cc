@@ -186,7 +186,8 @@ std::vector<int> allowed_cpus() {
 
 status pager::impl::start_handlers() {
   if (opts.mode != fault_mode::handler_thread) return {};
-  uffd->set_dontwake(true);
+  // Once: a new set of handlers (restart_threads) starts while the old one reads it.
+  if (!uffd->dontwake()) uffd->set_dontwake(true);
   stop_fd = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd < 0) return error(errno, "uffd: eventfd for the handler threads");
   // Default: one thread per allowed CPU, bound to it. The faulting thread sleeps on its CPU, so
@@ -207,7 +208,7 @@ status pager::impl::start_handlers() {
   try {
     for (unsigned i = 0; i < n; ++i) {
       const int cpu = i < cpus.size() ? cpus[i] : -1;
-      handlers.emplace_back([this, cpu, started]() mutable {
+      handlers.emplace_back([this, cpu, started, stop = stop_fd]() mutable {
         if (cpu >= 0) {
           cpu_set_t one;
           CPU_ZERO(&one);
@@ -217,7 +218,7 @@ status pager::impl::start_handlers() {
         started->fetch_add(1, std::memory_order_release);
         started->notify_one();
         started.reset();
-        handler_loop();
+        handler_loop(stop);
       });
       ++created;
     }
@@ -346,13 +347,13 @@ bool pager::contains(const void* addr) const noexcept {
 // ---------------------------------------------------------------------------------------------
 // Handler threads.
 
-void pager::impl::handler_loop() noexcept {
+void pager::impl::handler_loop(int stop) noexcept {
   pager_scope in_pager;  // everything this thread does is pager work
   // Readahead state per faulting thread, by thread id: the faults of several sequential
   // streams arrive interleaved on one descriptor.
   readahead_state streams[64];
   uffd_msg msgs[16];
-  pollfd fds[2] = {{uffd->fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  pollfd fds[2] = {{uffd->fd(), POLLIN, 0}, {stop, POLLIN, 0}};
   const pid_t pid = ::getpid();
   for (;;) {
     if (::poll(fds, 2, -1) < 0) {
@@ -379,7 +380,8 @@ void pager::impl::handler_loop() noexcept {
       if (mf & UFFD_PAGEFAULT_FLAG_WP) flags |= FAULT_FLAG_WP | FAULT_FLAG_WRITE;
       const uint64_t t0 = now_ns();
       bool woke = false;
-      const int r = handle_fault(addr, flags, streams[static_cast<unsigned>(tid) % 64], &woke);
+      const int r =
+          handle_fault(addr, flags, streams[static_cast<unsigned>(tid) % 64], &woke, tid);
       // A fault that cannot be resolved (no mapping, lost contents) is the faulting thread's
       // SIGBUS, as the kernel would deliver it.
       if (r != 0) ::syscall(SYS_tgkill, pid, tid, SIGBUS);

@@ -226,14 +226,19 @@ struct readahead_state {
 // must be resolved without taking map_lock again, which it already holds exclusively.
 extern thread_local const pager::impl* tls_map_writer;
 
-// map_lock for reading, or nothing on the thread that holds it for writing across a fork.
+// map_lock for reading, or nothing on the thread that holds it for writing across a fork. A
+// handler thread resolving the forking thread's own fault (handler_thread mode: that thread
+// waits in the kernel until it is resolved, and changes nothing meanwhile) acts for it:
+// `for_writer` takes nothing either, and only tells lockdep that the lock is held.
 class map_read_guard {
  public:
-  map_read_guard(const rw_semaphore& l, const pager::impl* owner) noexcept;
-  ~map_read_guard() { if (locked_) l_.up_read(); }
+  map_read_guard(const rw_semaphore& l, const pager::impl* owner,
+                 bool for_writer = false) noexcept;
+  ~map_read_guard() { unlock(); }
   void unlock() noexcept {
     if (locked_) l_.up_read();
-    locked_ = false;
+    if (borrowed_) lockdep::release(&l_);
+    locked_ = borrowed_ = false;
   }
   map_read_guard(const map_read_guard&) = delete;
   map_read_guard& operator=(const map_read_guard&) = delete;
@@ -241,6 +246,7 @@ class map_read_guard {
  private:
   rw_semaphore& l_;
   bool locked_;
+  bool borrowed_;
 };
 
 // The pager's job for the duration of one operation (see pager::impl::jlink), or nothing.
@@ -404,6 +410,11 @@ struct pager::impl {
   // thread runs without background reclaim too, to serve the others' requests for room only.
   std::thread kswapd;
   std::atomic<bool> kswapd_on{false};
+  // The thread holding map_lock for writing across a fork (prepare_fork to after_fork_*), 0 when
+  // none: a handler thread resolves that thread's faults without the lock (map_read_guard).
+  std::atomic<pid_t> map_writer_tid{0};
+  // Serialises restart_threads (two program threads changing their capabilities at once).
+  std::mutex restart_mu;
   // A thread of this process claimed the start (start_kswapd_thread): set before kswapd_on, and
   // cleared only if no thread could be made, or for a forked child.
   std::atomic<bool> kswapd_claimed{false};
@@ -502,7 +513,9 @@ struct pager::impl {
   // the address is not in a mapping, EIO when its stored contents are corrupt.
   // handle_fault takes map_lock for reading; fault_page and below run with it held, and `end`
   // is the end of the page's mapping (readahead stays inside it).
-  int handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra, bool* woke) noexcept;
+  // `tid`: the faulting thread, for a handler thread (0 when the faulting thread resolves it).
+  int handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra, bool* woke,
+                   pid_t tid = 0) noexcept;
   int fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra, bool pin,
                  bool* woke) noexcept;
   int resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin, bool* woke) noexcept;
@@ -693,7 +706,8 @@ struct pager::impl {
   // but dontfork mappings keep MADV_DONTFORK (write held).
   void set_arena_fork_flag(bool dofork) noexcept;
 
-  void handler_loop() noexcept;
+  // Serves faults until `stop` (the stop_fd of the set it was made with) is readable.
+  void handler_loop(int stop) noexcept;
   // A forked child: forgets the std::thread objects of the parent's handler threads.
   void forget_handlers() noexcept;
 };
@@ -708,9 +722,13 @@ inline job_ref::~job_ref() {
   const_cast<std::atomic<unsigned>&>(m_.job_users).fetch_sub(1, std::memory_order_release);
 }
 
-inline map_read_guard::map_read_guard(const rw_semaphore& l, const pager::impl* owner) noexcept
-    : l_(const_cast<rw_semaphore&>(l)), locked_(tls_map_writer != owner) {
+inline map_read_guard::map_read_guard(const rw_semaphore& l, const pager::impl* owner,
+                                      bool for_writer) noexcept
+    : l_(const_cast<rw_semaphore&>(l)),
+      locked_(tls_map_writer != owner && !for_writer),
+      borrowed_(tls_map_writer != owner && for_writer) {
   if (locked_) l_.down_read();
+  if (borrowed_) lockdep::acquire(&l_, lockdep::mode::shared);
 }
 
 // Fork generations (fork.cc): counts fork()s in this process's ancestry, as seen by the

@@ -446,6 +446,19 @@ PY
     [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 0 ] ||
       fail "($args) the sigwait program was not paged: $(tail -c 600 "$tmp/e")"
   done
+  # setpriv --reuid --regid (as PostgreSQL's case starts its server): it raises its capabilities
+  # again with capset after setresuid, then calls setresgid, which glibc makes every thread do;
+  # the pager's threads must share the caller's capabilities by then, or glibc aborts.
+  if [ "$(id -u)" -eq 0 ]; then
+    for args in "--fault-mode handler-thread" "--background-reclaim"; do
+      # shellcheck disable=SC2086
+      out=$("$uswap" run --limit 8M $args -- setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        sh -c 'echo $(id -u):$(id -g)' 2>"$tmp/e")
+      rc=$?
+      [ $rc -eq 0 ] && [ "$out" = "65534:65534" ] ||
+        fail "($args) setpriv to nobody: status $rc, printed '$out': $(tail -c 400 "$tmp/e")"
+    done
+  fi
   # A reservation larger than the arena (MariaDB's 8 TiB buffer pool) is placed across its end:
   # the start committed is routed and pages, the end is the kernel's; calls over the whole of
   # it are split, and its unmap leaves the room for the same again.

@@ -46,7 +46,9 @@ class uffd_file {
   // Resolving operations do not wake the faulting threads (the *_MODE_DONTWAKE flags); the
   // handler threads set this and call wake() once their bookkeeping is done, so that a thread
   // that resumes from a fault finds the pager's state settled.
+  // Set before the first handler thread starts and never changed while one runs.
   void set_dontwake(bool on) noexcept { dontwake_ = on; }
+  bool dontwake() const noexcept { return dontwake_; }
   bool sigbus() const noexcept { return sigbus_; }
   // Whether faults taken in kernel mode reach this descriptor (not UFFD_USER_MODE_ONLY).
   bool kernel_faults() const noexcept { return kernel_faults_; }

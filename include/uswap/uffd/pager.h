@@ -352,6 +352,13 @@ class pager {
   // "Background reclaim"): the process is single-threaded again if the program's own threads
   // allow. Idempotent. Not from the pager's own threads or a reclaim_hook.
   void stop_background_reclaim() noexcept;
+  // Ends the pager's running threads (handler threads, background reclaim, the pool worker) and
+  // makes them again from the calling thread, whose credentials they then take: a thread copies
+  // them from its creator, and capset(2) and prctl's capability options change the caller's
+  // alone. glibc's set*id calls change every thread's and fail (glibc aborts the process) if a
+  // thread is refused, so after `setpriv --reuid` raises the caller's capabilities again, the
+  // pager's threads must have them too. Faults meanwhile wait. From the program's threads only.
+  void restart_threads() noexcept;
 
   // Fork hooks (fork_policy::copy): called by the pthread_atfork handlers every pager registers
   // on creation; public so that tests can drive them. prepare_fork waits for the operations in

@@ -365,12 +365,23 @@ USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
 
 // fork(): the pager's pthread_atfork handlers give the child its copy; once fork() returned, the
 // parent says whether a child exists, so that what was set aside for it goes back if not.
+// In handler-thread mode the child's handler threads are its only resolvers, and each reads the
+// locale's data as it starts: were that page swapped out, the first would wait for itself (a
+// forked bash hung so). Pinned across the fork, it is resident in the child's copy; the child
+// drops the parent's pins, the parent unpins.
 USWAP_EXPORT pid_t fork(void) {
   static auto real = next_fn<pid_t (*)(void)>("fork");
+  const void* ctype = nullptr;
+  if (ready() && !g.sigbus_mode && !in_pager_code() && getpid() == g.pid) {
+    shim_scope s;
+    ctype = global_ctype_data();
+    if (ctype && !g.pg->pin(ctype, ctype_bytes_read, false).ok()) ctype = nullptr;
+  }
   const pid_t pid = real();
   if (pid != 0 && ready() && getpid() == g.pid) {
     const int saved = errno;
     shim_scope s;
+    if (ctype) (void)g.pg->unpin(ctype, ctype_bytes_read);
     g.pg->fork_returned(pid > 0);
     errno = saved;
   }

@@ -9,20 +9,24 @@
 // unshare(CLONE_NEWUSER) and setns() into a user namespace: the kernel refuses them (EINVAL) to a
 // process with more than one thread. The pager's background threads are not the program's: they
 // end first (pager::stop_background_reclaim), and the program's faults reclaim for themselves.
+//
+// capset and prctl's capability options change the calling thread's credentials alone; glibc's
+// set*id calls change every thread's, and abort the process if one is refused. setpriv --reuid
+// --regid keeps its capabilities across setresuid (PR_SET_KEEPCAPS), raises them again with
+// capset, then calls setresgid: the pager's threads, without those capabilities, were refused,
+// and setpriv died of SIGABRT (as did PostgreSQL's start under it, with background reclaim or in
+// handler-thread mode). After such a call the pager's threads are made again from the caller
+// (pager::restart_threads), so they share its credentials.
 #include <dlfcn.h>
 #include <locale.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
 
 #include "shim.h"
 
 namespace uswap::shim {
-namespace {
-
-// The global locale's LC_CTYPE data and the bytes of it __ctype_init reads (its header and the
-// first three values: class, toupper, tolower), or nullptr when it is not in the arena (the C
-// locale's is in libc).
-constexpr size_t ctype_bytes_read = 0x60;
 
 const void* global_ctype_data() noexcept {
   const locale_t d = duplocale(LC_GLOBAL_LOCALE);
@@ -31,6 +35,8 @@ const void* global_ctype_data() noexcept {
   freelocale(d);
   return inside_arena(ctype, ctype_bytes_read) ? ctype : nullptr;
 }
+
+namespace {
 
 struct start_args {
   void* (*fn)(void*);
@@ -101,4 +107,38 @@ USWAP_EXPORT int setns(int fd, int nstype) {
     g.pg->stop_background_reclaim();
   }
   return real(fd, nstype);
+}
+
+// capset(2): glibc's, declared by libcap's header, not glibc's.
+USWAP_EXPORT int capset(void* header, const void* data) {
+  using capset_fn = int (*)(void*, const void*);
+  static auto real = reinterpret_cast<capset_fn>(dlsym(RTLD_NEXT, "capset"));
+  const int r = real(header, data);
+  if (r == 0 && active()) {
+    const int saved = errno;
+    g.pg->restart_threads();
+    errno = saved;
+  }
+  return r;
+}
+
+USWAP_EXPORT int prctl(int option, ...) {
+  using prctl_fn = int (*)(int, ...);
+  static auto real = reinterpret_cast<prctl_fn>(dlsym(RTLD_NEXT, "prctl"));
+  va_list ap;
+  va_start(ap, option);
+  const unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+                      a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+  va_end(ap);
+  const int r = real(option, a2, a3, a4, a5);
+  // The options that change the caller's capabilities or how a uid change keeps them.
+  const bool caps = option == PR_SET_KEEPCAPS || option == PR_SET_SECUREBITS ||
+                    option == PR_CAPBSET_DROP ||
+                    (option == PR_CAP_AMBIENT && a2 != PR_CAP_AMBIENT_IS_SET);
+  if (r == 0 && caps && active()) {
+    const int saved = errno;
+    g.pg->restart_threads();
+    errno = saved;
+  }
+  return r;
 }
