@@ -71,18 +71,28 @@ class ForkTest : public ::testing::TestWithParam<fault_mode> {
   std::shared_ptr<pager> make(uint64_t limit, uint64_t max) {
     return make_pager(options(GetParam(), limit, max));
   }
+  // A pager with a 1 MiB limit and 2048 pages mapped, written with version 0: most of them
+  // swapped out, some resident. nullptr (the test has failed) otherwise.
+  uint8_t* map_mostly_swapped(std::shared_ptr<pager>& pg) {
+    pg = make(1 * MiB, 64 * MiB);
+    EXPECT_TRUE(pg);
+    if (!pg) return nullptr;
+    auto m = pg->map(8 * MiB);
+    EXPECT_TRUE(m.ok());
+    if (!m.ok()) return nullptr;
+    auto* a = static_cast<uint8_t*>(*m);
+    for (uint64_t i = 0; i < 2048; ++i) fill_page(a + i * page_size, i, 0);
+    const pager_stats s = pg->stats();
+    EXPECT_GT(s.swap_pages_used, 1500u) << "most pages must be swapped out at the fork";
+    EXPECT_GT(s.resident_pages, 100u);
+    return s.swap_pages_used > 1500 && s.resident_pages > 100 ? a : nullptr;
+  }
 };
 
 TEST_P(ForkTest, ChildReadsResidentAndSwappedPagesThenPagesOnItsOwn) {
-  auto pg = make(1 * MiB, 64 * MiB);
-  ASSERT_TRUE(pg);
-  auto m = pg->map(8 * MiB);
-  ASSERT_TRUE(m.ok());
-  auto* a = static_cast<uint8_t*>(*m);
-  for (uint64_t i = 0; i < 2048; ++i) fill_page(a + i * page_size, i, 0);
-  const pager_stats before = pg->stats();
-  ASSERT_GT(before.swap_pages_used, 1500u) << "most pages must be swapped out at the fork";
-  ASSERT_GT(before.resident_pages, 100u);
+  std::shared_ptr<pager> pg;
+  uint8_t* a = map_mostly_swapped(pg);
+  ASSERT_NE(a, nullptr);
 
   const int rc = in_child([&] {
     for (uint64_t i = 0; i < 2048; ++i)
@@ -110,13 +120,9 @@ TEST_P(ForkTest, ChildReadsResidentAndSwappedPagesThenPagesOnItsOwn) {
 // out: in sigbus mode it resolves them itself, in handler_thread mode a handler thread does for
 // it, without map_lock (which the forking thread holds; waiting for it never ended).
 TEST_P(ForkTest, TheForkingThreadsFaultsBetweenTheHandlersAreResolved) {
-  auto pg = make(1 * MiB, 64 * MiB);
-  ASSERT_TRUE(pg);
-  auto m = pg->map(8 * MiB);
-  ASSERT_TRUE(m.ok());
-  auto* a = static_cast<uint8_t*>(*m);
-  for (uint64_t i = 0; i < 2048; ++i) fill_page(a + i * page_size, i, 0);
-  ASSERT_GT(pg->stats().swap_pages_used, 1500u);
+  std::shared_ptr<pager> pg;
+  uint8_t* a = map_mostly_swapped(pg);
+  ASSERT_NE(a, nullptr);
   const uint64_t ins = pg->stats().swap_ins;
   prepare_runs.store(0);
   prepare_mismatches.store(0);
