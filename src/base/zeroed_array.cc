@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "uswap/base/raw_syscall.h"
+
 namespace uswap::detail {
 
 namespace {
@@ -25,14 +27,14 @@ void unmap_zeroed(void* p, size_t bytes) noexcept { ::munmap(p, bytes); }
 void drop_zeroed(void* p, size_t bytes) noexcept { ::madvise(p, bytes, MADV_DONTNEED); }
 #else
 void* map_zeroed(size_t bytes) noexcept {
-  const long r = ::syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
+  const long r = uswap::raw_syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (r == -1) return nullptr;  // syscall(2) sets errno, returns -1
-  if (bytes >= dump_max) ::syscall(SYS_madvise, r, bytes, MADV_DONTDUMP);
+  if (bytes >= dump_max) uswap::raw_syscall(SYS_madvise, r, bytes, MADV_DONTDUMP);
   return reinterpret_cast<void*>(r);
 }
-void unmap_zeroed(void* p, size_t bytes) noexcept { ::syscall(SYS_munmap, p, bytes); }
-void drop_zeroed(void* p, size_t bytes) noexcept { ::syscall(SYS_madvise, p, bytes, MADV_DONTNEED); }
+void unmap_zeroed(void* p, size_t bytes) noexcept { uswap::raw_syscall(SYS_munmap, p, bytes); }
+void drop_zeroed(void* p, size_t bytes) noexcept { uswap::raw_syscall(SYS_madvise, p, bytes, MADV_DONTNEED); }
 #endif
 
 }  // namespace uswap::detail

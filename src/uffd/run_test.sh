@@ -433,6 +433,16 @@ PY
     fail "a hinted reservation was not paged: $(tail -c 600 "$tmp/e")"
   [ "$(tail -n 1 "$tmp/e" | jq '.hints_honored | length')" = 0 ] ||
     fail "a program that takes any address had its hints honored: $(tail -c 600 "$tmp/e")"
+  # Memory mapped and changed through the C library's syscall() (SBCL's heap) is routed and
+  # pages; the previous shim left it to the kernel, unlimited.
+  cc -O2 -o "$tmp/rawsys" "$(dirname "${BASH_SOURCE[0]}")/raw_syscall_test_program.c" ||
+    fail "cannot build the raw syscall program"
+  want=$("$tmp/rawsys")
+  "$uswap" run --limit 8M --json -- "$tmp/rawsys" >"$tmp/o" 2>"$tmp/e" ||
+    fail "memory through syscall(): $(tail -c 600 "$tmp/e")"
+  [ "$(cat "$tmp/o")" = "$want" ] || fail "memory through syscall() printed $(cat "$tmp/o"), plain $want"
+  [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 10000 ] ||
+    fail "memory mapped through syscall() was not paged: $(tail -c 600 "$tmp/e")"
   # Signals sent to the process reach the program's sigwait thread, never a pager's thread
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
   cc -O2 -pthread -o "$tmp/sigwait" "$(dirname "${BASH_SOURCE[0]}")/sigwait_test_program.c" ||
@@ -476,9 +486,9 @@ PY
   grep -q "shared memory at peak 16.0 MiB (not limited)" "$tmp/e" &&
     grep -q "job: .*; shared memory, not limited, at least 16.0 MiB at peak" "$tmp/e" ||
     fail "the memfd heap was not reported as shared memory: $(cat "$tmp/e")"
-  # Memory mapped by the program's own system calls (SBCL's runtime does so, past any mmap
-  # interposer) cannot be limited: the summary says so, naming the process.
-  printf '#define _GNU_SOURCE\n#include <string.h>\n#include <sys/mman.h>\n#include <sys/syscall.h>\n#include <unistd.h>\nint main(void) { char *p = (char *)syscall(SYS_mmap, 0, 64ul << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); memset(p, 7, 64ul << 20); return p[12345] == 7 ? 0 : 1; }\n' >"$tmp/rawmmap.c"
+  # Memory mapped by the program's own syscall instruction (a runtime without the C library's
+  # wrappers, past any interposer) cannot be limited: the summary says so, naming the process.
+  printf '#define _GNU_SOURCE\n#include <string.h>\n#include <sys/mman.h>\n#include <sys/syscall.h>\nint main(void) { long r; register long r10 __asm__("r10") = MAP_PRIVATE | MAP_ANONYMOUS; register long r8 __asm__("r8") = -1; register long r9 __asm__("r9") = 0;\n__asm__ volatile("syscall" : "=a"(r) : "a"((long)SYS_mmap), "D"(0L), "S"(64L << 20), "d"((long)(PROT_READ | PROT_WRITE)), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");\nchar *p = (char *)r; memset(p, 7, 64ul << 20); return p[12345] == 7 ? 0 : 1; }\n' >"$tmp/rawmmap.c"
   cc -O2 -o "$tmp/rawmmap" "$tmp/rawmmap.c" || fail "cannot build the raw mmap program"
   "$uswap" run --limit 16M -- "$tmp/rawmmap" >"$tmp/o" 2>"$tmp/e" ||
     fail "the raw mmap program failed: $(tail -c 600 "$tmp/e")"

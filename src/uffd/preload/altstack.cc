@@ -10,12 +10,14 @@
 //
 // Thread-safety: each thread installs and frees only its own; the key is made at load, among the
 // process's first keys, so that glibc keeps its values in the thread descriptor (no allocation).
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "uswap/base/raw_syscall.h"
 #include "shim.h"
 
 namespace uswap::shim {
@@ -26,11 +28,62 @@ constexpr size_t altstack_bytes = 256 * 1024;
 
 thread_local void* tls_altstack [[gnu::tls_model("initial-exec")]] = nullptr;
 
+// The system calls here name no arena memory (a program-given stack and its thread's TLS may be
+// in the arena): a call that did would trap, and its handler run on the very stack it changes.
+const stack_t disable_altstack = {nullptr, SS_DISABLE, 0};
+
+// Signal stacks of threads that ended on a stack in the arena, freed once the thread is gone: on
+// its way out such a thread still traps (glibc blocks its signals with a mask on that stack),
+// and without its signal stack the handler's frame would go where a page may be missing.
+struct parked_stack {
+  void* base;
+  long tid;
+};
+constexpr int max_parked = 64;
+parked_stack parked[max_parked];  // with parked_lock
+pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void unmap_altstack(void* base) noexcept {
+  uswap::raw_syscall(SYS_munmap, base, altstack_bytes + uswap::page_size);
+}
+
+// Frees the parked stacks of threads the kernel no longer knows (ESRCH; in a forked child, all).
+void sweep_parked() noexcept {
+  const int saved = errno;
+  const long pid = uswap::raw_syscall(SYS_getpid);
+  pthread_mutex_lock(&parked_lock);
+  for (parked_stack& p : parked)
+    if (p.base && uswap::raw_syscall(SYS_tgkill, pid, p.tid, 0) == -1 && errno == ESRCH) {
+      unmap_altstack(p.base);
+      p.base = nullptr;
+    }
+  pthread_mutex_unlock(&parked_lock);
+  errno = saved;
+}
+
+// Keeps `base` registered until its thread is gone; false if there is no room (it then stays).
+bool park(void* base) noexcept {
+  pthread_mutex_lock(&parked_lock);
+  bool done = false;
+  for (parked_stack& p : parked)
+    if (!p.base) {
+      p = {base, uswap::raw_syscall(SYS_gettid)};
+      done = true;
+      break;
+    }
+  pthread_mutex_unlock(&parked_lock);
+  return done;
+}
+
 void release_altstack(void* base) {
-  stack_t off{};
-  off.ss_flags = SS_DISABLE;
-  ::syscall(SYS_sigaltstack, &off, nullptr);
-  ::syscall(SYS_munmap, base, altstack_bytes + uswap::page_size);
+  if (inside_arena(__builtin_frame_address(0), 1)) {
+    // Ending on a stack in the arena: the signal stack stays until the thread is gone (leaked if
+    // no slot is free: a few pages).
+    (void)park(base);
+    return;
+  }
+  uswap::raw_syscall(SYS_sigaltstack, &disable_altstack, nullptr);
+  unmap_altstack(base);
   tls_altstack = nullptr;
 }
 
@@ -51,17 +104,25 @@ const altstack_key& keys() {
 
 void install_thread_altstack() noexcept {
   if (tls_altstack || !keys().ok) return;
+  sweep_parked();
   // A raw mapping: the shim's mmap would route it into the arena, the one place it must not be.
-  const long m = ::syscall(SYS_mmap, 0, altstack_bytes + uswap::page_size, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m < 0 && m > -4096) return;
+  const long m = uswap::raw_syscall(SYS_mmap, 0, altstack_bytes + uswap::page_size,
+                                    PROT_READ | PROT_WRITE,
+                                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == -1) return;
   void* base = reinterpret_cast<void*>(m);
-  ::syscall(SYS_mprotect, base, uswap::page_size, PROT_NONE);
-  stack_t ss{};
-  ss.ss_sp = static_cast<char*>(base) + uswap::page_size;
-  ss.ss_size = altstack_bytes;
-  if (::syscall(SYS_sigaltstack, &ss, nullptr) != 0 || pthread_setspecific(keys().key, base) != 0) {
-    release_altstack(base);
+  uswap::raw_syscall(SYS_mprotect, base, uswap::page_size, PROT_NONE);
+  // The description lies at the stack's far end (used only when it is nearly full), outside the
+  // arena, so the call does not trap (see disable_altstack).
+  auto* ss = reinterpret_cast<stack_t*>(static_cast<char*>(base) + uswap::page_size);
+  *ss = stack_t{static_cast<char*>(base) + uswap::page_size, 0, altstack_bytes};
+  if (uswap::raw_syscall(SYS_sigaltstack, ss, nullptr) != 0) {
+    unmap_altstack(base);
+    return;
+  }
+  if (pthread_setspecific(keys().key, base) != 0) {
+    uswap::raw_syscall(SYS_sigaltstack, &disable_altstack, nullptr);
+    unmap_altstack(base);
     return;
   }
   tls_altstack = base;

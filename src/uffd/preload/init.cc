@@ -48,6 +48,7 @@
 #include <tuple>
 #include <utility>
 
+#include "uswap/base/raw_syscall.h"
 #include "../kernel_access.h"
 #include "../syscall_table.h"
 #include "shim.h"
@@ -363,12 +364,13 @@ int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
   return st.ok() ? 0 : st.code();
 }
 
-// The C library's text: raw forks made from it (its clone() and syscall()) are trapped.
-std::pair<uintptr_t, uintptr_t> libc_text() noexcept {
+}  // namespace
+
+std::pair<uintptr_t, uintptr_t> object_text(uintptr_t fn) noexcept {
   struct search {
     uintptr_t fn;
     std::pair<uintptr_t, uintptr_t> text;
-  } c{reinterpret_cast<uintptr_t>(&::clone), {0, 0}};
+  } c{fn, {0, 0}};
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t, void* p) -> int {
         auto* c = static_cast<search*>(p);
@@ -385,6 +387,13 @@ std::pair<uintptr_t, uintptr_t> libc_text() noexcept {
       },
       &c);
   return c.text;
+}
+
+namespace {
+
+// The C library's text: raw forks made from it (its clone() and syscall()) are trapped.
+std::pair<uintptr_t, uintptr_t> libc_text() noexcept {
+  return object_text(reinterpret_cast<uintptr_t>(&::clone));
 }
 
 // Raw forks (kernel_access.h): what fork() and its pthread_atfork handlers do for the pager and
@@ -474,7 +483,7 @@ void join_job(std::shared_ptr<uswap::job>* shared) {
 // reservation placed across the arena's end (mmap.cc), and is mapped again after its unmap.
 void map_guards(uintptr_t lo, uintptr_t hi) {
   for (uintptr_t a : {lo - uswap::page_size, hi})
-    ::syscall(SYS_mmap, a, uswap::page_size, PROT_NONE,
+    uswap::raw_syscall(SYS_mmap, a, uswap::page_size, PROT_NONE,
               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 }
 

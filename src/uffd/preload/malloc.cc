@@ -71,6 +71,8 @@ void resolve_libc() {
   libc.pthread_sigmask = next_fn<decltype(libc.pthread_sigmask)>("pthread_sigmask");
   libc.sigsuspend = next_fn<decltype(libc.sigsuspend)>("sigsuspend");
   libc.sigaltstack = next_fn<decltype(libc.sigaltstack)>("sigaltstack");
+  libc.syscall = next_fn<decltype(libc.syscall)>("syscall");
+  uswap_shim_next_syscall = libc.syscall;
 }
 
 namespace {

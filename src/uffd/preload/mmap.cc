@@ -43,6 +43,8 @@
 
 #include <atomic>
 
+#include "uswap/base/dcheck.h"
+#include "uswap/base/raw_syscall.h"
 #include "shim.h"
 
 namespace uswap::shim {
@@ -167,7 +169,7 @@ void restore_upper_guard(const void* addr, size_t len) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(addr);
   if (!ready() || a > g.arena_hi || len <= g.arena_hi - a) return;
   const int saved = errno;
-  ::syscall(SYS_mmap, g.arena_hi, uswap::page_size, PROT_NONE,
+  uswap::raw_syscall(SYS_mmap, g.arena_hi, uswap::page_size, PROT_NONE,
             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
   errno = saved;
 }
@@ -194,13 +196,13 @@ void* reserve_across_end(size_t len, int flags) noexcept {
           SYS_mmap, hi + uswap::page_size, rest, PROT_NONE,
           (flags & MAP_NORESERVE) | MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
       ok = k == static_cast<long>(hi + uswap::page_size);
-      if (!ok && k > 0) ::syscall(SYS_munmap, k, rest);  // a kernel without NOREPLACE
+      if (!ok && k > 0) uswap::raw_syscall(SYS_munmap, k, rest);  // a kernel without NOREPLACE
     }
     if (ok) {
       if (auto r = g.pg->map_fixed(reinterpret_cast<void*>(hi - inside), inside, PROT_NONE, true))
         placed = *r;
       else if (rest)
-        ::syscall(SYS_munmap, hi + uswap::page_size, rest);
+        uswap::raw_syscall(SYS_munmap, hi + uswap::page_size, rest);
     }
   }
   pthread_mutex_unlock(&across_lock);
@@ -442,17 +444,17 @@ USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
 // by timing.
 USWAP_EXPORT int mlock(const void* addr, size_t len) {
   if (active() && inside_arena(addr, len)) return 0;
-  return libc_result(::syscall(SYS_mlock, addr, len));
+  return static_cast<int>(uswap::raw_syscall(SYS_mlock, addr, len));
 }
 
 USWAP_EXPORT int mlock2(const void* addr, size_t len, unsigned flags) {
   if (active() && inside_arena(addr, len)) return 0;
-  return libc_result(::syscall(SYS_mlock2, addr, len, flags));
+  return static_cast<int>(uswap::raw_syscall(SYS_mlock2, addr, len, flags));
 }
 
 USWAP_EXPORT int munlock(const void* addr, size_t len) {
   if (active() && inside_arena(addr, len)) return 0;
-  return libc_result(::syscall(SYS_munlock, addr, len));
+  return static_cast<int>(uswap::raw_syscall(SYS_munlock, addr, len));
 }
 
 // MCL_CURRENT would fault in every page of every mapping: the pager's reservations too (its
@@ -463,6 +465,98 @@ USWAP_EXPORT int munlock(const void* addr, size_t len) {
 USWAP_EXPORT int mlockall(int flags) {
   if (!ready()) return lc().mlockall(flags);
   const int r = lc().mlockall((flags & MCL_CURRENT) ? flags | MCL_ONFAULT : flags);
-  if (r == 0 && (flags & MCL_CURRENT)) ::syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
+  if (r == 0 && (flags & MCL_CURRENT)) uswap::raw_syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
   return r;
 }
+
+// --- syscall(2), the C library's door to calls it has no wrapper for. SBCL maps its garbage-
+// collected heap with syscall(SYS_mmap, ...): through the C library's function that mapping
+// bypassed the wrappers above and the heap ran unrouted, its limit not held. The shim's syscall()
+// is a few instructions of assembly: a memory call goes to the wrapper of the same name; any
+// other number jumps, without a frame of its own, to the C library's syscall(), so that the
+// call is made from the C library's text as before (the raw-fork filter traps a clone made
+// there) and a vfork made this way returns into no frame of the shim's. Before the shim has
+// looked the C library's function up (a library's constructor that runs first), the rest are
+// made with raw_syscall. uswap's own memory calls never come here (raw_syscall.h; debug builds
+// check the caller).
+#if defined(__x86_64__)
+long (*uswap_shim_next_syscall)(long, ...) = nullptr;  // C linkage: declared so in shim.h
+
+namespace {
+// The shim's own text, for the debug check that no call of uswap's comes through syscall().
+[[maybe_unused]] bool from_shim(const void* ra) noexcept;
+}  // namespace
+
+extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_memory_syscall(
+    long nr, long a1, long a2, long a3, long a4, long a5, long a6) {
+  USWAP_DCHECK(!from_shim(__builtin_return_address(0)));
+  void* const p = reinterpret_cast<void*>(a1);
+  const auto len = static_cast<size_t>(a2);
+  auto address = [](void* r) { return r == MAP_FAILED ? -1L : reinterpret_cast<long>(r); };
+  switch (nr) {
+    case SYS_mmap:
+      return address(mmap(p, len, static_cast<int>(a3), static_cast<int>(a4),
+                          static_cast<int>(a5), static_cast<off_t>(a6)));
+    case SYS_munmap:
+      return munmap(p, len);
+    case SYS_mprotect:
+      return mprotect(p, len, static_cast<int>(a3));
+    case SYS_madvise:
+      return madvise(p, len, static_cast<int>(a3));
+    case SYS_mremap:
+      return address(mremap(p, len, static_cast<size_t>(a3), static_cast<int>(a4),
+                            reinterpret_cast<void*>(a5)));
+    case SYS_mlock:
+      return mlock(p, len);
+    case SYS_munlock:
+      return munlock(p, len);
+    case SYS_mlock2:
+      return mlock2(p, len, static_cast<unsigned>(a3));
+    case SYS_mlockall:
+      return mlockall(static_cast<int>(a1));
+    default:
+      return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
+  }
+}
+
+extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_early_syscall(
+    long nr, long a1, long a2, long a3, long a4, long a5, long a6) {
+  return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
+}
+
+#define USWAP_STR(x) #x
+#define USWAP_XSTR(x) USWAP_STR(x)
+#define USWAP_MEMORY_CALL(nr) "  cmp $" USWAP_XSTR(nr) ", %rdi\n  je 1f\n"
+// syscall(nr, a1..a6) has the registers and stack of a seven-argument function: the wrappers
+// above take them as they are.
+asm(R"(  .text
+  .globl syscall
+  .type syscall, @function
+  .p2align 4
+syscall:
+  .cfi_startproc
+)" USWAP_MEMORY_CALL(SYS_mmap) USWAP_MEMORY_CALL(SYS_munmap) USWAP_MEMORY_CALL(SYS_mprotect)
+    USWAP_MEMORY_CALL(SYS_madvise) USWAP_MEMORY_CALL(SYS_mremap) USWAP_MEMORY_CALL(SYS_mlock)
+        USWAP_MEMORY_CALL(SYS_munlock) USWAP_MEMORY_CALL(SYS_mlock2)
+            USWAP_MEMORY_CALL(SYS_mlockall) R"(  mov uswap_shim_next_syscall(%rip), %rax
+  test %rax, %rax
+  jz 2f
+  jmp *%rax
+1:
+  jmp uswap_shim_memory_syscall
+2:
+  jmp uswap_shim_early_syscall
+  .cfi_endproc
+  .size syscall, .-syscall
+)");
+#undef USWAP_MEMORY_CALL
+
+namespace {
+bool from_shim(const void* ra) noexcept {
+  static const std::pair<uintptr_t, uintptr_t> text =
+      object_text(reinterpret_cast<uintptr_t>(&uswap_shim_memory_syscall));
+  const auto a = reinterpret_cast<uintptr_t>(ra);
+  return a >= text.first && a < text.second;
+}
+}  // namespace
+#endif

@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "../sigbus.h"
 #include "uswap/base/page.h"
@@ -47,6 +48,10 @@ void* __libc_calloc(size_t, size_t);
 void* __libc_realloc(void*, size_t);
 void* __libc_memalign(size_t, size_t);
 }
+
+// The C library's syscall(), for the shim's own syscall() (mmap.cc) to jump to: set with
+// libc_fns (the name is the assembly's, hence outside the namespace).
+extern "C" __attribute__((visibility("hidden"))) long (*uswap_shim_next_syscall)(long, ...);
 
 namespace uswap::shim {
 
@@ -131,6 +136,7 @@ struct libc_fns {
   int (*pthread_sigmask)(int, const sigset_t*, sigset_t*);
   int (*sigsuspend)(const sigset_t*);
   int (*sigaltstack)(const stack_t*, stack_t*);
+  long (*syscall)(long, ...);
 };
 extern libc_fns libc;
 void resolve_libc();  // malloc.cc
@@ -140,6 +146,9 @@ inline const libc_fns& lc() noexcept {
   if (__builtin_expect(libc.mmap == nullptr, 0)) resolve_libc();
   return libc;
 }
+
+// The executable segment of the loaded object whose text holds `fn`: [lo, hi), or {0, 0}.
+std::pair<uintptr_t, uintptr_t> object_text(uintptr_t fn) noexcept;
 
 // Sets errno from a uswap status (its code) and returns `fail`.
 template <class T>
@@ -153,6 +162,9 @@ T fail_with(int err, T fail) noexcept {
 // reclaim signal: an idle member must hear it). Returns `set` itself when nothing had to go,
 // else `copy` filled in.
 const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexcept;
+// From now on every signal handler takes SA_ONSTACK (signals.cc): a thread runs on a stack in
+// the arena. Idempotent.
+void handlers_on_signal_stack() noexcept;
 // Takes the job's reclaim signal over (signals.cc): the pager serves requests that come with it,
 // the program's own handler for that number gets the rest.
 void install_job_signal(int sig) noexcept;

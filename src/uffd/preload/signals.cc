@@ -13,9 +13,18 @@
 // handler; so does a fault on memory that is not the pager's.
 // The waits of an event loop (poll, select, epoll_wait and their variants) are where a job
 // member that holds much becomes idle: its thread for the others' requests starts there.
+//
+// Handlers on the shim's signal stack. A thread on a stack in the arena (a stack the program gave
+// pthread_create: SBCL's threads) can have the pages below its stack pointer evicted; a signal
+// that arrives then cannot be delivered there (the kernel cannot fault the frame in, and kills
+// the process with SIGSEGV). From the first such thread on, every handler takes SA_ONSTACK, those
+// installed before and after, so that frames go to the shim's signal stack (altstack.cc), outside
+// the arena. The program reads back the flags it set. Other programs keep their handlers as they
+// gave them.
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
@@ -76,7 +85,81 @@ T next_fn(const char* name) {
   return reinterpret_cast<T>(dlsym(RTLD_NEXT, name));
 }
 
+std::atomic<bool> handlers_onstack{false};
+// Bit sig - 1: the handler's SA_ONSTACK is the shim's, not the program's. With handlers_lock.
+uint64_t onstack_added = 0;
+pthread_mutex_t handlers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+bool has_handler(const struct sigaction& a) noexcept {
+  return a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN;
+}
+
+uint64_t signal_bit(int sig) noexcept {
+  return sig >= 1 && sig <= 64 ? uint64_t{1} << (sig - 1) : 0;
+}
+
+// handlers_lock with every signal but the pager's blocked: a handler that calls sigaction
+// cannot interrupt its own thread's holder. Nothing in the section touches program memory,
+// which could fault.
+class handlers_guard {
+ public:
+  handlers_guard() noexcept {
+    sigset_t all, copy;
+    sigfillset(&all);
+    lc().pthread_sigmask(SIG_BLOCK, without_pager_signals(&all, &copy), &saved_);
+    pthread_mutex_lock(&handlers_lock);
+  }
+  ~handlers_guard() {
+    pthread_mutex_unlock(&handlers_lock);
+    lc().pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+  handlers_guard(const handlers_guard&) = delete;
+  handlers_guard& operator=(const handlers_guard&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+// sigaction once handlers take the shim's signal stack: `act` and `old` are copied outside the
+// lock (either may be arena memory, which may fault).
+int onstack_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  struct sigaction a {}, o{};
+  if (act) a = *act;
+  const bool add = act && has_handler(a) && !(a.sa_flags & SA_ONSTACK);
+  if (add) a.sa_flags |= SA_ONSTACK;
+  const uint64_t bit = signal_bit(sig);
+  bool was_added = false;
+  int r;
+  {
+    handlers_guard lock;
+    was_added = onstack_added & bit;
+    r = lc().sigaction(sig, act ? &a : nullptr, old ? &o : nullptr);
+    if (r == 0 && act) onstack_added = add ? onstack_added | bit : onstack_added & ~bit;
+  }
+  if (r == 0 && old) {
+    if (was_added) o.sa_flags &= ~SA_ONSTACK;
+    *old = o;
+  }
+  return r;
+}
+
 }  // namespace
+
+void handlers_on_signal_stack() noexcept {
+  if (handlers_onstack.exchange(true)) return;
+  const int saved = errno;
+  handlers_guard lock;
+  for (int sig = 1; sig <= 64; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP || pager_signal(sig)) continue;
+    struct sigaction cur {};
+    if (lc().sigaction(sig, nullptr, &cur) != 0 || !has_handler(cur) ||
+        (cur.sa_flags & SA_ONSTACK))
+      continue;
+    cur.sa_flags |= SA_ONSTACK;
+    if (lc().sigaction(sig, &cur, nullptr) == 0) onstack_added |= signal_bit(sig);
+  }
+  errno = saved;
+}
 }  // namespace uswap::shim
 
 namespace uswap::shim {
@@ -89,7 +172,8 @@ void install_job_signal(int sig) noexcept {
   // to a member in such a call or running (job_member.cc, quiet_to_interrupt), and the calls
   // the seccomp handler issues keep it blocked: a write cut short or an EINTR from poll would be
   // the program's to see, and it never asked for the signal.
-  act.sa_flags = SA_SIGINFO | SA_RESTART;
+  // SA_ONSTACK: a member's thread may run on a stack in the arena (see the top of the file).
+  act.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
   program_job_action.sa_handler = SIG_DFL;
   lc().sigaction(sig, &act, nullptr);
   g.job_signal = sig;
@@ -123,6 +207,7 @@ USWAP_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigactio
     }
     return 0;
   }
+  if (handlers_onstack.load(std::memory_order_acquire)) return onstack_sigaction(sig, act, old);
   return lc().sigaction(sig, act, old);
 }
 

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "uswap/base/raw_syscall.h"
 #include "../kernel_access.h"
 #include "shim.h"
 #include "uswap/uffd/routable.h"
@@ -63,7 +64,7 @@ class arg_copy {
       for (size_t i = 0; envp[i]; ++i)
         if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) bytes += strlen(envp[i]) + 1;
     bytes = (bytes + 4095) & ~size_t{4095};
-    void* p = reinterpret_cast<void*>(::syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
+    void* p = reinterpret_cast<void*>(uswap::raw_syscall(SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE,
                                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     if (p == reinterpret_cast<void*>(-1)) return;
     base_ = static_cast<char*>(p);
@@ -83,7 +84,7 @@ class arg_copy {
     if (drop_shim && envp_) drop_shim_from_preload(envp_, at);
   }
   ~arg_copy() {
-    if (base_) ::syscall(SYS_munmap, base_, size_);
+    if (base_) uswap::raw_syscall(SYS_munmap, base_, size_);
   }
   arg_copy(const arg_copy&) = delete;
   arg_copy& operator=(const arg_copy&) = delete;

@@ -6,6 +6,14 @@
 // start routine, with signals unblocked. The thread's first act is to take the shim's alternate
 // signal stack (altstack.cc).
 //
+// A thread on a stack the program gave it (pthread_attr_setstack: SBCL's threads, on memory it
+// mapped) may have that stack in the arena, and glibc puts the thread's descriptor at its top.
+// The thread's first system calls (rseq, naming that descriptor) trap, before it has the shim's
+// signal stack: the SIGSYS handler runs on the thread's own stack, where a page never touched
+// is missing and the fault cannot be delivered (every signal is blocked there). The top
+// `first_steps_bytes` of such a stack are pinned until the thread has its signal stack; from
+// then on, every handler runs on that signal stack (signals.cc).
+//
 // unshare(CLONE_NEWUSER) and setns() into a user namespace: the kernel refuses them (EINVAL) to a
 // process with more than one thread. The pager's background threads are not the program's: they
 // end first (pager::stop_background_reclaim), and the program's faults reclaim for themselves.
@@ -23,6 +31,9 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+
+#include <algorithm>
+#include <utility>
 
 #include "shim.h"
 
@@ -42,7 +53,31 @@ struct start_args {
   void* (*fn)(void*);
   void* arg;
   const void* pinned;
+  const void* stack_pinned;  // with stack_pinned_len: the top of the thread's stack, or nullptr
+  size_t stack_pinned_len;
 };
+
+// Room for glibc's start of a thread and a SIGSYS handler under it, as the shim's signal stack.
+constexpr size_t first_steps_bytes = 256 * 1024;
+
+// The top of a program-given stack in the arena, pinned for writing: {nullptr, 0} if there is
+// none (no stack given, one outside the arena, or the pin refused).
+std::pair<const void*, size_t> pin_given_stack(const pthread_attr_t* attr) noexcept {
+  void* lo = nullptr;
+  size_t size = 0;
+  if (!attr || pthread_attr_getstack(attr, &lo, &size) != 0 || !lo || !inside_arena(lo, size))
+    return {nullptr, 0};
+  handlers_on_signal_stack();
+  const size_t len = std::min(size, first_steps_bytes);
+  const void* top = static_cast<const char*>(lo) + size - len;
+  if (!g.pg->pin(top, len, true).ok()) return {nullptr, 0};
+  return {top, len};
+}
+
+void unpin_start(const start_args& a) noexcept {
+  if (a.pinned) (void)g.pg->unpin(a.pinned, ctype_bytes_read);
+  if (a.stack_pinned) (void)g.pg->unpin(a.stack_pinned, a.stack_pinned_len);
+}
 
 void* start_trampoline(void* p) {
   const start_args a = *static_cast<start_args*>(p);
@@ -50,7 +85,7 @@ void* start_trampoline(void* p) {
     shim_scope s;
     install_thread_altstack();
     __libc_free(p);
-    if (a.pinned) (void)g.pg->unpin(a.pinned, ctype_bytes_read);
+    unpin_start(a);
   }
   return a.fn(a.arg);
 }
@@ -75,14 +110,15 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
     if (a) {
       const void* ctype = g.sigbus_mode ? global_ctype_data() : nullptr;
       if (ctype && !g.pg->pin(ctype, ctype_bytes_read, false).ok()) ctype = nullptr;
-      *a = {fn, arg, ctype};
+      const auto [stack, stack_len] = pin_given_stack(attr);
+      *a = {fn, arg, ctype, stack, stack_len};
     }
   }
   if (!a) return real(thread, attr, fn, arg);
   const int rc = real(thread, attr, start_trampoline, a);
   if (rc != 0) {
     shim_scope s;
-    if (a->pinned) (void)g.pg->unpin(a->pinned, ctype_bytes_read);
+    unpin_start(*a);
     __libc_free(a);
   }
   return rc;
