@@ -146,7 +146,8 @@ struct sigaction chain_storage[nr_chain];
 std::atomic<const struct sigaction*> chained{nullptr};
 std::atomic<unsigned> chain_next{0};
 
-// Pins for good, each range once.
+// Pins for good, each range once. A slot's addr is set once (slots fill in order); its len is
+// 0 while the range is not pinned (forgotten: its pages went), and set again by the next pin.
 constexpr int nr_forever = 256;
 struct forever_slot {
   std::atomic<uintptr_t> addr{0};
@@ -166,8 +167,13 @@ bool forever_known(uintptr_t a, uint64_t len) noexcept {
 void forever_record(uintptr_t a, uint64_t len) noexcept {
   for (forever_slot& s : forever) {
     uintptr_t expected = 0;
-    if (s.addr.compare_exchange_strong(expected, a, std::memory_order_acq_rel)) {
-      s.len.store(len, std::memory_order_release);
+    if (s.addr.compare_exchange_strong(expected, a, std::memory_order_acq_rel) || expected == a) {
+      // A new slot, or this range's forgotten one (or a racing pin's: both are pins).
+      uint64_t had = s.len.load(std::memory_order_relaxed);
+      while (had < len &&
+             !s.len.compare_exchange_weak(had, len, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+      }
       return;
     }
   }
@@ -912,6 +918,16 @@ bool has_cap_sys_admin() noexcept {
 }
 
 }  // namespace
+
+void forget_forever(uintptr_t addr, uint64_t len) noexcept {
+  const uintptr_t end = addr + len;
+  for (forever_slot& s : forever) {
+    const uintptr_t x = s.addr.load(std::memory_order_acquire);
+    if (x == 0) return;
+    const uint64_t n = s.len.load(std::memory_order_relaxed);
+    if (n != 0 && x < end && x + n > addr) s.len.store(0, std::memory_order_release);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // pin_set, frame and the memory helpers.
@@ -1749,6 +1765,10 @@ bool syscall_restarts_cleanly(long nr, const long* a) noexcept {
     default:
       return false;
   }
+}
+
+void kernel_access_forget_pins(uintptr_t addr, uint64_t len) noexcept {
+  forget_forever(addr, len);
 }
 
 void kernel_access_set_quiet_signal(int sig) noexcept {

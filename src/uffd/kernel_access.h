@@ -160,6 +160,12 @@ long kernel_access_syscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long 
 long kernel_access_emulate(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0,
                            long a5 = 0, long a6 = 0) noexcept;
 
+// The pages of [addr, addr + len) went (unmapped or discarded) with their pins: a pin for good
+// recorded there (a thread's rseq area, robust list, tid word) is made again when a later call
+// names it, as it must be for new memory at the same address (a thread stack mapped where an
+// ended thread's was). Lock-free; any thread.
+void kernel_access_forget_pins(uintptr_t addr, uint64_t len) noexcept;
+
 // A signal of the pager's own (the job's reclaim request) that the calls the engine issues for the
 // program keep blocked, unless syscall_restarts_cleanly; it is delivered when the call returns.
 // 0: none. Any thread, any time.

@@ -1136,6 +1136,32 @@ TEST(KernelAccess, AnAlternateSignalStackInTheArenaIsPinnedForGood) {
   });
 }
 
+// A pin for good lasts as long as its pages: when they go (a thread stack unmapped and a new one
+// mapped at the same address, glibc's descriptor with its tid word at the top of each), the next
+// call naming the range pins it again; until they go, it is pinned once.
+TEST(KernelAccess, APinForGoodIsMadeAgainAfterItsPagesWent) {
+  in_child([] {
+    auto* tid = at<int>(0x300000);
+    install();
+    const long me = ::syscall(SYS_gettid);
+    ASSERT_EQ(::syscall(SYS_set_tid_address, tid), me);
+    EXPECT_FALSE(unpinned(tid, sizeof *tid));
+    const uint64_t forever = kernel_access_get_stats().pinned_forever_bytes;
+    ASSERT_EQ(::syscall(SYS_set_tid_address, tid), me);
+    EXPECT_EQ(kernel_access_get_stats().pinned_forever_bytes, forever) << "pinned twice";
+    // The page goes with its pin, as a pager's unmap takes it.
+    sim_unpin(nullptr, tid, sizeof *tid);
+    ASSERT_TRUE(unpinned(tid, sizeof *tid));
+    ASSERT_EQ(::syscall(SYS_set_tid_address, tid), me);
+    EXPECT_TRUE(unpinned(tid, sizeof *tid)) << "a known range was pinned again without a forget";
+    kernel_access_forget_pins(reinterpret_cast<uintptr_t>(tid), 4096);
+    ASSERT_EQ(::syscall(SYS_set_tid_address, tid), me);
+    EXPECT_FALSE(unpinned(tid, sizeof *tid)) << "the range was not pinned again";
+    EXPECT_GT(kernel_access_get_stats().pinned_forever_bytes, forever);
+    // The kernel writes the word at this thread's exit (the child's): it must be reachable.
+  });
+}
+
 // The shim gives every thread an alternate stack and sanitizers do too, so the handler usually
 // runs on one; there the kernel refuses any sigaltstack change (EPERM, before it validates), and
 // the emulation validates as the kernel would.

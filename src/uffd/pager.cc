@@ -21,6 +21,7 @@
 #include <system_error>
 #include <vector>
 
+#include "kernel_access.h"
 #include "pager_impl.h"
 #include "sys.h"
 #include "uswap/base/fault_inject.h"
@@ -398,6 +399,7 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
   USWAP_ASSERT_HELD(map_lock);
   constexpr unsigned chunk = 32;
   uint64_t slow[chunk];
+  bool pins_gone = false;
   for (uint64_t s = first; s < first + n; s += chunk) {
     const auto m = static_cast<unsigned>(std::min<uint64_t>(chunk, first + n - s));
     if (!chunk_was_touched(s) && !chunk_was_touched(s + m - 1)) continue;
@@ -433,13 +435,18 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
       }
       if (ps_state(st) == PS_MAPPED) ++unmapped;
       if (st & PG_unevictable) ++unevictable_gone;
-      if (ps_pins(st)) pinned.fetch_sub(ps_pins(st), std::memory_order_relaxed);
+      if (ps_pins(st)) {
+        pinned.fetch_sub(ps_pins(st), std::memory_order_relaxed);
+        pins_gone = true;
+      }
       if (st != 0) page_lock::update(w, ~uint64_t{0}, 0);
       page_lock::unlock(w);
     }
     uncharge(unmapped);
     if (unevictable_gone) unevictable.fetch_sub(unevictable_gone, std::memory_order_relaxed);
   }
+  // Pins for good there went with the pages (kernel_access.h).
+  if (pins_gone) kernel_access_forget_pins(page_addr(first), n << page_shift);
   // Memory the program gave back is the job's again, but for a little stock for the next faults.
   if (job_ref jr(*this); jr) trim_reservation(*jr, reclaim_pass + job_charge_batch);
   if (unmapping) {

@@ -443,6 +443,22 @@ PY
   [ "$(cat "$tmp/o")" = "$want" ] || fail "memory through syscall() printed $(cat "$tmp/o"), plain $want"
   [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 10000 ] ||
     fail "memory mapped through syscall() was not paged: $(tail -c 600 "$tmp/e")"
+  # Threads on stacks the program mapped (SBCL's): glibc's descriptor at the top of a stack in
+  # the arena, signals delivered while the pages below the stack pointer are evicted (the
+  # program counts how often that was the case: it must have happened), joins that return, a
+  # second stack mapped where the first was. In both fault modes and with a kswapd thread.
+  cc -O2 -pthread -o "$tmp/given" "$(dirname "${BASH_SOURCE[0]}")/given_stack_test_program.c" ||
+    fail "cannot build the given stack program"
+  want=$("$tmp/given" 2>/dev/null)
+  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 180 "$uswap" run --limit 8M $args --json -- "$tmp/given" >"$tmp/o" 2>"$tmp/e" ||
+      fail "($args) threads on program-given stacks: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the given stack program printed $(cat "$tmp/o")"
+    missing=$(sed -n 's/^given_stack: \([0-9]*\) signals found.*/\1/p' "$tmp/e")
+    [ "${missing:-0}" -gt 0 ] ||
+      fail "($args) no signal found the page below a thread's stack pointer evicted: $(head -c 300 "$tmp/e")"
+  done
   # Signals sent to the process reach the program's sigwait thread, never a pager's thread
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
   cc -O2 -pthread -o "$tmp/sigwait" "$(dirname "${BASH_SOURCE[0]}")/sigwait_test_program.c" ||

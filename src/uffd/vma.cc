@@ -13,6 +13,7 @@
 #include <shared_mutex>
 #include <string>
 
+#include "kernel_access.h"
 #include "pager_impl.h"
 #include "sys.h"
 #include "uswap/base/fault_inject.h"
@@ -453,6 +454,8 @@ result<void*> pager::remap(void* addr, uint64_t old_len, uint64_t new_len, bool 
     return error(err, std::string("uffd: mprotect for a move: ") + std::strerror(err));
   }
   const int err = m.move_pages(first, dst_first, std::min(old_np, new_np), v.prot);
+  // Pins do not move with the pages (move_pages drops them): pins for good made there go.
+  kernel_access_forget_pins(reinterpret_cast<uintptr_t>(addr), old_np << page_shift);
   if (v.prot != dst_prot) sys::mprotect(dst, new_np << page_shift, v.prot);
   m.insert_mapping(dst_first, vma{new_np, v.prot, v.on_fork});
   m.mapped_pages.fetch_add(new_np, std::memory_order_relaxed);

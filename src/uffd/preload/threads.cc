@@ -10,9 +10,14 @@
 // mapped) may have that stack in the arena, and glibc puts the thread's descriptor at its top.
 // The thread's first system calls (rseq, naming that descriptor) trap, before it has the shim's
 // signal stack: the SIGSYS handler runs on the thread's own stack, where a page never touched
-// is missing and the fault cannot be delivered (every signal is blocked there). The top
-// `first_steps_bytes` of such a stack are pinned until the thread has its signal stack; from
-// then on, every handler runs on that signal stack (signals.cc).
+// is missing and the fault cannot be delivered. Worse, glibc blocks every signal around the clone
+// (with a mask on the creating thread's stack, which traps only if that stack is in the arena),
+// so the new thread starts with SIGSYS blocked, and its first trap kills the process. So such a
+// thread is created from a short-lived stack in the arena: glibc's mask call traps there and is
+// emulated without the pager's signals, the clone's arguments are decoded (the descriptor's tid
+// words pinned for good, as the new thread's rseq area and robust list are when they trap), and
+// the top `first_steps_bytes` of the program's stack are pinned until the new thread has its
+// signal stack. From then on every handler runs on signal stacks (signals.cc).
 //
 // unshare(CLONE_NEWUSER) and setns() into a user namespace: the kernel refuses them (EINVAL) to a
 // process with more than one thread. The pager's background threads are not the program's: they
@@ -74,6 +79,71 @@ std::pair<const void*, size_t> pin_given_stack(const pthread_attr_t* attr) noexc
   return {top, len};
 }
 
+// Where glibc's pthread_create runs for a thread on a stack in the arena (see the top): a page
+// of its own frames, with room to spare; the pager's handlers run on the caller's signal stack.
+constexpr size_t create_stack_bytes = 64 * 1024;
+
+using create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+
+struct create_call {
+  create_fn real;
+  pthread_t* thread;
+  const pthread_attr_t* attr;
+  void* (*fn)(void*);
+  void* arg;
+  int rc;
+};
+
+extern "C" __attribute__((visibility("hidden"), used)) void uswap_shim_create_on_stack(void* p) {
+  auto* c = static_cast<create_call*>(p);
+  c->rc = c->real(c->thread, c->attr, c->fn, c->arg);
+}
+
+// uswap_shim_call_on_stack(top, fn, arg): fn(arg) with the stack pointer at `top` (16-byte
+// aligned), then back on the caller's stack. x86-64.
+extern "C" void uswap_shim_call_on_stack(void* top, void (*fn)(void*), void* arg);
+asm(R"(  .text
+  .globl uswap_shim_call_on_stack
+  .hidden uswap_shim_call_on_stack
+  .type uswap_shim_call_on_stack, @function
+  .p2align 4
+uswap_shim_call_on_stack:
+  .cfi_startproc
+  push %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  mov %rsp, %rbp
+  .cfi_def_cfa_register %rbp
+  mov %rdi, %rsp
+  mov %rdx, %rdi
+  call *%rsi
+  mov %rbp, %rsp
+  pop %rbp
+  .cfi_def_cfa %rsp, 8
+  ret
+  .cfi_endproc
+  .size uswap_shim_call_on_stack, .-uswap_shim_call_on_stack
+)");
+
+// The real pthread_create, from a stack in the arena when the new thread's stack is there and
+// this thread has the shim's signal stack (without one, a trap on that fresh stack could not be
+// delivered); else from here.
+int create_thread(create_fn real, pthread_t* thread, const pthread_attr_t* attr,
+                  void* (*fn)(void*), void* arg, bool given_stack) noexcept {
+  void* stack = nullptr;
+  if (given_stack && has_thread_altstack()) {
+    shim_scope s;
+    if (auto r = g.pg->map(create_stack_bytes)) stack = *r;
+  }
+  if (!stack) return real(thread, attr, fn, arg);
+  create_call c{real, thread, attr, fn, arg, 0};
+  uswap_shim_call_on_stack(static_cast<char*>(stack) + create_stack_bytes,
+                           uswap_shim_create_on_stack, &c);
+  shim_scope s;
+  (void)g.pg->unmap(stack, create_stack_bytes);
+  return c.rc;
+}
+
 void unpin_start(const start_args& a) noexcept {
   if (a.pinned) (void)g.pg->unpin(a.pinned, ctype_bytes_read);
   if (a.stack_pinned) (void)g.pg->unpin(a.stack_pinned, a.stack_pinned_len);
@@ -97,7 +167,6 @@ using namespace uswap::shim;
 
 USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
                                 void* (*fn)(void*), void* arg) {
-  using create_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   static auto real = reinterpret_cast<create_fn>(dlsym(RTLD_NEXT, "pthread_create"));
   // The pager's own threads (background reclaim and the pool worker, started in a forked child
   // after setlocale may have run) need the pin as much as the program's: only before the pager
@@ -115,7 +184,7 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
     }
   }
   if (!a) return real(thread, attr, fn, arg);
-  const int rc = real(thread, attr, start_trampoline, a);
+  const int rc = create_thread(real, thread, attr, start_trampoline, a, a->stack_pinned != nullptr);
   if (rc != 0) {
     shim_scope s;
     unpin_start(*a);
