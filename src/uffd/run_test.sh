@@ -459,6 +459,22 @@ PY
     [ "${missing:-0}" -gt 0 ] ||
       fail "($args) no signal found the page below a thread's stack pointer evicted: $(head -c 300 "$tmp/e")"
   done
+  # A stop-the-world collector's handshake (SBCL, Boehm GC): a mutator's handler waits while the
+  # collector walks the heap; signals that land inside its mmap or munmap (the program counts
+  # them: it must have happened) wait until the pager's locks are released, or the walk's faults
+  # would wait for them forever (the previous shim hung every time).
+  cc -O2 -pthread -o "$tmp/stw" "$(dirname "${BASH_SOURCE[0]}")/stop_the_world_test_program.c" ||
+    fail "cannot build the stop-the-world program"
+  want=$("$tmp/stw" 2>/dev/null)
+  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 120 "$uswap" run --limit 8M $args --json -- "$tmp/stw" >"$tmp/o" 2>"$tmp/e" ||
+      fail "($args) a stop-the-world handshake: status $?: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the stop-the-world program printed $(cat "$tmp/o")"
+    inside=$(sed -n 's/^stop_the_world: \([0-9]*\) stops found.*/\1/p' "$tmp/e")
+    [ "${inside:-0}" -gt 0 ] ||
+      fail "($args) no stop landed inside a mapping call: $(head -c 300 "$tmp/e")"
+  done
   # Signals sent to the process reach the program's sigwait thread, never a pager's thread
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
   cc -O2 -pthread -o "$tmp/sigwait" "$(dirname "${BASH_SOURCE[0]}")/sigwait_test_program.c" ||

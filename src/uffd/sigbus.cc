@@ -43,6 +43,9 @@ registry_slot slots[nr_slots];
 
 std::mutex install_mu;
 bool installed = false;
+// Signals the handler lets through (with install_mu): the synchronous ones, and the job's
+// reclaim signal once the shim names it (its handler defers itself inside pager code).
+int let_through = 0;
 // The handler that was in place before ours (or that the program installed since, through the
 // preload shim): the signal goes there when it is not a pager fault. Updates go to the next of
 // a ring of copies and are published with one pointer store, so a handler reading the current
@@ -139,11 +142,21 @@ void sigbus_action(int sig, siginfo_t* si, void* uc) {
   errno = saved_errno;
 }
 
+// Every asynchronous signal waits while a fault is resolved, as the kernel delivers signals only
+// on its way back to user space: a handler of the program's that waits for another thread (a
+// stop-the-world collector's: SBCL, Boehm GC) would otherwise park this thread holding map_lock
+// and page locks, and the collecting thread's next fault would wait for them forever.
+void fault_mask(sigset_t* m) noexcept {
+  sigfillset(m);
+  for (int sig : {SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(m, sig);
+  if (let_through) sigdelset(m, let_through);
+}
+
 void install_locked() {
   if (installed) return;
   struct sigaction sa {};
   sa.sa_sigaction = sigbus_action;
-  sigemptyset(&sa.sa_mask);
+  fault_mask(&sa.sa_mask);
   // SA_NODEFER: a fault taken while resolving one (a page the program dropped behind the
   // pager's back) must reach this handler again instead of killing the process, which is what
   // the kernel does to a thread that faults with SIGBUS blocked. SA_ONSTACK: a fault on a stack
@@ -186,6 +199,17 @@ void sigbus_unregister(int i) noexcept {
   s.owner.store(nullptr, std::memory_order_seq_cst);
   while (s.inflight.load(std::memory_order_seq_cst) != 0) sched_yield();
   s.end.store(0, std::memory_order_seq_cst);
+}
+
+void sigbus_let_through(int sig) {
+  std::lock_guard l(install_mu);
+  let_through = sig;
+  if (!installed) return;
+  struct sigaction sa {};
+  sigaction(SIGBUS, nullptr, &sa);
+  if (sa.sa_sigaction != sigbus_action) return;
+  fault_mask(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, nullptr);
 }
 
 bool sigbus_installed() noexcept {

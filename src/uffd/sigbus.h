@@ -19,6 +19,9 @@ int sigbus_register(pager::impl* p);
 // Removes it and waits until no handler uses it any more.
 void sigbus_unregister(int slot) noexcept;
 bool sigbus_installed() noexcept;
+// The handler blocks every asynchronous signal while it resolves a fault, but `sig` (the job's
+// reclaim signal, whose handler defers itself inside pager code). 0: none.
+void sigbus_let_through(int sig);
 
 // The handler SIGBUS goes to when the fault is not a pager's: *old receives the current one,
 // `act` (if not null) replaces it. The shim routes the program's sigaction(SIGBUS) here.

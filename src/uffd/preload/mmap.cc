@@ -240,7 +240,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
       return fail_with<void*>(EINVAL, MAP_FAILED);
     }
     // A file or shared mapping placed inside the arena: the range becomes foreign.
-    shim_scope s;
+    pager_call s;
     if (flags & MAP_FIXED_NOREPLACE) {
       auto m = g.pg->mapping_of(addr);
       if (m.ok() || g.pg->is_foreign(addr)) return fail_with<void*>(EEXIST, MAP_FAILED);
@@ -262,7 +262,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
       refuse_straddle("MAP_FIXED mapping");
       return fail_with<void*>(EINVAL, MAP_FAILED);
     }
-    shim_scope s;
+    pager_call s;
     auto r = g.pg->map_fixed(addr, len, prot, flags & MAP_FIXED_NOREPLACE);
     if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
     return *r;
@@ -277,7 +277,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     if (k != MAP_FAILED) return k;  // where the program asked, unrouted
     errno = saved;
   }
-  shim_scope s;
+  pager_call s;
   auto r = g.pg->map(len, uswap::page_size, prot, addr);
   if (r && hinted) note_hinted(*r, len);
   if (!r) {
@@ -315,7 +315,7 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
     refuse_straddle("munmap");
     return fail_with(EINVAL, -1);
   }
-  shim_scope s;
+  pager_call s;
   const uswap::status st = g.pg->unmap(addr, len);
   if (st.ok()) {
     note_unmap(addr, len);
@@ -336,7 +336,7 @@ USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
     refuse_straddle("mprotect");
     return fail_with(EINVAL, -1);
   }
-  shim_scope s;
+  pager_call s;
   // A foreign range is the program's own mapping: the kernel's to change.
   if (g.pg->is_foreign(addr)) return lc().mprotect(addr, len, prot);
   const uswap::status st = g.pg->protect(addr, len, prot);
@@ -356,7 +356,7 @@ USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
     refuse_straddle("madvise");
     return fail_with(EINVAL, -1);
   }
-  shim_scope s;
+  pager_call s;
   if (g.pg->is_foreign(addr)) return lc().madvise(addr, len, advice);
   uswap::status st;
   switch (advice) {
@@ -415,7 +415,7 @@ USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
     refuse_straddle("mremap");
     return fail_with<void*>(EINVAL, MAP_FAILED);
   }
-  shim_scope s;
+  pager_call s;
   if (g.pg->is_foreign(old)) {
     // The program's own mapping moves or grows as the kernel decides; if it leaves its place,
     // that place is the pager's again.

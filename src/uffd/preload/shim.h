@@ -162,6 +162,27 @@ T fail_with(int err, T fail) noexcept {
 // reclaim signal: an idle member must hear it). Returns `set` itself when nothing had to go,
 // else `copy` filled in.
 const sigset_t* without_pager_signals(const sigset_t* set, sigset_t* copy) noexcept;
+// Asynchronous signals wait while the shim is in the pager on the program's behalf (mmap and its
+// relatives, fork), as they wait while the kernel runs those calls: a handler of the program's
+// that waits for another thread (a stop-the-world collector's: SBCL, Boehm GC) would park this
+// thread holding map_lock, and the collector's next fault would wait for it forever. The
+// synchronous signals, the pager's own and glibc's internal ones stay deliverable. RAII.
+class signals_deferred {
+ public:
+  signals_deferred() noexcept;
+  ~signals_deferred();
+  signals_deferred(const signals_deferred&) = delete;
+  signals_deferred& operator=(const signals_deferred&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+// A call into the pager from a wrapper: pager code, with signals deferred.
+struct pager_call {
+  signals_deferred deferred;
+  shim_scope scope;
+};
+
 // From now on every signal handler takes SA_ONSTACK (signals.cc): a thread runs on a stack in
 // the arena. Idempotent.
 void handlers_on_signal_stack() noexcept;

@@ -145,6 +145,22 @@ int onstack_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
 
 }  // namespace
 
+signals_deferred::signals_deferred() noexcept {
+  sigset_t m;
+  sigfillset(&m);
+  for (int sig : {SIGBUS, SIGSEGV, SIGILL, SIGFPE, SIGTRAP, SIGSYS}) sigdelset(&m, sig);
+  if (g.job_signal) sigdelset(&m, g.job_signal);
+  const int saved = errno;
+  lc().pthread_sigmask(SIG_BLOCK, &m, &saved_);
+  errno = saved;
+}
+
+signals_deferred::~signals_deferred() {
+  const int saved = errno;
+  lc().pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  errno = saved;
+}
+
 void handlers_on_signal_stack() noexcept {
   if (handlers_onstack.exchange(true)) return;
   const int saved = errno;
@@ -177,6 +193,10 @@ void install_job_signal(int sig) noexcept {
   program_job_action.sa_handler = SIG_DFL;
   lc().sigaction(sig, &act, nullptr);
   g.job_signal = sig;
+  if (g.sigbus_mode) {
+    shim_scope s;
+    uswap::sigbus_let_through(sig);
+  }
   uswap::kernel_access_set_quiet_signal(sig);
 }
 

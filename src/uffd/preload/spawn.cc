@@ -372,6 +372,8 @@ USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
 // drops the parent's pins, the parent unpins.
 USWAP_EXPORT pid_t fork(void) {
   static auto real = next_fn<pid_t (*)(void)>("fork");
+  // The pager's fork handlers hold map_lock from before the clone to after it, in both processes.
+  signals_deferred deferred;
   const void* ctype = nullptr;
   if (ready() && !g.sigbus_mode && !in_pager_code() && getpid() == g.pid) {
     shim_scope s;
