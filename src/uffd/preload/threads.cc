@@ -132,14 +132,14 @@ int create_thread(create_fn real, pthread_t* thread, const pthread_attr_t* attr,
                   void* (*fn)(void*), void* arg, bool given_stack) noexcept {
   void* stack = nullptr;
   if (given_stack && has_thread_altstack()) {
-    shim_scope s;
+    pager_call s;
     if (auto r = g.pg->map(create_stack_bytes)) stack = *r;
   }
   if (!stack) return real(thread, attr, fn, arg);
   create_call c{real, thread, attr, fn, arg, 0};
   uswap_shim_call_on_stack(static_cast<char*>(stack) + create_stack_bytes,
                            uswap_shim_create_on_stack, &c);
-  shim_scope s;
+  pager_call s;
   (void)g.pg->unmap(stack, create_stack_bytes);
   return c.rc;
 }
@@ -152,7 +152,7 @@ void unpin_start(const start_args& a) noexcept {
 void* start_trampoline(void* p) {
   const start_args a = *static_cast<start_args*>(p);
   {
-    shim_scope s;
+    pager_call s;
     install_thread_altstack();
     __libc_free(p);
     unpin_start(a);
@@ -174,7 +174,7 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   if (!ready()) return real(thread, attr, fn, arg);
   start_args* a = nullptr;
   {
-    shim_scope s;
+    pager_call s;
     a = static_cast<start_args*>(__libc_malloc(sizeof(start_args)));
     if (a) {
       const void* ctype = g.sigbus_mode ? global_ctype_data() : nullptr;
@@ -186,7 +186,7 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   if (!a) return real(thread, attr, fn, arg);
   const int rc = create_thread(real, thread, attr, start_trampoline, a, a->stack_pinned != nullptr);
   if (rc != 0) {
-    shim_scope s;
+    pager_call s;
     unpin_start(*a);
     __libc_free(a);
   }
