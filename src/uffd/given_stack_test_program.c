@@ -54,9 +54,12 @@ static uint64_t deep(int n) {
   return n ? deep(n - 1) + pad[0] : pad[0];
 }
 
-static void* runner(void* arg) {
-  (void)arg;
-  volatile uint64_t sink = deep(200);  // 800 KiB of stack
+// Streams through the heap from `depth` frames of 4 KiB down the stack, below the part of it
+// a pager may keep resident (the thread's descriptor and TLS at its top).
+static uint64_t stream(int depth) {
+  volatile uint8_t pad[4096];
+  pad[0] = (uint8_t)depth;
+  if (depth > 0) return stream(depth - 1) + pad[0];
   int local;
   atomic_store(&thread_sp, (uintptr_t)&local);
   atomic_store(&streaming, 1);
@@ -67,7 +70,13 @@ static void* runner(void* arg) {
     for (size_t i = 0; i < heap_len && !atomic_load(&stop); i += 4096) sum += heap[i];
   for (int pass = 0; pass < 2; ++pass)
     for (size_t i = 0; i < heap_len; i += 4096) heap[i] += 1;
-  return (void*)(uintptr_t)((sink + sum) & 1);
+  return sum + pad[0];
+}
+
+static void* runner(void* arg) {
+  (void)arg;
+  volatile uint64_t sink = deep(200);  // 800 KiB of stack
+  return (void*)(uintptr_t)((sink + stream(48)) & 1);
 }
 
 // Whether the page below the thread's stack pointer is missing.

@@ -192,7 +192,7 @@ void* reserve_across_end(size_t len, int flags) noexcept {
     const uintptr_t above = total - inside, rest = above - uswap::page_size;
     bool ok = true;
     if (rest) {
-      const long k = ::syscall(
+      const long k = uswap::raw_syscall(
           SYS_mmap, hi + uswap::page_size, rest, PROT_NONE,
           (flags & MAP_NORESERVE) | MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
       ok = k == static_cast<long>(hi + uswap::page_size);

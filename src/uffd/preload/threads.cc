@@ -17,7 +17,8 @@
 // emulated without the pager's signals, the clone's arguments are decoded (the descriptor's tid
 // words pinned for good, as the new thread's rseq area and robust list are when they trap), and
 // the top `first_steps_bytes` of the program's stack are pinned until the new thread has its
-// signal stack. From then on every handler runs on signal stacks (signals.cc).
+// signal stack; the top `descriptor_bytes` (descriptor and static TLS) while the stack is mapped.
+// From then on every handler runs on signal stacks (signals.cc).
 //
 // unshare(CLONE_NEWUSER) and setns() into a user namespace: the kernel refuses them (EINVAL) to a
 // process with more than one thread. The pager's background threads are not the program's: they
@@ -64,6 +65,10 @@ struct start_args {
 
 // Room for glibc's start of a thread and a SIGSYS handler under it, as the shim's signal stack.
 constexpr size_t first_steps_bytes = 256 * 1024;
+// The part of it that stays pinned while the stack is mapped: the thread's descriptor and static
+// TLS, where the shim's per-thread state lives, which the fault handler itself reads (a fault on
+// that page could not be resolved). The program's munmap of the stack ends the pin.
+constexpr size_t descriptor_bytes = 64 * 1024;
 
 // The top of a program-given stack in the arena, pinned for writing: {nullptr, 0} if there is
 // none (no stack given, one outside the arena, or the pin refused).
@@ -144,9 +149,12 @@ int create_thread(create_fn real, pthread_t* thread, const pthread_attr_t* attr,
   return c.rc;
 }
 
-void unpin_start(const start_args& a) noexcept {
+// started: the thread runs on its signal stack now; the descriptor's pages stay pinned.
+void unpin_start(const start_args& a, bool started) noexcept {
   if (a.pinned) (void)g.pg->unpin(a.pinned, ctype_bytes_read);
-  if (a.stack_pinned) (void)g.pg->unpin(a.stack_pinned, a.stack_pinned_len);
+  if (!a.stack_pinned) return;
+  const size_t keep = started ? std::min(a.stack_pinned_len, descriptor_bytes) : 0;
+  if (a.stack_pinned_len > keep) (void)g.pg->unpin(a.stack_pinned, a.stack_pinned_len - keep);
 }
 
 void* start_trampoline(void* p) {
@@ -155,7 +163,7 @@ void* start_trampoline(void* p) {
     pager_call s;
     install_thread_altstack();
     __libc_free(p);
-    unpin_start(a);
+    unpin_start(a, true);
   }
   return a.fn(a.arg);
 }
@@ -187,7 +195,7 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   const int rc = create_thread(real, thread, attr, start_trampoline, a, a->stack_pinned != nullptr);
   if (rc != 0) {
     pager_call s;
-    unpin_start(*a);
+    unpin_start(*a, false);
     __libc_free(a);
   }
   return rc;
