@@ -17,7 +17,7 @@ static uint8_t* heap;
 static size_t heap_len = (size_t)heap_mib << 20;
 
 static void die(const char* what) {
-  fprintf(stderr, "given_stack: %s\n", what);
+  fprintf(stderr, "raw_syscall: %s\n", what);
   exit(1);
 }
 

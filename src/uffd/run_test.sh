@@ -443,6 +443,22 @@ PY
   [ "$(cat "$tmp/o")" = "$want" ] || fail "memory through syscall() printed $(cat "$tmp/o"), plain $want"
   [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 10000 ] ||
     fail "memory mapped through syscall() was not paged: $(tail -c 600 "$tmp/e")"
+  # A library between the shim and the C library that hooks mmap, munmap and mremap and makes
+  # them with syscall(), as tcmalloc does (SWI-Prolog): the shim passes the file mappings on to
+  # it and must take the hook's syscall() to the kernel. The previous shim recursed until the
+  # stack overflowed (SIGSEGV).
+  here=$(dirname "${BASH_SOURCE[0]}")
+  cc -O2 -shared -fPIC -o "$tmp/libhooked.so" "$here/hooked_mmap_test_lib.c" &&
+    cc -O2 -o "$tmp/hooked" "$here/hooked_mmap_test_program.c" -L"$tmp" -lhooked -Wl,-rpath,"$tmp" ||
+    fail "cannot build the hooked mmap program"
+  want=$("$tmp/hooked" 2>/dev/null)
+  "$uswap" run --limit 8M --json -- "$tmp/hooked" >"$tmp/o" 2>"$tmp/e" ||
+    fail "memory calls hooked by a library: $(tail -c 600 "$tmp/e")"
+  [ "$(cat "$tmp/o")" = "$want" ] || fail "the hooked mmap program printed $(cat "$tmp/o"), plain $want"
+  hooked=$(sed -n 's/^hooked_mmap: \([0-9]*\) calls reached the hooks/\1/p' "$tmp/e")
+  [ "${hooked:-0}" -gt 0 ] || fail "no call reached the library's hooks: $(head -c 300 "$tmp/e")"
+  [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 5000 ] ||
+    fail "the hooked mmap program's heap was not paged: $(tail -c 600 "$tmp/e")"
   # Threads on stacks the program mapped (SBCL's): glibc's descriptor at the top of a stack in
   # the arena, signals delivered while the pages below the stack pointer are evicted (the
   # program counts how often that was the case: it must have happened), joins that return, a
