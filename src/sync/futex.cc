@@ -12,16 +12,37 @@
 
 namespace uswap {
 
+namespace {
+
+std::atomic<futex_syscall_fn> door{nullptr};
+
+// syscall(2)'s contract whichever way the call is made: the result, or -1 with errno set.
+long futex_call(long nr, const void* a1, long a2, long a3, long a4 = 0, long a5 = 0,
+                long a6 = 0) noexcept {
+  const long p = reinterpret_cast<long>(a1);
+  if (const futex_syscall_fn fn = door.load(std::memory_order_acquire)) {
+    const long r = fn(nr, p, a2, a3, a4, a5, a6);
+    if (r < 0 && r > -4096) {
+      errno = static_cast<int>(-r);
+      return -1;
+    }
+    return r;
+  }
+  return syscall(nr, p, a2, a3, a4, a5, a6);
+}
+
+}  // namespace
+
+void set_futex_syscall(futex_syscall_fn fn) noexcept { door.store(fn, std::memory_order_release); }
+
 void futex_wait(const std::atomic<uint32_t>* word, uint32_t expected) noexcept {
   // FUTEX_PRIVATE_FLAG: all uswap locks are process-private, which saves the kernel a
   // page-table walk per call.
-  syscall(SYS_futex, reinterpret_cast<const uint32_t*>(word), FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-          expected, nullptr, nullptr, 0);
+  futex_call(SYS_futex, word, FUTEX_WAIT | FUTEX_PRIVATE_FLAG, expected);
 }
 
 int futex_wake(const std::atomic<uint32_t>* word, int count) noexcept {
-  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<const uint32_t*>(word),
-                                  FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count, nullptr, nullptr, 0));
+  return static_cast<int>(futex_call(SYS_futex, word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, count));
 }
 
 bool futex_wait_any(std::span<const futex_waiter> words) noexcept {
@@ -34,14 +55,13 @@ bool futex_wait_any(std::span<const futex_waiter> words) noexcept {
     v[i].uaddr = reinterpret_cast<uintptr_t>(words[i].word);
     v[i].flags = FUTEX_32 | (words[i].shared ? 0 : FUTEX_PRIVATE_FLAG);
   }
-  const long rc = syscall(SYS_futex_waitv, v, static_cast<unsigned>(words.size()), 0, nullptr,
-                          CLOCK_MONOTONIC);
+  const long rc = futex_call(SYS_futex_waitv, v, static_cast<long>(words.size()), 0, 0,
+                             CLOCK_MONOTONIC);
   return rc >= 0 || (errno != ENOSYS && errno != EPERM && errno != EINVAL);
 }
 
 int futex_wake_shared(const std::atomic<uint32_t>* word, int count) noexcept {
-  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<const uint32_t*>(word), FUTEX_WAKE,
-                                  count, nullptr, nullptr, 0));
+  return static_cast<int>(futex_call(SYS_futex, word, FUTEX_WAKE, count));
 }
 
 }  // namespace uswap

@@ -4,11 +4,17 @@
 // counters are race-checked against the locks' annotations.
 #include <gtest/gtest.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <thread>
 
 #include "uswap_testing/threads.h"
 #include "uswap/sync/bit_lock.h"
+#include "uswap/sync/futex.h"
 #include "uswap/sync/mutex.h"
 #include "uswap/sync/rw_semaphore.h"
 #include "uswap/sync/spin_lock.h"
@@ -138,6 +144,38 @@ TEST(Mutex, ContendedFlagShowsAParkedWaiter) {
   m.unlock();
   t.join();
   EXPECT_FALSE(m.is_locked());
+}
+
+// set_futex_syscall: every park and wake of the sync layer goes through the door it sets (uswap
+// run sets one no seccomp filter traps), with syscall(2)'s result, and the C library's again once
+// it is reset.
+std::atomic<int> door_calls{0};
+long counting_door(long nr, long a1, long a2, long a3, long a4, long a5, long a6) {
+  door_calls.fetch_add(1);
+  const long r = ::syscall(nr, a1, a2, a3, a4, a5, a6);
+  return r == -1 ? -errno : r;
+}
+
+TEST(Futex, EveryParkAndWakeGoesThroughTheDoorSet) {
+  set_futex_syscall(&counting_door);
+  mutex m;
+  m.lock();
+  std::thread t([&] {
+    m.lock();
+    m.unlock();
+  });
+  EXPECT_TRUE(testing::eventually([&] { return m.is_contended(); }));
+  m.unlock();
+  t.join();
+  const int parked = door_calls.load();
+  EXPECT_GE(parked, 2);  // the waiter's park, the holder's wake
+  // The door's -errno comes back as syscall(2)'s -1 and errno.
+  std::atomic<uint32_t> word{1};
+  futex_wait(&word, 0);  // the value differs: EAGAIN at once
+  EXPECT_EQ(door_calls.load(), parked + 1);
+  set_futex_syscall(nullptr);
+  EXPECT_EQ(futex_wake(&word, 1), 0);
+  EXPECT_EQ(door_calls.load(), parked + 1);
 }
 
 }  // namespace

@@ -10,9 +10,15 @@
 // process. A word in memory that several processes map (a job's segment) is waited on with
 // futex_wait_any's `shared` and woken with futex_wake_shared.
 //
+// The calls are made with the C library's syscall() unless a process sets another door
+// (set_futex_syscall): `uswap run`'s seccomp filter traps a futex call whose word lies in the
+// arena, and a lock's waiter may park on a word on its own stack, which is in the arena when a
+// handler runs on a thread's program-given stack; inside the handler that performs trapped
+// calls, a trapped wait would trap again, without end.
+//
 // Thread-safety: the functions are the kernel's; any thread may call them on any word.
 // futex_wait and futex_wait_any may return spuriously (signal, value already changed): callers
-// re-check in a loop.
+// re-check in a loop. set_futex_syscall is for start-up, before the first lock is contended.
 #pragma once
 
 #include <atomic>
@@ -41,6 +47,11 @@ struct futex_waiter {
 bool futex_wait_any(std::span<const futex_waiter> words) noexcept;
 // futex_wake for a word other processes map too: wakes waiters of any process.
 int futex_wake_shared(const std::atomic<uint32_t>* word, int count) noexcept;
+
+// A system call made a way no filter traps: the raw result (-errno on failure).
+using futex_syscall_fn = long (*)(long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+// Makes every futex call of this layer through `fn` (nullptr: the C library's syscall() again).
+void set_futex_syscall(futex_syscall_fn fn) noexcept;
 
 // The 32-bit half of a 64-bit atomic word that holds bit `bit` (0..63), to park on.
 inline const std::atomic<uint32_t>* futex_word_of(const std::atomic<uint64_t>& word,
