@@ -45,14 +45,25 @@
 
 #include "kernel_access_impl.h"
 #include "uswap/base/page.h"
+#include "uswap/sync/futex.h"
 
 // The trampoline: a syscall with up to six arguments in the SysV calling convention, and the
 // clone variant whose child (rax == 0) rt_sigreturns on the frame copy passed as eighth argument
 // (in rbx across the syscall, which preserves everything but rax, rcx and r11).
+//
+// And the restart of a trapped wait on the program's own stack (restart_on_program_stack): the
+// handler returns to uswap_ka_tramp_restart with the call's registers as the program set them
+// and, below the red zone, three words: the call's number, uswap_ka_retrap, and where the
+// program's syscall instruction returns to. The call is made there; its result goes back to the
+// program, unless it is EFAULT (a page the handler made present went again before the kernel
+// read it, or a pointer that is bad), when the call is made again from uswap_ka_retrap, outside
+// the trampoline page, where the filter traps it and the handler performs it itself, as any
+// other. rcx and r11 are the syscall instruction's to clobber.
 asm(R"(
   .pushsection .text.uswap_ka_tramp,"ax",@progbits
   .globl uswap_ka_tramp_begin
   .globl uswap_ka_tramp_clone
+  .globl uswap_ka_tramp_restart
   .globl uswap_ka_tramp_end
   .type uswap_ka_tramp_begin,@function
   .type uswap_ka_tramp_clone,@function
@@ -90,9 +101,31 @@ uswap_ka_tramp_clone:
 1:
   pop %rbx
   ret
+  .p2align 4
+uswap_ka_tramp_restart:
+  syscall
+  cmp $-14, %rax
+  je 2f
+  mov 16(%rsp), %rcx
+  lea 152(%rsp), %rsp
+  jmp *%rcx
+2:
+  mov (%rsp), %rax
+  jmp *8(%rsp)
 uswap_ka_tramp_end:
   .popsection
   .pushsection .text
+  .globl uswap_ka_retrap
+  .hidden uswap_ka_retrap
+  .globl uswap_ka_retrap_return
+  .hidden uswap_ka_retrap_return
+  .p2align 4
+uswap_ka_retrap:
+  syscall
+uswap_ka_retrap_return:
+  mov 16(%rsp), %rcx
+  lea 152(%rsp), %rsp
+  jmp *%rcx
   .globl uswap_ka_restore_rt
   .type uswap_ka_restore_rt,@function
   .p2align 4
@@ -105,7 +138,10 @@ uswap_ka_restore_rt:
 extern "C" {
 long uswap_ka_tramp_begin(long, long, long, long, long, long, long);
 long uswap_ka_tramp_clone(long, long, long, long, long, long, long, void*);
+void uswap_ka_tramp_restart();
 void uswap_ka_tramp_end();
+void uswap_ka_retrap();
+void uswap_ka_retrap_return();
 void uswap_ka_restore_rt();  // the sa_restorer of the raw rt_sigaction below (rt_sigreturn)
 }
 
@@ -338,7 +374,7 @@ long run_generic(frame& f) noexcept {
       pause_for_pins(f);
       continue;
     }
-    if (r == issue_call) r = issue(f);
+    if (r == issue_call) r = f.restart ? restart_call : issue(f);
     f.pins.release();
     return r;
   }
@@ -621,6 +657,68 @@ void forward(int sig, siginfo_t* si, void* uc) {
   die_of_sigsys();
 }
 
+// Where uswap_ka_tramp_restart is in the trampoline page; 0 before install.
+std::atomic<uintptr_t> tramp_restart_at{0};
+
+// A wait that may block for long: FUTEX_WAIT and FUTEX_WAIT_BITSET. Made inside the handler, it
+// would wait on the handler's stack, the shim's alternate one, and a signal that came meanwhile
+// would find the thread's stack pointer there, outside its own stack: SBCL's collector, which
+// stops each thread with a signal and scans its stack from the interrupted stack pointer, then
+// stops. The kernel reads the word (and a timeout) only as the wait starts, so once present
+// they need no pin: the handler makes them present, lets the pins go and returns to the
+// trampoline, which makes the call on the program's stack, as the program would have.
+// A call that comes back through uswap_ka_retrap (its page went again before the kernel read
+// it: reclaim under pressure picks a page the moment its pin goes) is restarted the same way,
+// below the first, up to max_restarts deep (impl.h); past that it is performed here.
+
+// Reads or writes words of the program's stack below its stack pointer. A stack in the arena
+// (SBCL runs Lisp on one it mapped) may have the page evicted, which process_vm_readv would
+// refuse: it is pinned for the copy.
+bool stack_words(uintptr_t at, void* buf, size_t len, bool write) noexcept {
+  if (overlaps_arena(at, len)) {
+    pin_set one;
+    if (one.add(at, len, write) != 0) return false;
+    if (write) std::memcpy(reinterpret_cast<void*>(at), buf, len);
+    else std::memcpy(buf, reinterpret_cast<const void*>(at), len);
+    return true;
+  }
+  return write ? write_self(at, buf, len) : read_self(buf, at, len);
+}
+
+bool restartable_wait(const call& c, const greg_t* r) noexcept {
+  if (c.nr != SYS_futex || tramp_restart_at.load(std::memory_order_relaxed) == 0) return false;
+  const long cmd = c.a[1] & FUTEX_CMD_MASK;
+  if (cmd != FUTEX_WAIT && cmd != FUTEX_WAIT_BITSET) return false;
+  const auto retrap_return = reinterpret_cast<uint64_t>(&uswap_ka_retrap_return);
+  if (static_cast<uint64_t>(r[REG_RIP]) != retrap_return) return true;
+  stats.retrapped.fetch_add(1, std::memory_order_relaxed);
+  // How deep: each restart's words name where it returns to, a retrap's return for all but
+  // the first.
+  uintptr_t sp = static_cast<uintptr_t>(r[REG_RSP]);
+  for (int depth = 1; depth < max_restarts; ++depth) {
+    uint64_t ret = 0;
+    if (!stack_words(sp + 2 * sizeof(uint64_t), &ret, sizeof ret, false)) return false;
+    if (ret != retrap_return) return true;
+    sp += 128 + 3 * sizeof(uint64_t);
+  }
+  return false;
+}
+
+// Lays out the restart of the trapped call on the program's stack (see the trampoline). False
+// when the words cannot be written below the red zone (a stack at its end, a pin refused): the
+// handler then performs the call itself.
+bool restart_on_program_stack(greg_t* r, long nr) noexcept {
+  const uintptr_t sp = static_cast<uintptr_t>(r[REG_RSP]) - 128 - 3 * sizeof(uint64_t);
+  uint64_t words[3] = {static_cast<uint64_t>(nr), reinterpret_cast<uint64_t>(&uswap_ka_retrap),
+                       static_cast<uint64_t>(r[REG_RIP])};
+  if (!stack_words(sp, words, sizeof words, true)) return false;
+  r[REG_RSP] = static_cast<greg_t>(sp);
+  r[REG_RIP] = static_cast<greg_t>(tramp_restart_at.load(std::memory_order_relaxed));
+  r[REG_RAX] = nr;
+  stats.restarted.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 // Resumes the context laid out at `at` by place_sigframe.
 [[noreturn]] void sigreturn_at(long at) noexcept {
   asm volatile("mov %0, %%rsp\n\tmov $15, %%eax\n\tsyscall\n\tud2" : : "r"(at) : "memory");
@@ -654,7 +752,19 @@ void sigsys_action(int sig, siginfo_t* si, void* ucv) {
     stats.trapped.fetch_add(1, std::memory_order_relaxed);
     if (f.c.nr >= 0 && f.c.nr < syscall_table::nr_syscalls)
       stats.per_nr[f.c.nr].fetch_add(1, std::memory_order_relaxed);
-    r[REG_RAX] = run(f);
+    const call as_trapped = f.c;
+    f.restart = restartable_wait(f.c, r);
+    long res = run(f);
+    if (res == restart_call) {
+      if (restart_on_program_stack(r, as_trapped.nr)) {
+        errno = saved_errno;
+        return;
+      }
+      f.c = as_trapped;
+      f.restart = false;
+      res = run(f);
+    }
+    r[REG_RAX] = res;
     if (f.sigreturn_off_alt_stack && r[REG_RAX] == 0) {
       // Where the kernel would have put this frame without SA_ONSTACK: below the red zone.
       alignas(16) unsigned char copy[sigframe_uc_bytes];
@@ -1093,11 +1203,49 @@ int pin_msghdr(frame& f, uintptr_t msg, bool recv) noexcept {
   return 0;
 }
 
+namespace {
+
+// Calls that return at once, whatever their arguments: no wait on another process, a device or
+// the network. A trapped one is made with the asynchronous signals still held (issue).
+bool never_blocks(long nr) noexcept {
+  switch (nr) {
+    case SYS_rt_sigprocmask: case SYS_rt_sigaction: case SYS_sigaltstack: case SYS_rt_sigpending:
+    case SYS_rseq: case SYS_set_robust_list: case SYS_get_robust_list: case SYS_set_tid_address:
+    case SYS_arch_prctl: case SYS_prctl: case SYS_getrlimit: case SYS_setrlimit:
+    case SYS_prlimit64: case SYS_getrusage: case SYS_sysinfo: case SYS_times: case SYS_uname:
+    case SYS_getcwd: case SYS_clock_gettime: case SYS_clock_getres: case SYS_gettimeofday:
+    case SYS_time: case SYS_getitimer: case SYS_setitimer: case SYS_timer_create:
+    case SYS_timer_settime: case SYS_timer_gettime: case SYS_timerfd_settime:
+    case SYS_timerfd_gettime: case SYS_sched_getaffinity: case SYS_sched_setaffinity:
+    case SYS_sched_getparam: case SYS_sched_setparam: case SYS_sched_getattr:
+    case SYS_sched_setattr: case SYS_sched_rr_get_interval: case SYS_getgroups:
+    case SYS_setgroups: case SYS_getresuid: case SYS_getresgid: case SYS_capget: case SYS_capset:
+    case SYS_mincore: case SYS_pipe: case SYS_pipe2: case SYS_socketpair: case SYS_getsockname:
+    case SYS_getpeername: case SYS_getsockopt: case SYS_setsockopt: case SYS_stat: case SYS_lstat:
+    case SYS_fstat: case SYS_newfstatat: case SYS_statx: case SYS_statfs: case SYS_fstatfs:
+    case SYS_readlink: case SYS_readlinkat: case SYS_access: case SYS_faccessat:
+    case SYS_faccessat2: case SYS_getdents64: case SYS_utimensat: case SYS_getrandom:
+    case SYS_get_mempolicy: case SYS_set_mempolicy: case SYS_process_vm_readv:
+    case SYS_process_vm_writev: case SYS_epoll_ctl:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 long issue(frame& f) noexcept {
   uint64_t call_mask = f.call_mask;
   if (const uint64_t q = quiet_signals.load(std::memory_order_relaxed);
       q != 0 && !syscall_restarts_cleanly(f.c.nr, f.c.a))
     call_mask |= q;
+  // A trapped call that cannot block keeps the asynchronous signals held: one that comes
+  // meanwhile is delivered as the handler returns, at the program's own syscall instruction and
+  // on its own stack, where the kernel would have delivered it, at the call's return. Delivered
+  // here, its handler would find the thread's stack pointer on the handler's stack (SBCL's
+  // collector stops a thread with a signal and scans its stack from there).
+  if (f.uc && never_blocks(f.c.nr)) call_mask = f.work_mask;
   const bool switch_mask = call_mask != f.work_mask;
   if (switch_mask) set_mask(call_mask);
   const long r = sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
@@ -1651,6 +1799,8 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
     return error(EPERM, "kernel_access: cannot make the trampoline executable");
   }
   const size_t clone_off = reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_clone) - code;
+  const size_t restart_off =
+      reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_restart) - code;
 
   // The handler. SA_NODEFER: a trapped call inside a program handler that runs during an
   // emulated call (signals are unblocked then) must reach this handler again. No SA_RESTART:
@@ -1669,6 +1819,10 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
   tramp_syscall.store(reinterpret_cast<syscall6_fn>(m), std::memory_order_release);
   tramp_clone.store(reinterpret_cast<clone_fn>(m + static_cast<long>(clone_off)),
                     std::memory_order_release);
+  tramp_restart_at.store(static_cast<uintptr_t>(m) + restart_off, std::memory_order_release);
+  // uswap's own lock waits: never trapped (futex.h), or a handler running on an arena stack
+  // that waits for a lock would trap inside itself again and again.
+  set_futex_syscall(&kernel_access_syscall);
   installed.store(true, std::memory_order_release);
   const unsigned slot = chain_next.fetch_add(1, std::memory_order_relaxed) % nr_chain;
   if (install_sigsys(sa, &chain_storage[slot]) != 0) {
@@ -1676,6 +1830,8 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
     installed.store(false, std::memory_order_release);
     tramp_syscall.store(&uswap_ka_tramp_begin, std::memory_order_release);
     tramp_clone.store(&uswap_ka_tramp_clone, std::memory_order_release);
+    tramp_restart_at.store(0, std::memory_order_release);
+    set_futex_syscall(nullptr);
     sys(SYS_munmap, m, page_size);
     return error(e, "kernel_access: sigaction(SIGSYS)");
   }
@@ -1800,6 +1956,8 @@ kernel_access_stats kernel_access_get_stats() noexcept {
   s.raw_fork_filter = fork_filter_on.load(std::memory_order_relaxed);
   s.forwarded = stats.forwarded.load(std::memory_order_relaxed);
   s.pin_retries = stats.pin_retries.load(std::memory_order_relaxed);
+  s.restarted = stats.restarted.load(std::memory_order_relaxed);
+  s.retrapped = stats.retrapped.load(std::memory_order_relaxed);
   return s;
 }
 

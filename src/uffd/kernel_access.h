@@ -198,6 +198,8 @@ struct kernel_access_stats {
   bool raw_fork_filter = false;  // the image's raw fork filter is in place
   uint64_t forwarded = 0;      // SIGSYS passed to the program's handler
   uint64_t pin_retries = 0;    // pins refused over the cap (ENOMEM) and retried
+  uint64_t restarted = 0;      // futex waits made again from the program's own stack
+  uint64_t retrapped = 0;      // of those, the ones that met EFAULT and came back to the engine
 };
 kernel_access_stats kernel_access_get_stats() noexcept;
 // Trapped calls of one system call number (0 outside the table).

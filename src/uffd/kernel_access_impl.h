@@ -55,7 +55,8 @@ extern engine_config g;
 
 struct counters {
   std::atomic<uint64_t> trapped{0}, emulated{0}, pinned_bytes{0}, pinned_forever_bytes{0},
-      chunked{0}, unsupported{0}, forwarded{0}, pin_retries{0}, raw_forks{0};
+      chunked{0}, unsupported{0}, forwarded{0}, pin_retries{0}, raw_forks{0}, restarted{0},
+      retrapped{0};
   std::atomic<uint64_t> per_nr[syscall_table::nr_syscalls]{};
 };
 extern counters stats;
@@ -73,6 +74,12 @@ inline bool overlaps_arena(uintptr_t a, uint64_t len) noexcept {
 // Decoders return a result, or one of these.
 inline constexpr long issue_call = LONG_MIN;      // issue the call as it stands in frame::c
 inline constexpr long retry_pins = LONG_MIN + 1;  // a pin was refused over the cap: start over
+// run's answer for a frame with `restart` set whose call is ready: its pages were present a
+// moment ago, the pins are gone, the handler makes it from the program's own stack.
+inline constexpr long restart_call = LONG_MIN + 2;
+// How many times a restarted wait that meets EFAULT is restarted again, each below the last,
+// before the handler performs it itself.
+inline constexpr int max_restarts = 8;
 
 struct pin_rec {
   uintptr_t addr;
@@ -126,6 +133,9 @@ struct frame {
   // Set by an emulation whose change the kernel applies at sigreturn only from a frame off the
   // thread's alternate stack (sigaltstack, when the handler runs on one).
   bool sigreturn_off_alt_stack = false;
+  // Set by the SIGSYS handler for a wait it may restart on the program's stack: run returns
+  // restart_call instead of issuing it.
+  bool restart = false;
   // Scratch for copies the call is issued on (iovec arrays, a msghdr, execve's strings): a
   // small inline area, then one anonymous mapping, freed when the frame ends.
   void* scratch(size_t bytes) noexcept;

@@ -789,6 +789,98 @@ TEST(KernelAccess, FutexWaitAndWakeOnAnArenaWord) {
     EXPECT_EQ(woke.load(), 1);
     EXPECT_LE(trapped(), t1 + 1);  // only a racing re-wait of the waiter, never the wakes
     EXPECT_EQ(sim().live.load(), 0);
+    // The word's page went with its pin (the simulation makes it PROT_NONE at once), so the wait
+    // restarted on the waiter's stack met EFAULT and came back to be performed by the engine.
+    EXPECT_GE(kernel_access_get_stats().retrapped, 1u);
+  });
+}
+
+// A futex wait is made from the program's own stack: a signal that comes while the thread waits
+// finds its stack pointer on the thread's stack and its instruction in the trampoline page, not
+// inside the SIGSYS handler on the handler's alternate stack (SBCL's collector scans a stopped
+// thread's stack from there). The test holds a pin on the word throughout, as a page that stays
+// resident needs none.
+namespace restart_probe {
+std::atomic<uintptr_t> sp{0}, ip{0};
+void on_usr1(int, siginfo_t*, void* ucv) {
+  const auto* uc = static_cast<const ucontext_t*>(ucv);
+  sp.store(static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]));
+  ip.store(static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]));
+}
+}  // namespace restart_probe
+
+TEST(KernelAccess, AFutexWaitIsMadeOnTheThreadsOwnStack) {
+  in_child([] {
+    auto* word = at<std::atomic<uint32_t>>(0x90000);
+    ASSERT_EQ(sim_pin(nullptr, word, 4, true), 0);
+    word->store(0);
+    install();
+    struct sigaction sa {};
+    sa.sa_sigaction = restart_probe::on_usr1;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;  // the interrupted wait is restarted by the kernel
+    ASSERT_EQ(::sigaction(SIGUSR1, &sa, nullptr), 0);
+    std::atomic<uintptr_t> stack_lo{0}, stack_hi{0}, alt_lo{0};
+    std::atomic<bool> waiting{false};
+    std::atomic<int> woke{0};
+    std::thread waiter([&] {
+      // The SIGSYS handler runs on an alternate stack, as the preload shim gives every thread.
+      std::vector<unsigned char> alt(64 << 10);
+      const stack_t ss{alt.data(), 0, alt.size()};
+      ASSERT_EQ(::sigaltstack(&ss, nullptr), 0);
+      alt_lo = reinterpret_cast<uintptr_t>(alt.data());
+      pthread_attr_t attr;
+      ASSERT_EQ(::pthread_getattr_np(::pthread_self(), &attr), 0);
+      void* lo = nullptr;
+      size_t n = 0;
+      ASSERT_EQ(::pthread_attr_getstack(&attr, &lo, &n), 0);
+      ::pthread_attr_destroy(&attr);
+      stack_lo = reinterpret_cast<uintptr_t>(lo);
+      stack_hi = reinterpret_cast<uintptr_t>(lo) + n;
+      waiting = true;
+      while (word->load() == 0) {
+        if (futex(word, FUTEX_WAIT_PRIVATE, 0) == 0) woke.fetch_add(1);
+        else EXPECT_TRUE(errno == EAGAIN || errno == EINTR) << std::strerror(errno);
+      }
+      const stack_t off{nullptr, SS_DISABLE, 0};
+      ::sigaltstack(&off, nullptr);
+    });
+    while (!waiting.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_GE(kernel_access_get_stats().restarted, 1u);
+    ::pthread_kill(waiter.native_handle(), SIGUSR1);
+    for (int i = 0; i < 2000 && restart_probe::ip.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const uintptr_t ip = restart_probe::ip.load(), sp = restart_probe::sp.load();
+    EXPECT_GE(ip, trampoline);
+    EXPECT_LT(ip, trampoline + page_size) << std::hex << ip;
+    EXPECT_GE(sp, stack_lo.load()) << std::hex << sp << " alternate stack at " << alt_lo.load();
+    EXPECT_LT(sp, stack_hi.load()) << std::hex << sp;
+    // Woken from the wait the kernel restarted after the handler.
+    word->store(1);
+    long woken = 0;
+    for (int i = 0; i < 2000 && woken == 0; ++i) {
+      woken = futex(word, FUTEX_WAKE_PRIVATE, 1);
+      if (woken == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    waiter.join();
+    EXPECT_EQ(woken, 1);
+    EXPECT_EQ(woke.load(), 1);
+    EXPECT_EQ(kernel_access_get_stats().retrapped, 0u);
+    // A word that differs: EAGAIN from the restarted call itself.
+    EXPECT_EQ(futex(word, FUTEX_WAIT_PRIVATE, 5), -1);
+    EXPECT_EQ(errno, EAGAIN);
+    EXPECT_EQ(kernel_access_get_stats().retrapped, 0u);
+    // A bad timeout pointer: EFAULT from each restarted call, restarted again below the last
+    // max_restarts deep, then performed by the engine; the program gets the kernel's EFAULT and
+    // its stack pointer back.
+    const uint64_t r0 = kernel_access_get_stats().restarted;
+    EXPECT_EQ(futex(word, FUTEX_WAIT_PRIVATE, 1, reinterpret_cast<const struct timespec*>(8)), -1);
+    EXPECT_EQ(errno, EFAULT);
+    EXPECT_EQ(kernel_access_get_stats().restarted, r0 + kernel_access_detail::max_restarts);
+    EXPECT_EQ(kernel_access_get_stats().retrapped,
+              static_cast<uint64_t>(kernel_access_detail::max_restarts));
+    sim_unpin(nullptr, word, 4);
+    EXPECT_EQ(sim().live.load(), 0);
   });
 }
 

@@ -55,6 +55,8 @@
 #   nobody=yes    optional: CTest also runs it as the unprivileged user (compat_NAME_nobody)
 #   slow=yes      optional: not registered with CTest (minutes by design); run it by name
 #   cost=SECONDS  optional: about how long the case runs; CTest starts the costly ones first
+#   limit_share=N optional: the limit is 1/N of the plain peak instead of half (a case whose
+#                 failure showed only under harder pressure)
 #   case_timeout_factor, case_max_timeout   optional: this case's own --timeout-factor and cap
 #                 (default 240 s)
 #   compat_gen KIND SEED COUNT   (for prepare) deterministic data from gen.py
@@ -290,7 +292,7 @@ run_case() {
   IN=$dir/in
   mkdir -p "$IN"
   description="" packages=() program="" command=() outputs=() case_env=() expect_exit=0
-  case_timeout_factor="" case_max_timeout="" slow="" cost=""
+  case_timeout_factor="" case_max_timeout="" slow="" cost="" limit_share=2
   reasons=()
   local version="" limit=0 plain_rc="" plain_wall=0 plain_peak=0 u_rc="" u_wall=0 u_peak=0
   local json_line="" procs_json="[]" unrouted_json="[]" swap_outs_total=0 max_zram=0 max_hwm=0
@@ -342,7 +344,7 @@ run_case() {
     elif grep -q '^check-exit' "$dir/plain.manifest"; then
       fail "the check step failed after the plain run: $(tail -n 3 "$dir/plain.out/check.err" | tr '\n' ' ')"
     fi
-    limit=$(( (plain_peak / 2) / 4096 * 4096 ))
+    limit=$(( (plain_peak / limit_share) / 4096 * 4096 ))
     [ $limit -ge $((8 * MiB)) ] || limit=$((8 * MiB))
   fi
 
