@@ -17,6 +17,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "uswap/base/raw_syscall.h"
 #include "shim.h"
 
@@ -42,6 +44,9 @@ struct parked_stack {
 constexpr int max_parked = 64;
 parked_stack parked[max_parked];  // with parked_lock
 pthread_mutex_t parked_lock = PTHREAD_MUTEX_INITIALIZER;
+// How many slots of `parked` are taken (changed with parked_lock), so that a thread start with
+// nothing parked, nearly all of them, skips the lock and the walk.
+std::atomic<int> nr_parked{0};
 
 void unmap_altstack(void* base) noexcept {
   uswap::raw_syscall(SYS_munmap, base, altstack_bytes + uswap::page_size);
@@ -49,6 +54,7 @@ void unmap_altstack(void* base) noexcept {
 
 // Frees the parked stacks of threads the kernel no longer knows (ESRCH; in a forked child, all).
 void sweep_parked() noexcept {
+  if (nr_parked.load(std::memory_order_acquire) == 0) return;
   const int saved = errno;
   const long pid = uswap::raw_syscall(SYS_getpid);
   pthread_mutex_lock(&parked_lock);
@@ -56,6 +62,7 @@ void sweep_parked() noexcept {
     if (p.base && uswap::raw_syscall(SYS_tgkill, pid, p.tid, 0) == -1 && errno == ESRCH) {
       unmap_altstack(p.base);
       p.base = nullptr;
+      nr_parked.fetch_sub(1, std::memory_order_relaxed);
     }
   pthread_mutex_unlock(&parked_lock);
   errno = saved;
@@ -68,6 +75,7 @@ bool park(void* base) noexcept {
   for (parked_stack& p : parked)
     if (!p.base) {
       p = {base, uswap::raw_syscall(SYS_gettid)};
+      nr_parked.fetch_add(1, std::memory_order_release);
       done = true;
       break;
     }
