@@ -79,6 +79,26 @@ wait_job() {
 }
 
 # json_field FILE NAME: the first numeric value of "NAME": in FILE.
+# in_three_modes NAME WHAT COUNT NONE: builds src/uffd/NAME.c and runs it under `uswap run
+# --limit 8M --json` in both fault modes and with a kswapd thread. Each run must exit 0 with the
+# plain run's output, and the function COUNT (reading $tmp/e, the run's stderr) must print a
+# number above 0: the proof that what the program tests happened; NONE says what it means if not.
+in_three_modes() {
+  local name=$1 what=$2 count=$3 none=$4 args want n
+  cc -O2 -pthread -o "$tmp/$name" "$(dirname "${BASH_SOURCE[0]}")/$name.c" ||
+    { fail "cannot build $name"; return; }
+  want=$("$tmp/$name" 2>/dev/null)
+  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 180 "$uswap" run --limit 8M $args --json -- "$tmp/$name" >"$tmp/o" 2>"$tmp/e" ||
+      fail "($args) $what: status $?: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) $name printed $(cat "$tmp/o"), plain $want"
+    n=$("$count")
+    [ "${n:-0}" -gt 0 ] || fail "($args) $none: $(head -c 300 "$tmp/e")"
+  done
+}
+swap_outs_of_run() { tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add'; }
+
 json_field() {
   grep -o "\"$2\":[0-9]*" "$1" | head -1 | cut -d: -f2
 }
@@ -463,47 +483,20 @@ PY
   # the arena, signals delivered while the pages below the stack pointer are evicted (the
   # program counts how often that was the case: it must have happened), joins that return, a
   # second stack mapped where the first was. In both fault modes and with a kswapd thread.
-  cc -O2 -pthread -o "$tmp/given" "$(dirname "${BASH_SOURCE[0]}")/given_stack_test_program.c" ||
-    fail "cannot build the given stack program"
-  want=$("$tmp/given" 2>/dev/null)
-  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
-    # shellcheck disable=SC2086
-    timeout -k 5 180 "$uswap" run --limit 8M $args --json -- "$tmp/given" >"$tmp/o" 2>"$tmp/e" ||
-      fail "($args) threads on program-given stacks: $(tail -c 600 "$tmp/e")"
-    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the given stack program printed $(cat "$tmp/o")"
-    missing=$(sed -n 's/^given_stack: \([0-9]*\) signals found.*/\1/p' "$tmp/e")
-    [ "${missing:-0}" -gt 0 ] ||
-      fail "($args) no signal found the page below a thread's stack pointer evicted: $(head -c 300 "$tmp/e")"
-  done
+  signals_found() { sed -n 's/^given_stack: \([0-9]*\) signals found.*/\1/p' "$tmp/e"; }
+  in_three_modes given_stack_test_program "threads on program-given stacks" signals_found \
+    "no signal found the page below a thread's stack pointer evicted"
   # A stop-the-world collector's handshake (SBCL, Boehm GC): a mutator's handler waits while the
   # collector walks the heap; signals that land inside its mmap or munmap (the program counts
   # them: it must have happened) wait until the pager's locks are released, or the walk's faults
   # would wait for them forever (the previous shim hung every time).
-  cc -O2 -pthread -o "$tmp/stw" "$(dirname "${BASH_SOURCE[0]}")/stop_the_world_test_program.c" ||
-    fail "cannot build the stop-the-world program"
-  want=$("$tmp/stw" 2>/dev/null)
-  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
-    # shellcheck disable=SC2086
-    timeout -k 5 120 "$uswap" run --limit 8M $args --json -- "$tmp/stw" >"$tmp/o" 2>"$tmp/e" ||
-      fail "($args) a stop-the-world handshake: status $?: $(tail -c 600 "$tmp/e")"
-    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the stop-the-world program printed $(cat "$tmp/o")"
-    inside=$(sed -n 's/^stop_the_world: \([0-9]*\) stops found.*/\1/p' "$tmp/e")
-    [ "${inside:-0}" -gt 0 ] ||
-      fail "($args) no stop landed inside a mapping call: $(head -c 300 "$tmp/e")"
-  done
+  stops_found() { sed -n 's/^stop_the_world: \([0-9]*\) stops found.*/\1/p' "$tmp/e"; }
+  in_three_modes stop_the_world_test_program "a stop-the-world handshake" stops_found \
+    "no stop landed inside a mapping call"
   # Signals sent to the process reach the program's sigwait thread, never a pager's thread
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
-  cc -O2 -pthread -o "$tmp/sigwait" "$(dirname "${BASH_SOURCE[0]}")/sigwait_test_program.c" ||
-    fail "cannot build the sigwait program"
-  want=$("$tmp/sigwait")
-  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
-    # shellcheck disable=SC2086
-    timeout -k 5 120 "$uswap" run --limit 8M $args --json -- "$tmp/sigwait" >"$tmp/o" 2>"$tmp/e" ||
-      fail "($args) a process-directed signal missed the sigwait thread: $(tail -c 600 "$tmp/e")"
-    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the sigwait program printed $(cat "$tmp/o")"
-    [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 0 ] ||
-      fail "($args) the sigwait program was not paged: $(tail -c 600 "$tmp/e")"
-  done
+  in_three_modes sigwait_test_program "a process-directed signal missed the sigwait thread" \
+    swap_outs_of_run "the sigwait program was not paged"
   # setpriv --reuid --regid (as PostgreSQL's case starts its server): it raises its capabilities
   # again with capset after setresuid, then calls setresgid, which glibc makes every thread do;
   # the pager's threads must share the caller's capabilities by then, or glibc aborts.
