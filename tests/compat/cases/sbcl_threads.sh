@@ -4,7 +4,7 @@
 # then a full collection. At a quarter of its peak, where the joins' waits met evicted pages.
 description="sbcl: four threads build 200k-entry hash tables, joined, twice, full GC"
 packages=(sbcl)
-program="sbcl"
+program="sbcl, 4 threads"
 cost=20
 limit_share=4
 prepare() {
