@@ -266,7 +266,7 @@ bool rebind_object(void* handle, const new_object& o, std::vector<binding>& memo
       if (!m->rebind) continue;
       const ElfW(Addr) slot = o.base + r[i].r_offset;
       if (slot >= relro_lo && slot < relro_hi && !unprotected) {
-        if (pass_on(lc().mprotect, reinterpret_cast<void*>(relro_lo), relro_hi - relro_lo,
+        if (lc().mprotect(reinterpret_cast<void*>(relro_lo), relro_hi - relro_lo,
                           PROT_READ | PROT_WRITE) != 0)
           return false;
         unprotected = true;
@@ -278,7 +278,7 @@ bool rebind_object(void* handle, const new_object& o, std::vector<binding>& memo
     return true;
   };
   const bool ok = apply(t.rela, t.rela_count) && apply(t.jmprel, t.jmprel_count);
-  if (unprotected) pass_on(lc().mprotect, reinterpret_cast<void*>(relro_lo), relro_hi - relro_lo, PROT_READ);
+  if (unprotected) lc().mprotect(reinterpret_cast<void*>(relro_lo), relro_hi - relro_lo, PROT_READ);
   return ok;
 }
 

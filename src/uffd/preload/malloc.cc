@@ -18,7 +18,9 @@
 #include <link.h>
 #include <malloc.h>
 #include <mimalloc.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,14 +59,74 @@ int find_ldso(struct dl_phdr_info* info, size_t, void*) {
 
 }  // namespace
 
+namespace {
+
+// The next definitions of the memory calls, as dlsym found them; libc_fns holds the guarded
+// functions below, which call them with tls_passing_on raised.
+struct {
+  decltype(libc_fns::mmap) mmap;
+  decltype(libc_fns::munmap) munmap;
+  decltype(libc_fns::mprotect) mprotect;
+  decltype(libc_fns::madvise) madvise;
+  decltype(libc_fns::mremap) mremap;
+  decltype(libc_fns::mlockall) mlockall;
+} next_memory;
+
+struct passing_on {
+  passing_on() noexcept { ++tls_passing_on; }
+  ~passing_on() { --tls_passing_on; }
+  passing_on(const passing_on&) = delete;
+  passing_on& operator=(const passing_on&) = delete;
+};
+
+void* pass_mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
+  passing_on p;
+  return next_memory.mmap(addr, len, prot, flags, fd, off);
+}
+int pass_munmap(void* addr, size_t len) {
+  passing_on p;
+  return next_memory.munmap(addr, len);
+}
+int pass_mprotect(void* addr, size_t len, int prot) {
+  passing_on p;
+  return next_memory.mprotect(addr, len, prot);
+}
+int pass_madvise(void* addr, size_t len, int advice) {
+  passing_on p;
+  return next_memory.madvise(addr, len, advice);
+}
+void* pass_mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
+  void* new_addr = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_addr = va_arg(ap, void*);
+    va_end(ap);
+  }
+  passing_on p;
+  return next_memory.mremap(old, old_len, new_len, flags, new_addr);
+}
+int pass_mlockall(int flags) {
+  passing_on p;
+  return next_memory.mlockall(flags);
+}
+
+}  // namespace
+
 void resolve_libc() {
   if (!ldso_lo) dl_iterate_phdr(find_ldso, nullptr);
-  libc.mmap = next_fn<decltype(libc.mmap)>("mmap");
-  libc.munmap = next_fn<decltype(libc.munmap)>("munmap");
-  libc.mprotect = next_fn<decltype(libc.mprotect)>("mprotect");
-  libc.madvise = next_fn<decltype(libc.madvise)>("madvise");
-  libc.mremap = next_fn<decltype(libc.mremap)>("mremap");
-  libc.mlockall = next_fn<decltype(libc.mlockall)>("mlockall");
+  next_memory.mmap = next_fn<decltype(libc.mmap)>("mmap");
+  next_memory.munmap = next_fn<decltype(libc.munmap)>("munmap");
+  next_memory.mprotect = next_fn<decltype(libc.mprotect)>("mprotect");
+  next_memory.madvise = next_fn<decltype(libc.madvise)>("madvise");
+  next_memory.mremap = next_fn<decltype(libc.mremap)>("mremap");
+  next_memory.mlockall = next_fn<decltype(libc.mlockall)>("mlockall");
+  libc.munmap = pass_munmap;
+  libc.mprotect = pass_mprotect;
+  libc.madvise = pass_madvise;
+  libc.mremap = pass_mremap;
+  libc.mlockall = pass_mlockall;
+  libc.mmap = pass_mmap;  // last: lc() resolves again while it is null
   libc.malloc_usable_size = next_fn<decltype(libc.malloc_usable_size)>("malloc_usable_size");
   libc.sigaction = next_fn<decltype(libc.sigaction)>("sigaction");
   libc.sigprocmask = next_fn<decltype(libc.sigprocmask)>("sigprocmask");

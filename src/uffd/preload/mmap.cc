@@ -223,7 +223,7 @@ bool detached_error(const uswap::status& st) noexcept { return st.code() == EPER
 using namespace uswap::shim;
 
 USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (!active()) return pass_on(lc().mmap, addr, len, prot, flags, fd, off);
+  if (!active()) return lc().mmap(addr, len, prot, flags, fd, off);
   const bool fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
   if (fixed && across_end(addr, len)) {
     // Into a reservation across the arena's end: the part inside as below, the rest the
@@ -232,12 +232,12 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     void* r = mmap(addr, inside, prot, flags, fd, off);
     if (r == MAP_FAILED) return r;
     const off_t above_off = (flags & MAP_ANONYMOUS) ? off : off + static_cast<off_t>(inside);
-    void* k = pass_on(lc().mmap, reinterpret_cast<void*>(g.arena_hi), len - inside, prot,
+    void* k = lc().mmap(reinterpret_cast<void*>(g.arena_hi), len - inside, prot,
                         (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, above_off);
     return k == MAP_FAILED ? MAP_FAILED : addr;
   }
   if (!routable(flags, fd)) {
-    if (!fixed || !overlaps_arena(addr, len)) return pass_on(lc().mmap, addr, len, prot, flags, fd, off);
+    if (!fixed || !overlaps_arena(addr, len)) return lc().mmap(addr, len, prot, flags, fd, off);
     if (!inside_arena(addr, len)) {
       refuse_straddle("MAP_FIXED mapping");
       return fail_with<void*>(EINVAL, MAP_FAILED);
@@ -250,7 +250,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     }
     if (auto st = g.pg->adopt_foreign(addr, len); !st.ok())
       return fail_with<void*>(st.code(), MAP_FAILED);
-    void* r = pass_on(lc().mmap, addr, len, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
+    void* r = lc().mmap(addr, len, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
     if (r == MAP_FAILED) {
       const int err = errno;
       (void)g.pg->unmap(addr, len);  // the range is the pager's free space again
@@ -260,7 +260,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
   }
   if (len == 0) return fail_with<void*>(EINVAL, MAP_FAILED);
   if (fixed) {
-    if (!overlaps_arena(addr, len)) return pass_on(lc().mmap, addr, len, prot, flags, fd, off);
+    if (!overlaps_arena(addr, len)) return lc().mmap(addr, len, prot, flags, fd, off);
     if (!inside_arena(addr, len)) {
       refuse_straddle("MAP_FIXED mapping");
       return fail_with<void*>(EINVAL, MAP_FAILED);
@@ -276,7 +276,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
   if ((hinted && honor_hints.load(std::memory_order_relaxed)) ||
       (addr && !overlaps_arena(addr, len) && near_code(addr, len))) {
     const int saved = errno;
-    void* k = pass_on(lc().mmap, addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+    void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
     if (k != MAP_FAILED) return k;  // where the program asked, unrouted
     errno = saved;
   }
@@ -284,7 +284,7 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
   auto r = g.pg->map(len, uswap::page_size, prot, addr);
   if (r && hinted) note_hinted(*r, len);
   if (!r) {
-    if (detached_error(r.error())) return pass_on(lc().mmap, addr, len, prot, flags, fd, off);
+    if (detached_error(r.error())) return lc().mmap(addr, len, prot, flags, fd, off);
     if (r.error().code() == ENOMEM && prot == PROT_NONE)
       if (void* p = reserve_across_end(len, flags); p != MAP_FAILED) return p;
     if (r.error().code() == ENOMEM) arena_full(len);
@@ -300,7 +300,7 @@ USWAP_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, o
 
 USWAP_EXPORT int munmap(void* addr, size_t len) {
   if (!active() || !overlaps_arena(addr, len)) {
-    const int r = pass_on(lc().munmap, addr, len);
+    const int r = lc().munmap(addr, len);
     if (r == 0) restore_upper_guard(addr, len);
     return r;
   }
@@ -324,16 +324,16 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
     note_unmap(addr, len);
     return 0;
   }
-  if (detached_error(st)) return pass_on(lc().munmap, addr, len);
+  if (detached_error(st)) return lc().munmap(addr, len);
   return fail_with(st.code(), -1);
 }
 
 USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
-  if (!active() || !overlaps_arena(addr, len)) return pass_on(lc().mprotect, addr, len, prot);
+  if (!active() || !overlaps_arena(addr, len)) return lc().mprotect(addr, len, prot);
   if (across_end(addr, len)) {
     const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
     if (mprotect(addr, inside, prot) != 0) return -1;
-    return pass_on(lc().mprotect, reinterpret_cast<void*>(g.arena_hi), len - inside, prot);
+    return lc().mprotect(reinterpret_cast<void*>(g.arena_hi), len - inside, prot);
   }
   if (!inside_arena(addr, len)) {
     refuse_straddle("mprotect");
@@ -341,26 +341,26 @@ USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
   }
   pager_call s;
   // A foreign range is the program's own mapping: the kernel's to change.
-  if (g.pg->is_foreign(addr)) return pass_on(lc().mprotect, addr, len, prot);
+  if (g.pg->is_foreign(addr)) return lc().mprotect(addr, len, prot);
   const uswap::status st = g.pg->protect(addr, len, prot);
   if (st.ok()) return 0;
-  if (detached_error(st)) return pass_on(lc().mprotect, addr, len, prot);
+  if (detached_error(st)) return lc().mprotect(addr, len, prot);
   return fail_with(st.code(), -1);
 }
 
 USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
-  if (!active() || !overlaps_arena(addr, len)) return pass_on(lc().madvise, addr, len, advice);
+  if (!active() || !overlaps_arena(addr, len)) return lc().madvise(addr, len, advice);
   if (across_end(addr, len)) {
     const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);
     if (madvise(addr, inside, advice) != 0) return -1;
-    return pass_on(lc().madvise, reinterpret_cast<void*>(g.arena_hi), len - inside, advice);
+    return lc().madvise(reinterpret_cast<void*>(g.arena_hi), len - inside, advice);
   }
   if (!inside_arena(addr, len)) {
     refuse_straddle("madvise");
     return fail_with(EINVAL, -1);
   }
   pager_call s;
-  if (g.pg->is_foreign(addr)) return pass_on(lc().madvise, addr, len, advice);
+  if (g.pg->is_foreign(addr)) return lc().madvise(addr, len, advice);
   uswap::status st;
   switch (advice) {
     case MADV_DONTNEED:
@@ -390,10 +390,10 @@ USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
       // its own clock). A populate is met lazily, which a program cannot tell apart.
       return 0;
     default:
-      return pass_on(lc().madvise, addr, len, advice);  // WILLNEED, SEQUENTIAL, DONTDUMP...
+      return lc().madvise(addr, len, advice);  // WILLNEED, SEQUENTIAL, DONTDUMP...
   }
   if (st.ok()) return 0;
-  if (detached_error(st)) return pass_on(lc().madvise, addr, len, advice);
+  if (detached_error(st)) return lc().madvise(addr, len, advice);
   return fail_with(st.code(), -1);
 }
 
@@ -406,8 +406,8 @@ USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
     va_end(ap);
   }
   auto kernel = [&] {
-    return (flags & MREMAP_FIXED) ? pass_on(lc().mremap, old, old_len, new_len, flags, new_addr)
-                                  : pass_on(lc().mremap, old, old_len, new_len, flags);
+    return (flags & MREMAP_FIXED) ? lc().mremap(old, old_len, new_len, flags, new_addr)
+                                  : lc().mremap(old, old_len, new_len, flags);
   };
   if (!active()) return kernel();
   const bool old_in = overlaps_arena(old, old_len ? old_len : 1);
@@ -466,8 +466,8 @@ USWAP_EXPORT int munlock(const void* addr, size_t len) {
 // as it is touched, so only the program's own pages are ever locked; what the program loses is
 // the prefault of its file mappings. The arena must stay pageable: MCL_CURRENT is undone there.
 USWAP_EXPORT int mlockall(int flags) {
-  if (!ready()) return pass_on(lc().mlockall, flags);
-  const int r = pass_on(lc().mlockall, (flags & MCL_CURRENT) ? flags | MCL_ONFAULT : flags);
+  if (!ready()) return lc().mlockall(flags);
+  const int r = lc().mlockall((flags & MCL_CURRENT) ? flags | MCL_ONFAULT : flags);
   if (r == 0 && (flags & MCL_CURRENT)) uswap::raw_syscall(SYS_munlock, g.arena_lo, g.arena_hi - g.arena_lo);
   return r;
 }

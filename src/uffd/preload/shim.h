@@ -122,7 +122,8 @@ inline bool inside_arena(const void* p, size_t len) noexcept {
 inline constexpr size_t ctype_bytes_read = 0x60;
 const void* global_ctype_data() noexcept;
 
-// The libc functions the shim wraps, resolved (dlsym RTLD_NEXT) by the constructor.
+// The libc functions the shim wraps, resolved (dlsym RTLD_NEXT) by the constructor; the memory
+// ones through a guard (see tls_passing_on).
 struct libc_fns {
   void* (*mmap)(void*, size_t, int, int, int, off_t);
   int (*munmap)(void*, size_t);
@@ -147,20 +148,13 @@ inline const libc_fns& lc() noexcept {
   return libc;
 }
 
-// Passing a memory call on to the next definition, the C library's or that of another library
-// between the shim and it: gperftools' tcmalloc (SWI-Prolog links it) defines mmap, munmap and
-// mremap for its hooks and makes the call with syscall(SYS_mmap, ...), which the shim's syscall()
-// would send back to the shim's wrapper, which would pass it on again, forever. While a thread
-// passes a call on, the memory calls it makes through syscall() go to the kernel (mmap.cc).
+// The memory functions of libc_fns pass each call on to the next definition, the C library's
+// or that of another library between the shim and it: gperftools' tcmalloc (SWI-Prolog links it)
+// defines mmap, munmap and mremap for its hooks and makes the call with syscall(SYS_mmap, ...),
+// which the shim's syscall() would send back to the shim's wrapper, which would pass it on again,
+// forever. While a thread passes a call on (tls_passing_on > 0, set by those functions,
+// malloc.cc), the memory calls it makes through syscall() go to the kernel (mmap.cc).
 extern thread_local int tls_passing_on [[gnu::tls_model("initial-exec")]];
-template <class F, class... A>
-auto pass_on(F fn, A... a) noexcept {
-  struct scope {
-    scope() noexcept { ++tls_passing_on; }
-    ~scope() { --tls_passing_on; }
-  } s;
-  return fn(a...);
-}
 
 // The executable segment of the loaded object whose text holds `fn`: [lo, hi), or {0, 0}.
 std::pair<uintptr_t, uintptr_t> object_text(uintptr_t fn) noexcept;
