@@ -659,17 +659,10 @@ void forward(int sig, siginfo_t* si, void* uc) {
 
 // Where uswap_ka_tramp_restart is in the trampoline page; 0 before install.
 std::atomic<uintptr_t> tramp_restart_at{0};
-
-// A wait that may block for long: FUTEX_WAIT and FUTEX_WAIT_BITSET. Made inside the handler, it
-// would wait on the handler's stack, the shim's alternate one, and a signal that came meanwhile
-// would find the thread's stack pointer there, outside its own stack: SBCL's collector, which
-// stops each thread with a signal and scans its stack from the interrupted stack pointer, then
-// stops. The kernel reads the word (and a timeout) only as the wait starts, so once present
-// they need no pin: the handler makes them present, lets the pins go and returns to the
-// trampoline, which makes the call on the program's stack, as the program would have.
-// A call that comes back through uswap_ka_retrap (its page went again before the kernel read
-// it: reclaim under pressure picks a page the moment its pin goes) is restarted the same way,
-// below the first, up to max_restarts deep (impl.h); past that it is performed here.
+// What a restart lays below the program's stack pointer: the red zone, then its three words.
+// The trampoline's restart and uswap_ka_retrap_return pop exactly this (lea 152(%rsp)).
+constexpr uintptr_t restart_frame_bytes = 128 + 3 * sizeof(uint64_t);
+static_assert(restart_frame_bytes == 152, "the restart's assembly pops 152 bytes");
 
 // Reads or writes words of the program's stack below its stack pointer. A stack in the arena
 // (SBCL runs Lisp on one it mapped) may have the page evicted, which process_vm_readv would
@@ -685,6 +678,16 @@ bool stack_words(uintptr_t at, void* buf, size_t len, bool write) noexcept {
   return write ? write_self(at, buf, len) : read_self(buf, at, len);
 }
 
+// A wait that may block for long: FUTEX_WAIT and FUTEX_WAIT_BITSET. Made inside the handler, it
+// would wait on the handler's stack, the shim's alternate one, and a signal that came meanwhile
+// would find the thread's stack pointer there, outside its own stack: SBCL's collector, which
+// stops each thread with a signal and scans its stack from the interrupted stack pointer, then
+// stops. The kernel reads the word (and a timeout) only as the wait starts, so once present
+// they need no pin: the handler makes them present, lets the pins go and returns to the
+// trampoline, which makes the call on the program's stack, as the program would have.
+// A call that comes back through uswap_ka_retrap (its page went again before the kernel read
+// it: reclaim under pressure picks a page the moment its pin goes) is restarted the same way,
+// below the first, up to max_restarts deep (impl.h); past that it is performed here.
 bool restartable_wait(const call& c, const greg_t* r) noexcept {
   if (c.nr != SYS_futex || tramp_restart_at.load(std::memory_order_relaxed) == 0) return false;
   const long cmd = c.a[1] & FUTEX_CMD_MASK;
@@ -699,7 +702,7 @@ bool restartable_wait(const call& c, const greg_t* r) noexcept {
     uint64_t ret = 0;
     if (!stack_words(sp + 2 * sizeof(uint64_t), &ret, sizeof ret, false)) return false;
     if (ret != retrap_return) return true;
-    sp += 128 + 3 * sizeof(uint64_t);
+    sp += restart_frame_bytes;
   }
   return false;
 }
@@ -708,7 +711,7 @@ bool restartable_wait(const call& c, const greg_t* r) noexcept {
 // when the words cannot be written below the red zone (a stack at its end, a pin refused): the
 // handler then performs the call itself.
 bool restart_on_program_stack(greg_t* r, long nr) noexcept {
-  const uintptr_t sp = static_cast<uintptr_t>(r[REG_RSP]) - 128 - 3 * sizeof(uint64_t);
+  const uintptr_t sp = static_cast<uintptr_t>(r[REG_RSP]) - restart_frame_bytes;
   uint64_t words[3] = {static_cast<uint64_t>(nr), reinterpret_cast<uint64_t>(&uswap_ka_retrap),
                        static_cast<uint64_t>(r[REG_RIP])};
   if (!stack_words(sp, words, sizeof words, true)) return false;
