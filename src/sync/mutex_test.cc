@@ -133,8 +133,8 @@ TYPED_TEST(ExclusiveLockTest, TryLockFailsWhileHeldAndSucceedsWhenFree) {
   EXPECT_TRUE(other_got);
 }
 
-TEST(Mutex, ContendedFlagShowsAParkedWaiter) {
-  mutex m;
+// A second thread parks on `m` while this one holds it; then both let go.
+void park_one_waiter(mutex& m) {
   m.lock();
   std::thread t([&] {
     m.lock();
@@ -143,6 +143,11 @@ TEST(Mutex, ContendedFlagShowsAParkedWaiter) {
   EXPECT_TRUE(testing::eventually([&] { return m.is_contended(); }));
   m.unlock();
   t.join();
+}
+
+TEST(Mutex, ContendedFlagShowsAParkedWaiter) {
+  mutex m;
+  park_one_waiter(m);
   EXPECT_FALSE(m.is_locked());
 }
 
@@ -159,14 +164,7 @@ long counting_door(long nr, long a1, long a2, long a3, long a4, long a5, long a6
 TEST(Futex, EveryParkAndWakeGoesThroughTheDoorSet) {
   set_futex_syscall(&counting_door);
   mutex m;
-  m.lock();
-  std::thread t([&] {
-    m.lock();
-    m.unlock();
-  });
-  EXPECT_TRUE(testing::eventually([&] { return m.is_contended(); }));
-  m.unlock();
-  t.join();
+  park_one_waiter(m);
   const int parked = door_calls.load();
   EXPECT_GE(parked, 2);  // the waiter's park, the holder's wake
   // The door's -errno comes back as syscall(2)'s -1 and errno.

@@ -745,6 +745,16 @@ long futex(void* addr, int op, uint32_t val, const struct timespec* ts = nullptr
   return ::syscall(SYS_futex, addr, op, val, ts, nullptr, 0);
 }
 
+// Wakes one waiter of `word` (private), retrying for up to two seconds until one was there.
+long wake_one(void* word) {
+  long woken = 0;
+  for (int i = 0; i < 2000 && woken == 0; ++i) {
+    woken = futex(word, FUTEX_WAKE_PRIVATE, 1);
+    if (woken == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return woken;
+}
+
 TEST(KernelAccess, FutexWaitAndWakeOnAnArenaWord) {
   in_child([] {
     auto* word = at<std::atomic<uint32_t>>(0x80000);
@@ -779,11 +789,7 @@ TEST(KernelAccess, FutexWaitAndWakeOnAnArenaWord) {
     word->store(1);
     sim_unpin(nullptr, word, 4);
     const uint64_t t1 = trapped();
-    long woken = 0;
-    for (int i = 0; i < 2000 && woken == 0; ++i) {
-      woken = futex(word, FUTEX_WAKE_PRIVATE, 1);
-      if (woken == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    const long woken = wake_one(word);
     waiter.join();
     EXPECT_EQ(woken, 1);
     EXPECT_EQ(woke.load(), 1);
@@ -857,11 +863,7 @@ TEST(KernelAccess, AFutexWaitIsMadeOnTheThreadsOwnStack) {
     EXPECT_LT(sp, stack_hi.load()) << std::hex << sp;
     // Woken from the wait the kernel restarted after the handler.
     word->store(1);
-    long woken = 0;
-    for (int i = 0; i < 2000 && woken == 0; ++i) {
-      woken = futex(word, FUTEX_WAKE_PRIVATE, 1);
-      if (woken == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    const long woken = wake_one(word);
     waiter.join();
     EXPECT_EQ(woken, 1);
     EXPECT_EQ(woke.load(), 1);
