@@ -247,14 +247,15 @@ class raw_nbd_client {
 
   // True once the server has closed the connection (a receive returns end of file) within
   // io_timeout; bytes still arriving before the end are discarded.
+  // A send that already found the connection closed by the server counts as its end.
   bool end_of_stream() {
-    if (fd_ < 0) return false;
+    if (fd_ < 0) return closed_by_server_;
     uint8_t b[4096];
     for (;;) {
       if (!wait_for(POLLIN)) return false;
       const ssize_t n = ::recv(fd_, b, sizeof b, 0);
-      if (n == 0) return true;
-      if (n < 0 && errno != EINTR) return errno == ECONNRESET;
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return closed_by_server_ = true;
+      if (n < 0 && errno != EINTR) return false;
     }
   }
 
@@ -266,6 +267,7 @@ class raw_nbd_client {
       const ssize_t n = ::send(fd_, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
       if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) closed_by_server_ = true;
       if (n <= 0) return fail();
       p += n;
       len -= static_cast<size_t>(n);
@@ -279,6 +281,7 @@ class raw_nbd_client {
       if (!wait_for(POLLIN)) return fail();
       const ssize_t n = ::recv(fd_, p, len, 0);
       if (n < 0 && errno == EINTR) continue;
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) closed_by_server_ = true;
       if (n <= 0) return fail();
       p += n;
       len -= static_cast<size_t>(n);
@@ -320,6 +323,9 @@ class raw_nbd_client {
   }
 
   int fd_ = -1;
+  // The server ended the connection: a receive read end of file or a reset, or a send found the
+  // socket closed (EPIPE), as a client sending garbage does when the server drops it first.
+  bool closed_by_server_ = false;
   uint16_t server_flags_ = 0;
   bool no_zeroes_ = false;
   uint64_t size_ = 0;
