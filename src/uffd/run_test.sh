@@ -493,6 +493,18 @@ PY
   stops_found() { sed -n 's/^stop_the_world: \([0-9]*\) stops found.*/\1/p' "$tmp/e"; }
   in_three_modes stop_the_world_test_program "a stop-the-world handshake" stops_found \
     "no stop landed inside a mapping call"
+  # A coroutine on a stack in the arena (makecontext on memory it mapped) maps, drops, protects,
+  # grows and unmaps buffers while its heap streams past the limit (the program counts the times
+  # its stack was paged: it must have happened). The pager runs those calls on the thread's pager
+  # stack: none of its own system calls naming its locals (a UFFDIO argument, a signal mask)
+  # traps, where the previous shim trapped about 12 per round and pinned inside the pager.
+  stack_evicted() { sed -n 's/^arena_stack: .* evicted \([0-9]*\) times/\1/p' "$tmp/e"; }
+  in_three_modes arena_stack_test_program "a coroutine on a stack in the arena" stack_evicted \
+    "the coroutine's stack was never found paged out"
+  traps=$(tail -n 1 "$tmp/e" |
+    jq '[.processes[] | select(.kernel_access == "seccomp") | .trapped_syscalls] | add')
+  [ "$traps" = 0 ] ||
+    fail "calls into the pager from a stack in the arena trapped ${traps} times (null: no seccomp run)"
   # Signals sent to the process reach the program's sigwait thread, never a pager's thread
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
   in_three_modes sigwait_test_program "a process-directed signal missed the sigwait thread" \

@@ -203,7 +203,7 @@ void sample() noexcept {
 }
 
 void sample_if_due() noexcept {
-  if (ready() && sample_due()) sample();
+  if (ready() && sample_due()) pager_call([] { sample(); });  // off a stack in the arena
 }
 
 void write_stats(const char* event) noexcept {
@@ -251,12 +251,12 @@ void write_stats(const char* event) noexcept {
 }
 
 void image_ends(const char* event) noexcept {
-  write_stats(event);
-  // Not in a vfork child, which shares its parent's pager.
-  if (ready() && getpid() == g.pid && g.pg->in_job()) {
-    shim_scope s;
-    g.pg->leave_job();
-  }
+  if (!ready()) return;
+  pager_call([event] {  // off a stack in the arena
+    write_stats(event);
+    // Not in a vfork child, which shares its parent's pager.
+    if (getpid() == g.pid && g.pg->in_job()) g.pg->leave_job();
+  });
 }
 
 void image_goes_on() noexcept {

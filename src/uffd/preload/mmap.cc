@@ -243,20 +243,21 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
       return fail_with<void*>(EINVAL, MAP_FAILED);
     }
     // A file or shared mapping placed inside the arena: the range becomes foreign.
-    pager_call s;
-    if (flags & MAP_FIXED_NOREPLACE) {
-      auto m = g.pg->mapping_of(addr);
-      if (m.ok() || g.pg->is_foreign(addr)) return fail_with<void*>(EEXIST, MAP_FAILED);
-    }
-    if (auto st = g.pg->adopt_foreign(addr, len); !st.ok())
-      return fail_with<void*>(st.code(), MAP_FAILED);
-    void* r = lc().mmap(addr, len, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
-    if (r == MAP_FAILED) {
-      const int err = errno;
-      (void)g.pg->unmap(addr, len);  // the range is the pager's free space again
-      errno = err;
-    }
-    return r;
+    return pager_call([&] {
+      if (flags & MAP_FIXED_NOREPLACE) {
+        auto m = g.pg->mapping_of(addr);
+        if (m.ok() || g.pg->is_foreign(addr)) return fail_with<void*>(EEXIST, MAP_FAILED);
+      }
+      if (auto st = g.pg->adopt_foreign(addr, len); !st.ok())
+        return fail_with<void*>(st.code(), MAP_FAILED);
+      void* r = lc().mmap(addr, len, prot, (flags & ~MAP_FIXED_NOREPLACE) | MAP_FIXED, fd, off);
+      if (r == MAP_FAILED) {
+        const int err = errno;
+        (void)g.pg->unmap(addr, len);  // the range is the pager's free space again
+        errno = err;
+      }
+      return r;
+    });
   }
   if (len == 0) return fail_with<void*>(EINVAL, MAP_FAILED);
   if (fixed) {
@@ -265,10 +266,10 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
       refuse_straddle("MAP_FIXED mapping");
       return fail_with<void*>(EINVAL, MAP_FAILED);
     }
-    pager_call s;
-    auto r = g.pg->map_fixed(addr, len, prot, flags & MAP_FIXED_NOREPLACE);
-    if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
-    return *r;
+    return pager_call([&] {
+      auto r = g.pg->map_fixed(addr, len, prot, flags & MAP_FIXED_NOREPLACE);
+      return r ? *r : fail_with<void*>(r.error().code(), MAP_FAILED);
+    });
   }
   const bool hinted = hinted_reservation(addr, len, prot);
   // At the hint or nowhere useful (see the top of the file): the kernel's if it can place it
@@ -280,18 +281,18 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
     if (k != MAP_FAILED) return k;  // where the program asked, unrouted
     errno = saved;
   }
-  pager_call s;
-  auto r = g.pg->map(len, uswap::page_size, prot, addr);
-  if (r && hinted) note_hinted(*r, len);
-  if (!r) {
+  void* const r = pager_call([&] {
+    auto r = g.pg->map(len, uswap::page_size, prot, addr);
+    if (r && hinted) note_hinted(*r, len);
+    if (r) return *r;
     if (detached_error(r.error())) return lc().mmap(addr, len, prot, flags, fd, off);
     if (r.error().code() == ENOMEM && prot == PROT_NONE)
       if (void* p = reserve_across_end(len, flags); p != MAP_FAILED) return p;
     if (r.error().code() == ENOMEM) arena_full(len);
     return fail_with<void*>(r.error().code(), MAP_FAILED);
-  }
-  sample_if_due();
-  return *r;
+  });
+  if (r != MAP_FAILED) sample_if_due();
+  return r;
 }
 
 USWAP_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
@@ -318,14 +319,15 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
     refuse_straddle("munmap");
     return fail_with(EINVAL, -1);
   }
-  pager_call s;
-  const uswap::status st = g.pg->unmap(addr, len);
-  if (st.ok()) {
-    note_unmap(addr, len);
-    return 0;
-  }
-  if (detached_error(st)) return lc().munmap(addr, len);
-  return fail_with(st.code(), -1);
+  return pager_call([&] {
+    const uswap::status st = g.pg->unmap(addr, len);
+    if (st.ok()) {
+      note_unmap(addr, len);
+      return 0;
+    }
+    if (detached_error(st)) return lc().munmap(addr, len);
+    return fail_with(st.code(), -1);
+  });
 }
 
 USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
@@ -339,13 +341,14 @@ USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
     refuse_straddle("mprotect");
     return fail_with(EINVAL, -1);
   }
-  pager_call s;
-  // A foreign range is the program's own mapping: the kernel's to change.
-  if (g.pg->is_foreign(addr)) return lc().mprotect(addr, len, prot);
-  const uswap::status st = g.pg->protect(addr, len, prot);
-  if (st.ok()) return 0;
-  if (detached_error(st)) return lc().mprotect(addr, len, prot);
-  return fail_with(st.code(), -1);
+  return pager_call([&] {
+    // A foreign range is the program's own mapping: the kernel's to change.
+    if (g.pg->is_foreign(addr)) return lc().mprotect(addr, len, prot);
+    const uswap::status st = g.pg->protect(addr, len, prot);
+    if (st.ok()) return 0;
+    if (detached_error(st)) return lc().mprotect(addr, len, prot);
+    return fail_with(st.code(), -1);
+  });
 }
 
 USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
@@ -359,42 +362,43 @@ USWAP_EXPORT int madvise(void* addr, size_t len, int advice) {
     refuse_straddle("madvise");
     return fail_with(EINVAL, -1);
   }
-  pager_call s;
-  if (g.pg->is_foreign(addr)) return lc().madvise(addr, len, advice);
-  uswap::status st;
-  switch (advice) {
-    case MADV_DONTNEED:
-    case MADV_FREE:
-      // Both may read back zeros afterwards: the pager frees the pages and their slots.
-      st = g.pg->discard(addr, len);
-      break;
-    case MADV_DONTFORK:
-      st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::dontfork);
-      break;
-    case MADV_WIPEONFORK:
-      st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::wipeonfork);
-      break;
-    case MADV_DOFORK:
-    case MADV_KEEPONFORK:
-      st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::copy);
-      break;
-    case MADV_HUGEPAGE:
-    case MADV_NOHUGEPAGE:
-    case MADV_MERGEABLE:
-    case MADV_UNMERGEABLE:
-    case MADV_COLD:
-    case MADV_PAGEOUT:
-    case MADV_POPULATE_READ:
-    case MADV_POPULATE_WRITE:
-      // Hints about page size, merging and residency: the pager decides those (4 KiB pages,
-      // its own clock). A populate is met lazily, which a program cannot tell apart.
-      return 0;
-    default:
-      return lc().madvise(addr, len, advice);  // WILLNEED, SEQUENTIAL, DONTDUMP...
-  }
-  if (st.ok()) return 0;
-  if (detached_error(st)) return lc().madvise(addr, len, advice);
-  return fail_with(st.code(), -1);
+  return pager_call([&] {
+    if (g.pg->is_foreign(addr)) return lc().madvise(addr, len, advice);
+    uswap::status st;
+    switch (advice) {
+      case MADV_DONTNEED:
+      case MADV_FREE:
+        // Both may read back zeros afterwards: the pager frees the pages and their slots.
+        st = g.pg->discard(addr, len);
+        break;
+      case MADV_DONTFORK:
+        st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::dontfork);
+        break;
+      case MADV_WIPEONFORK:
+        st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::wipeonfork);
+        break;
+      case MADV_DOFORK:
+      case MADV_KEEPONFORK:
+        st = g.pg->set_fork_advice(addr, len, uswap::pager::fork_advice::copy);
+        break;
+      case MADV_HUGEPAGE:
+      case MADV_NOHUGEPAGE:
+      case MADV_MERGEABLE:
+      case MADV_UNMERGEABLE:
+      case MADV_COLD:
+      case MADV_PAGEOUT:
+      case MADV_POPULATE_READ:
+      case MADV_POPULATE_WRITE:
+        // Hints about page size, merging and residency: the pager decides those (4 KiB pages,
+        // its own clock). A populate is met lazily, which a program cannot tell apart.
+        return 0;
+      default:
+        return lc().madvise(addr, len, advice);  // WILLNEED, SEQUENTIAL, DONTDUMP...
+    }
+    if (st.ok()) return 0;
+    if (detached_error(st)) return lc().madvise(addr, len, advice);
+    return fail_with(st.code(), -1);
+  });
 }
 
 USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, ...) {
@@ -418,28 +422,29 @@ USWAP_EXPORT void* mremap(void* old, size_t old_len, size_t new_len, int flags, 
     refuse_straddle("mremap");
     return fail_with<void*>(EINVAL, MAP_FAILED);
   }
-  pager_call s;
-  if (g.pg->is_foreign(old)) {
-    // The program's own mapping moves or grows as the kernel decides; if it leaves its place,
-    // that place is the pager's again.
-    if (new_addr) {
-      if (auto st = g.pg->adopt_foreign(new_addr, new_len); !st.ok())
-        return fail_with<void*>(st.code(), MAP_FAILED);
+  return pager_call([&] {
+    if (g.pg->is_foreign(old)) {
+      // The program's own mapping moves or grows as the kernel decides; if it leaves its place,
+      // that place is the pager's again.
+      if (new_addr) {
+        if (auto st = g.pg->adopt_foreign(new_addr, new_len); !st.ok())
+          return fail_with<void*>(st.code(), MAP_FAILED);
+      }
+      void* r = kernel();
+      if (r != MAP_FAILED && r != old) (void)g.pg->unmap(old, old_len);
+      return r;
     }
-    void* r = kernel();
-    if (r != MAP_FAILED && r != old) (void)g.pg->unmap(old, old_len);
-    return r;
-  }
-  if (flags & MREMAP_DONTUNMAP) {
-    static std::atomic<bool> said{false};
-    if (!said.exchange(true))
-      fprintf(stderr,
-              "uswap: mremap(MREMAP_DONTUNMAP) of routed memory is not supported (EINVAL)\n");
-    return fail_with<void*>(EINVAL, MAP_FAILED);
-  }
-  auto r = g.pg->remap(old, old_len, new_len, flags & MREMAP_MAYMOVE, new_addr);
-  if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
-  return *r;
+    if (flags & MREMAP_DONTUNMAP) {
+      static std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        fprintf(stderr,
+                "uswap: mremap(MREMAP_DONTUNMAP) of routed memory is not supported (EINVAL)\n");
+      return fail_with<void*>(EINVAL, MAP_FAILED);
+    }
+    auto r = g.pg->remap(old, old_len, new_len, flags & MREMAP_MAYMOVE, new_addr);
+    if (!r) return fail_with<void*>(r.error().code(), MAP_FAILED);
+    return *r;
+  });
 }
 
 // mlock of routed memory would pin it beyond the pager's reach (and MADV_DONTNEED refuses

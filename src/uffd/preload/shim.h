@@ -32,6 +32,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "../sigbus.h"
@@ -52,6 +53,11 @@ void* __libc_memalign(size_t, size_t);
 // The C library's syscall(), for the shim's own syscall() (mmap.cc) to jump to: set with
 // libc_fns (the name is the assembly's, hence outside the namespace).
 extern "C" __attribute__((visibility("hidden"))) long (*uswap_shim_next_syscall)(long, ...);
+// fn(arg) with the stack pointer at `top` (16-byte aligned), then back on the caller's stack
+// (altstack.cc). x86-64.
+extern "C" __attribute__((visibility("hidden"))) void uswap_shim_call_on_stack(void* top,
+                                                                              void (*fn)(void*),
+                                                                              void* arg);
 
 namespace uswap::shim {
 
@@ -84,6 +90,10 @@ extern shim_state g;
 void install_thread_altstack() noexcept;
 bool has_thread_altstack() noexcept;
 bool on_thread_altstack(const void* sp) noexcept;
+// fn(arg) on the calling thread's pager stack (altstack.cc), outside the arena; false, without
+// calling it, if the thread has none or is on it already (a signal handler that interrupted a
+// call there and entered the pager again).
+bool call_on_pager_stack(void (*fn)(void*), void* arg);
 
 // Pager code (the SIGBUS handler, handler threads, the shim's own calls into the pager) must
 // never be routed into the pager: a thread-local depth marks it.
@@ -186,11 +196,32 @@ class signals_deferred {
  private:
   sigset_t saved_;
 };
-// A call into the pager from a wrapper: pager code, with signals deferred.
-struct pager_call {
-  signals_deferred deferred;
-  shim_scope scope;
-};
+// A call into the pager from a wrapper: body() runs as pager code with the asynchronous signals
+// deferred, and its result is returned. When the program called on a stack in the arena (a
+// coroutine's, SBCL's threads'), body() runs on the thread's pager stack instead: the pager's
+// locals (a UFFDIO argument, the saved signal mask) would otherwise lie in the arena, where the
+// seccomp filter traps every system call that names them, and the trap's pin would run nested
+// inside the pager, taking map_lock for reading while this thread holds it (behind a queued
+// writer, for ever). Where there is no pager stack to use, body() runs where it is called.
+template <class F>
+auto pager_call(F&& body) {
+  using result = std::invoke_result_t<F&>;
+  struct call {
+    F* body;
+    std::conditional_t<std::is_void_v<result>, char, result> r{};
+  } c{&body};
+  void (*run)(void*) = [](void* p) {
+    auto* c = static_cast<call*>(p);
+    signals_deferred deferred;
+    shim_scope scope;
+    if constexpr (std::is_void_v<result>)
+      (*c->body)();
+    else
+      c->r = (*c->body)();
+  };
+  if (!inside_arena(__builtin_frame_address(0), 1) || !call_on_pager_stack(run, &c)) run(&c);
+  if constexpr (!std::is_void_v<result>) return c.r;
+}
 
 // From now on every signal handler takes SA_ONSTACK (signals.cc): a thread runs on a stack in
 // the arena. Idempotent.

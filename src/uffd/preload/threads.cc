@@ -104,32 +104,6 @@ extern "C" __attribute__((visibility("hidden"), used)) void uswap_shim_create_on
   c->rc = c->real(c->thread, c->attr, c->fn, c->arg);
 }
 
-// uswap_shim_call_on_stack(top, fn, arg): fn(arg) with the stack pointer at `top` (16-byte
-// aligned), then back on the caller's stack. x86-64.
-extern "C" void uswap_shim_call_on_stack(void* top, void (*fn)(void*), void* arg);
-asm(R"(  .text
-  .globl uswap_shim_call_on_stack
-  .hidden uswap_shim_call_on_stack
-  .type uswap_shim_call_on_stack, @function
-  .p2align 4
-uswap_shim_call_on_stack:
-  .cfi_startproc
-  push %rbp
-  .cfi_def_cfa_offset 16
-  .cfi_offset %rbp, -16
-  mov %rsp, %rbp
-  .cfi_def_cfa_register %rbp
-  mov %rdi, %rsp
-  mov %rdx, %rdi
-  call *%rsi
-  mov %rbp, %rsp
-  pop %rbp
-  .cfi_def_cfa %rsp, 8
-  ret
-  .cfi_endproc
-  .size uswap_shim_call_on_stack, .-uswap_shim_call_on_stack
-)");
-
 // The real pthread_create, from a stack in the arena when the new thread's stack is there and
 // this thread has the shim's signal stack (without one, a trap on that fresh stack could not be
 // delivered); else from here.
@@ -137,15 +111,16 @@ int create_thread(create_fn real, pthread_t* thread, const pthread_attr_t* attr,
                   void* (*fn)(void*), void* arg, bool given_stack) noexcept {
   void* stack = nullptr;
   if (given_stack && has_thread_altstack()) {
-    pager_call s;
-    if (auto r = g.pg->map(create_stack_bytes)) stack = *r;
+    stack = pager_call([] {
+      auto r = g.pg->map(create_stack_bytes);
+      return r ? *r : nullptr;
+    });
   }
   if (!stack) return real(thread, attr, fn, arg);
   create_call c{real, thread, attr, fn, arg, 0};
   uswap_shim_call_on_stack(static_cast<char*>(stack) + create_stack_bytes,
                            uswap_shim_create_on_stack, &c);
-  pager_call s;
-  (void)g.pg->unmap(stack, create_stack_bytes);
+  pager_call([stack] { (void)g.pg->unmap(stack, create_stack_bytes); });
   return c.rc;
 }
 
@@ -159,12 +134,11 @@ void unpin_start(const start_args& a, bool started) noexcept {
 
 void* start_trampoline(void* p) {
   const start_args a = *static_cast<start_args*>(p);
-  {
-    pager_call s;
+  pager_call([&] {
     install_thread_altstack();
     __libc_free(p);
     unpin_start(a, true);
-  }
+  });
   return a.fn(a.arg);
 }
 
@@ -180,23 +154,23 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
   // after setlocale may have run) need the pin as much as the program's: only before the pager
   // exists (the shim's constructor) is there nothing to pin.
   if (!ready()) return real(thread, attr, fn, arg);
-  start_args* a = nullptr;
-  {
-    pager_call s;
-    a = static_cast<start_args*>(__libc_malloc(sizeof(start_args)));
+  start_args* const a = pager_call([&] {
+    auto* a = static_cast<start_args*>(__libc_malloc(sizeof(start_args)));
     if (a) {
       const void* ctype = g.sigbus_mode ? global_ctype_data() : nullptr;
       if (ctype && !g.pg->pin(ctype, ctype_bytes_read, false).ok()) ctype = nullptr;
       const auto [stack, stack_len] = pin_given_stack(attr);
       *a = {fn, arg, ctype, stack, stack_len};
     }
-  }
+    return a;
+  });
   if (!a) return real(thread, attr, fn, arg);
   const int rc = create_thread(real, thread, attr, start_trampoline, a, a->stack_pinned != nullptr);
   if (rc != 0) {
-    pager_call s;
-    unpin_start(*a, false);
-    __libc_free(a);
+    pager_call([a] {
+      unpin_start(*a, false);
+      __libc_free(a);
+    });
   }
   return rc;
 }
