@@ -420,6 +420,41 @@ PY
     "$uswap" run --limit 8M -- "$p" >"$tmp/o" 2>&1
     [ $? -eq 126 ] && grep -q "is a Go program" "$tmp/o" || fail "$p was not refused as Go: $(cat "$tmp/o")"
   done
+  # A Go program built with cgo is dynamic and loads the shim, which must stay out of its way
+  # (its runtime blocks SIGBUS and SIGSYS with its own system calls): run directly or by a
+  # routed shell, it runs unrouted as said, its 48 MiB heap never paged (the previous shim routed
+  # its malloc and paged it). The fake exports the symbols cgo's runtime does.
+  cat >"$tmp/fakecgo.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((used, section(".go.buildinfo"))) static char buildinfo[16] = "go";
+void crosscall2(void) {}
+void _cgo_topofstack(void) {}
+int main(void) {
+  size_t n = 48u << 20, sum = 0;
+  unsigned char *p = malloc(n);
+  for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i >> 12);
+  for (size_t i = 0; i < n; i += 4096) sum += p[i];
+  printf("cgo %zu\n", sum);
+  return 0;
+}
+C
+  cc -O2 -rdynamic -o "$tmp/fakecgo" "$tmp/fakecgo.c" || fail "cannot build a program like cgo's"
+  want=$("$tmp/fakecgo")
+  for how in direct shell; do
+    if [ $how = direct ]; then
+      "$uswap" run --limit 8M --allow-unrouted --json -- "$tmp/fakecgo" >"$tmp/o" 2>"$tmp/e"
+    else
+      "$uswap" run --limit 8M --json -- sh -c "\"$tmp/fakecgo\"" >"$tmp/o" 2>"$tmp/e"
+    fi
+    [ $? -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+      fail "($how) the cgo-like program printed $(cat "$tmp/o"), plain $want: $(tail -c 600 "$tmp/e")"
+    outs=$(tail -n 1 "$tmp/e" | jq '.job.swap_outs')
+    [ "$outs" = 0 ] || fail "($how) the cgo-like program was paged ($outs swap-outs): $(tail -c 600 "$tmp/e")"
+  done
+  [ "$(tail -n 1 "$tmp/e" | jq -r '.unrouted_execs[0].reason')" = \
+    "a Go program (raw system calls and its own memory manager)" ] ||
+    fail "the summary did not name the cgo-like program unrouted: $(tail -c 600 "$tmp/e")"
   # A program built with AddressSanitizer: its runtime aborts unless it is the first library
   # loaded, and maps its heap by raw system calls. Refused, run unrouted when asked, and run
   # unrouted (the shim left out of its LD_PRELOAD) when a routed program execs it.

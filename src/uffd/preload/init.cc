@@ -358,6 +358,17 @@ bool on_valgrind() noexcept {
   return p && strstr(p, "/vgpreload_core-");
 }
 
+// A Go program built with cgo (the only kind that loads the shim: the others are static). Its
+// runtime maps its heap through the C library's mmap, which the shim would route, but it blocks
+// every signal with system calls of its own (a thread's exit, a callback from a C thread) while
+// it touches that heap: a fault with SIGBUS blocked, or a trap with SIGSYS blocked, kills the
+// process. So it runs unrouted, as uswap run and the exec wrappers have said (routable.h), with
+// the shim out of its way; its environment still names the shim for the programs it starts.
+bool go_runtime() noexcept {
+  return dlsym(RTLD_DEFAULT, "_cgo_topofstack") != nullptr ||
+         dlsym(RTLD_DEFAULT, "crosscall2") != nullptr;
+}
+
 int pin_cb(void* ctx, const void* addr, uint64_t len, bool write) {
   auto* p = static_cast<pager*>(ctx);
   shim_scope s;
@@ -523,6 +534,7 @@ __attribute__((constructor)) void shim_init() {
     note_unrouted_self("run on valgrind, which emulates neither userfaultfd nor seccomp filters");
     return;
   }
+  if (go_runtime()) return;  // named unrouted by whoever started it
   // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
   // that its creation counts too.
   if (const char* fi = getenv("USWAP_FAIL_INJECT"); fi && *fi) {
