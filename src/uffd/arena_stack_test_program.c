@@ -1,8 +1,9 @@
 // A coroutine on a stack the program mapped (makecontext, as green-thread libraries, Ruby's
 // fibers and QEMU's coroutines do): under a pager that stack is paged memory, in the arena. On it
-// the program maps, fills, checks and unmaps buffers, drops and re-protects pages, and streams
-// through a heap larger than the limit, so that the wrappers of mmap, munmap, madvise, mprotect
-// and mremap enter the pager, which reclaims, from that stack.
+// the program maps, fills, checks and unmaps buffers, drops and re-protects pages, streams
+// through a heap larger than the limit, and forks children that check the heap, so that the
+// wrappers of mmap, munmap, madvise, mprotect, mremap and fork enter the pager, which reclaims,
+// from that stack.
 //
 // The program proves the stack was paged: it counts, on stderr, the times mincore found a page
 // it had written deep down the coroutine's stack evicted. Prints checksums of every buffer and
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -51,6 +53,17 @@ static int deep_page_resident(void) {
   return v & 1;
 }
 
+// A child's view of the heap is the parent's: its checksum's low byte is the exit status.
+static void fork_and_check(void) {
+  static int status;  // outside the arena, as main_ctx
+  const pid_t pid = fork();
+  if (pid < 0) die("fork failed");
+  if (pid == 0) _exit((int)(checksum(heap, heap_len) & 0xff));
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) die("a child did not exit");
+  if (WEXITSTATUS(status) != (int)(checksum(heap, heap_len) & 0xff))
+    die("a child read the heap differently");
+}
+
 static void coroutine(void) {
   sum += deep(64);
   for (int r = 0; r < rounds; ++r) {
@@ -73,6 +86,7 @@ static void coroutine(void) {
     const size_t q = heap_len / 4, at = (size_t)(r % 4) * q;
     for (size_t i = 0; i < q; i += 4096) heap[at + i] += 1;
     if (!deep_page_resident()) ++paged_out;
+    if (r % 50 == 25) fork_and_check();
   }
   swapcontext(&co_ctx, &main_ctx);
 }

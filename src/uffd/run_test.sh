@@ -530,9 +530,11 @@ C
     "no stop landed inside a mapping call"
   # A coroutine on a stack in the arena (makecontext on memory it mapped) maps, drops, protects,
   # grows and unmaps buffers while its heap streams past the limit (the program counts the times
-  # its stack was paged: it must have happened). The pager runs those calls on the thread's pager
-  # stack: none of its own system calls naming its locals (a UFFDIO argument, a signal mask)
-  # traps, where the previous shim trapped about 12 per round and pinned inside the pager.
+  # its stack was paged: it must have happened), and forks children that check the heap. The
+  # pager runs those calls on the thread's pager stack: none of its own system calls naming its
+  # locals (a UFFDIO argument, a signal mask) traps, where the previous shim trapped about 12 per
+  # round and pinned inside the pager; and the fork's reclaim, which evicted the stack page it
+  # ran on and then waited for its own LRU lock, no longer hangs.
   stack_evicted() { sed -n 's/^arena_stack: .* evicted \([0-9]*\) times/\1/p' "$tmp/e"; }
   in_three_modes arena_stack_test_program "a coroutine on a stack in the arena" stack_evicted \
     "the coroutine's stack was never found paged out"

@@ -196,15 +196,15 @@ class signals_deferred {
  private:
   sigset_t saved_;
 };
-// A call into the pager from a wrapper: body() runs as pager code with the asynchronous signals
-// deferred, and its result is returned. When the program called on a stack in the arena (a
-// coroutine's, SBCL's threads'), body() runs on the thread's pager stack instead: the pager's
-// locals (a UFFDIO argument, the saved signal mask) would otherwise lie in the arena, where the
-// seccomp filter traps every system call that names them, and the trap's pin would run nested
-// inside the pager, taking map_lock for reading while this thread holds it (behind a queued
-// writer, for ever). Where there is no pager stack to use, body() runs where it is called.
+// body(), and its result, on the thread's pager stack when the caller runs on a stack in the
+// arena (a coroutine's, SBCL's threads'); where it is called otherwise, or when there is no pager
+// stack to use. Pager code must never run on a stack in the arena: its locals there are paged
+// memory. Each system call naming them (a UFFDIO argument, a saved signal mask) traps, and the
+// trap's pin runs nested inside the pager, taking map_lock for reading while this thread holds it
+// (behind a queued writer, for ever); and reclaim may evict the very page it runs on, whose
+// fault then waits for the LRU lock that reclaim holds.
 template <class F>
-auto pager_call(F&& body) {
+auto off_arena_stack(F&& body) {
   using result = std::invoke_result_t<F&>;
   struct call {
     F* body;
@@ -212,8 +212,6 @@ auto pager_call(F&& body) {
   } c{&body};
   void (*run)(void*) = [](void* p) {
     auto* c = static_cast<call*>(p);
-    signals_deferred deferred;
-    shim_scope scope;
     if constexpr (std::is_void_v<result>)
       (*c->body)();
     else
@@ -221,6 +219,16 @@ auto pager_call(F&& body) {
   };
   if (!inside_arena(__builtin_frame_address(0), 1) || !call_on_pager_stack(run, &c)) run(&c);
   if constexpr (!std::is_void_v<result>) return c.r;
+}
+// A call into the pager from a wrapper: body() runs as pager code with the asynchronous signals
+// deferred, off a stack in the arena, and its result is returned.
+template <class F>
+auto pager_call(F&& body) {
+  return off_arena_stack([&] {
+    signals_deferred deferred;
+    shim_scope scope;
+    return body();
+  });
 }
 
 // From now on every signal handler takes SA_ONSTACK (signals.cc): a thread runs on a stack in

@@ -370,25 +370,31 @@ USWAP_EXPORT int execle(const char* path, const char* arg, ...) {
 // locale's data as it starts: were that page swapped out, the first would wait for itself (a
 // forked bash hung so). Pinned across the fork, it is resident in the child's copy; the child
 // drops the parent's pins, the parent unpins.
+// The pager's fork handlers (and with them glibc's fork) run off a stack in the arena, as every
+// call into the pager does (off_arena_stack): preparing the fork reclaims room for the child.
+// Both processes come back from it, each to its own copy of the caller's stack.
 USWAP_EXPORT pid_t fork(void) {
   static auto real = next_fn<pid_t (*)(void)>("fork");
-  // The pager's fork handlers hold map_lock from before the clone to after it, in both processes.
-  signals_deferred deferred;
-  const void* ctype = nullptr;
-  if (ready() && !g.sigbus_mode && !in_pager_code() && getpid() == g.pid) {
-    shim_scope s;
-    ctype = global_ctype_data();
-    if (ctype && !g.pg->pin(ctype, ctype_bytes_read, false).ok()) ctype = nullptr;
-  }
-  const pid_t pid = real();
-  if (pid != 0 && ready() && getpid() == g.pid) {
-    const int saved = errno;
-    shim_scope s;
-    if (ctype) (void)g.pg->unpin(ctype, ctype_bytes_read);
-    g.pg->fork_returned(pid > 0);
-    errno = saved;
-  }
-  return pid;
+  return off_arena_stack([] {
+    // The pager's fork handlers hold map_lock from before the clone to after it, in both
+    // processes.
+    signals_deferred deferred;
+    const void* ctype = nullptr;
+    if (ready() && !g.sigbus_mode && !in_pager_code() && getpid() == g.pid) {
+      shim_scope s;
+      ctype = global_ctype_data();
+      if (ctype && !g.pg->pin(ctype, ctype_bytes_read, false).ok()) ctype = nullptr;
+    }
+    const pid_t pid = real();
+    if (pid != 0 && ready() && getpid() == g.pid) {
+      const int saved = errno;
+      shim_scope s;
+      if (ctype) (void)g.pg->unpin(ctype, ctype_bytes_read);
+      g.pg->fork_returned(pid > 0);
+      errno = saved;
+    }
+    return pid;
+  });
 }
 
 // A process that ends with _exit (a fork child that is done, redis' BGSAVE child) runs no exit
