@@ -1,9 +1,9 @@
 // A coroutine on a stack the program mapped (makecontext, as green-thread libraries, Ruby's
 // fibers and QEMU's coroutines do): under a pager that stack is paged memory, in the arena. On it
 // the program maps, fills, checks and unmaps buffers, drops and re-protects pages, streams
-// through a heap larger than the limit, and forks children that check the heap, so that the
-// wrappers of mmap, munmap, madvise, mprotect, mremap and fork enter the pager, which reclaims,
-// from that stack.
+// through a heap larger than the limit, passes heap pages through a pipe with writev and readv,
+// and forks children that check the heap, so that the wrappers of mmap, munmap, madvise,
+// mprotect, mremap, writev, readv and fork enter the pager, which reclaims, from that stack.
 //
 // The program proves the stack was paged: it counts, on stderr, the times mincore found a page
 // it had written deep down the coroutine's stack evicted. Prints checksums of every buffer and
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -64,6 +65,21 @@ static void fork_and_check(void) {
     die("a child read the heap differently");
 }
 
+// 64 KiB of the heap at `from` through a pipe into `sink` (iovec arrays outside the arena, the
+// buffers in it: the shim's wrappers have them pinned), and compared.
+static int pipe_fds[2];
+static uint8_t* sink;
+static void through_pipe(size_t from) {
+  static struct iovec out[2], in[2];
+  out[0] = (struct iovec){heap + from, 16384};
+  out[1] = (struct iovec){heap + from + 16384, 49152};
+  in[0] = (struct iovec){sink, 40960};
+  in[1] = (struct iovec){sink + 40960, 24576};
+  if (writev(pipe_fds[1], out, 2) != 65536) die("writev failed");
+  if (readv(pipe_fds[0], in, 2) != 65536) die("readv failed");
+  if (memcmp(heap + from, sink, 65536) != 0) die("readv read back other bytes");
+}
+
 static void coroutine(void) {
   sum += deep(64);
   for (int r = 0; r < rounds; ++r) {
@@ -87,15 +103,18 @@ static void coroutine(void) {
     for (size_t i = 0; i < q; i += 4096) heap[at + i] += 1;
     if (!deep_page_resident()) ++paged_out;
     if (r % 50 == 25) fork_and_check();
+    if (r % 4 == 3) through_pipe(((size_t)r << 16) % heap_len);
   }
   swapcontext(&co_ctx, &main_ctx);
 }
 
 int main(void) {
   heap = malloc(heap_len);
+  sink = malloc(65536);
   uint8_t* stack = mmap(NULL, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                         -1, 0);
-  if (!heap || stack == MAP_FAILED) die("cannot allocate");
+  if (!heap || !sink || stack == MAP_FAILED) die("cannot allocate");
+  if (pipe(pipe_fds) != 0) die("pipe failed");
   for (size_t i = 0; i < heap_len; ++i) heap[i] = (uint8_t)(i * 31 >> 12);
   getcontext(&co_ctx);
   co_ctx.uc_stack.ss_sp = stack;

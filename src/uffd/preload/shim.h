@@ -252,10 +252,6 @@ void note_unrouted_exec(const char* path, const char* reason) noexcept;
 // its hinted reservations go to the kernel from now on. Said once, on stderr and as an event.
 void note_hints_honored(unsigned rejected) noexcept;
 
-// Kernel access with seccomp: the call performed with its arena buffers pinned (the handler's
-// engine), or the plain call when kernel-mode faults are resolved. Raw result (-errno).
-long syscall_pinned(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0,
-                    long a6 = 0) noexcept;
 // Converts a raw result to the libc convention (-1 and errno).
 inline long libc_result(long r) noexcept {
   if (r < 0 && r > -4096) {
