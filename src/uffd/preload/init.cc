@@ -261,10 +261,8 @@ void image_ends(const char* event) noexcept {
 
 void image_goes_on() noexcept {
   g.stats_written.store(false);
-  if (ready() && getpid() == g.pid && g.job && !g.pg->in_job()) {
-    shim_scope s;
-    (void)g.pg->join_job(*g.job);
-  }
+  if (ready() && getpid() == g.pid && g.job && !g.pg->in_job())
+    pager_call([] { (void)g.pg->join_job(*g.job); });  // off a stack in the arena
 }
 
 void note_unrouted_exec(const char* path, const char* reason) noexcept {
