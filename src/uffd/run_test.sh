@@ -542,6 +542,17 @@ C
     jq '[.processes[] | select(.kernel_access == "seccomp") | .trapped_syscalls] | add')
   [ "$traps" = 0 ] ||
     fail "calls into the pager from a stack in the arena trapped ${traps} times (null: no seccomp run)"
+  # A program's first locale calls allocate with glibc's setlocale lock held for writing; run
+  # by a shell under a job this small, the pager starts its reclaim thread from those mallocs,
+  # and the shim's thread start took that lock for reading (duplocale), which corrupted it: the
+  # next writer waited for ever (binutils' ar hung so, in zlib's configure).
+  cc -O2 -o "$tmp/locale" "$(dirname "${BASH_SOURCE[0]}")/locale_test_program.c" ||
+    fail "cannot build locale_test_program"
+  want=$(LANG=C.UTF-8 "$tmp/locale") || fail "the locale program alone failed: $want"
+  LANG=C.UTF-8 timeout -k 5 60 "$uswap" run --limit 4M -- sh -c "\"$tmp/locale\"" >"$tmp/o" 2>"$tmp/e"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+    fail "the locale program under a 4M job: status $rc (124: hung), printed $(cat "$tmp/o"), plain $want"
   # Signals sent to the process reach the program's sigwait thread, never a pager's thread
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
   in_three_modes sigwait_test_program "a process-directed signal missed the sigwait thread" \

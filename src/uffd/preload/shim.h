@@ -127,8 +127,8 @@ inline bool inside_arena(const void* p, size_t len) noexcept {
 // The global locale's LC_CTYPE data and the bytes of it a new thread reads as it starts
 // (__ctype_init: its header and the first three values, class, toupper, tolower), or nullptr
 // when it is not in the arena (the C locale's is in libc). setlocale allocates it with malloc:
-// in the arena, where a thread that starts may fault on it (threads.cc, spawn.cc). Reads the
-// data (duplocale): not where a fault cannot be resolved.
+// in the arena, where a thread that starts may fault on it (threads.cc, spawn.cc). The value the
+// shim's setlocale recorded: takes no lock, reads no arena memory.
 inline constexpr size_t ctype_bytes_read = 0x60;
 const void* global_ctype_data() noexcept;
 

@@ -45,13 +45,19 @@
 
 namespace uswap::shim {
 
-const void* global_ctype_data() noexcept {
-  const locale_t d = duplocale(LC_GLOBAL_LOCALE);
-  if (d == static_cast<locale_t>(nullptr)) return nullptr;
-  const void* ctype = d->__locales[LC_CTYPE];
-  freelocale(d);
-  return inside_arena(ctype, ctype_bytes_read) ? ctype : nullptr;
-}
+namespace {
+
+// The global locale's LC_CTYPE data, read after each setlocale returns. Reading it where it is
+// needed (duplocale of the global locale) took glibc's setlocale lock for reading; but the pager
+// starts its threads from the program's malloc, which setlocale and the first multibyte
+// conversion call with that lock held for writing: the read lock failed (EDEADLK, unchecked by
+// duplocale), its unlock released the writer's lock, and the writer's own unlock later left the
+// lock corrupt, so that the next writer waited for ever (ar under a 4 MiB job hung so).
+std::atomic<const void*> ctype_data{nullptr};
+
+}  // namespace
+
+const void* global_ctype_data() noexcept { return ctype_data.load(std::memory_order_acquire); }
 
 namespace {
 
@@ -173,6 +179,25 @@ USWAP_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
     });
   }
   return rc;
+}
+
+USWAP_EXPORT char* setlocale(int category, const char* locale) {
+  using setlocale_fn = char* (*)(int, const char*);
+  static auto real = reinterpret_cast<setlocale_fn>(dlsym(RTLD_NEXT, "setlocale"));
+  char* r = real(category, locale);
+  if (r && locale && (category == LC_CTYPE || category == LC_ALL)) {
+    // The lock is free again (setlocale is not called with it held: it would wait for itself).
+    const int saved = errno;
+    const locale_t d = duplocale(LC_GLOBAL_LOCALE);
+    if (d != static_cast<locale_t>(nullptr)) {
+      const void* ctype = d->__locales[LC_CTYPE];
+      ctype_data.store(inside_arena(ctype, ctype_bytes_read) ? ctype : nullptr,
+                       std::memory_order_release);
+      freelocale(d);
+    }
+    errno = saved;
+  }
+  return r;
 }
 
 USWAP_EXPORT int unshare(int flags) {
