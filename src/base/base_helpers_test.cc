@@ -1,5 +1,8 @@
 // enum_names, mix64, fetch_max and USWAP_DCHECK.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <set>
 #include <thread>
@@ -9,6 +12,7 @@
 #include "uswap/base/dcheck.h"
 #include "uswap/base/enum_names.h"
 #include "uswap/base/hash.h"
+#include "uswap/base/own_fd.h"
 
 namespace uswap {
 namespace {
@@ -96,3 +100,34 @@ TEST(Dcheck, OffInReleaseTheConditionIsNotEvaluated) {
 
 }  // namespace
 }  // namespace uswap
+
+TEST(OwnFd, TakeMovesTheDescriptorAboveTheFloorAndRegistersIt) {
+  const int fd = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const int floor = uswap::own_fd_floor();
+  rlimit r{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &r), 0);
+  if (r.rlim_cur >= 1024) {
+    EXPECT_EQ(floor, 992);
+  }
+  const int moved = uswap::own_fd_take(fd);
+  ASSERT_GE(moved, floor);
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "the original number stays open";
+  EXPECT_EQ(::fcntl(moved, F_GETFD), FD_CLOEXEC);
+  EXPECT_TRUE(uswap::own_fd(moved));
+  EXPECT_FALSE(uswap::own_fd(fd));
+  const int second = uswap::own_fd_take(::open("/dev/null", O_RDONLY));
+  int got[64];
+  const int n = uswap::own_fds(got, 64);
+  ASSERT_EQ(n, 2);
+  EXPECT_EQ(got[0], std::min(moved, second));
+  EXPECT_EQ(got[1], std::max(moved, second));
+  EXPECT_EQ(uswap::own_fds(got, 1), 1);
+  uswap::own_fd_release(moved);
+  uswap::own_fd_release(second);
+  EXPECT_FALSE(uswap::own_fd(moved));
+  EXPECT_EQ(uswap::own_fds(got, 64), 0);
+  ::close(moved);
+  ::close(second);
+  EXPECT_EQ(uswap::own_fd_take(-1), -1);
+}

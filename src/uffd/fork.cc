@@ -37,6 +37,7 @@
 #include "pager_impl.h"
 #include "sigbus.h"
 #include "sys.h"
+#include "uswap/base/own_fd.h"
 #include "uswap/sync/tsan.h"
 
 namespace uswap {
@@ -194,10 +195,12 @@ status pager::impl::after_fork_child() noexcept {
   pool_round.store(0, std::memory_order_relaxed);
   pool_rounds.store(0, std::memory_order_relaxed);
   pool_waits.store(0, std::memory_order_relaxed);
+  own_fd_release(stop_fd);
   if (stop_fd >= 0) ::close(stop_fd);
   stop_fd = -1;
+  own_fd_release(self_pidfd);
   if (self_pidfd >= 0) ::close(self_pidfd);
-  self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  self_pidfd = own_fd_take(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
 
   auto fail = [&](int err, const std::string& what) -> status {
     // Without a registered userfaultfd a swapped-out page would read as zeros: take the whole

@@ -28,6 +28,7 @@
 
 #include "pager_impl.h"
 #include "sigbus.h"
+#include "uswap/base/own_fd.h"
 #include "uswap/sync/futex.h"
 
 namespace uswap {
@@ -216,6 +217,7 @@ void pager::restart_threads() noexcept {
       if (m.stop_fd >= 0) {
         (void)!::write(m.stop_fd, &one, sizeof one);
         for (std::thread& t : m.handlers) t.join();
+        own_fd_release(m.stop_fd);
         ::close(m.stop_fd);
       }
       m.handlers = std::move(old);
@@ -223,6 +225,7 @@ void pager::restart_threads() noexcept {
     } else {
       (void)!::write(old_stop, &one, sizeof one);
       for (std::thread& t : old) t.join();
+      own_fd_release(old_stop);
       ::close(old_stop);
     }
   }

@@ -25,6 +25,7 @@
 #include "pager_impl.h"
 #include "sys.h"
 #include "uswap/base/fault_inject.h"
+#include "uswap/base/own_fd.h"
 
 namespace uswap {
 
@@ -155,7 +156,9 @@ pager::impl::~impl() {
       for (std::thread& t : handlers) t.join();
     }
   }
+  own_fd_release(stop_fd);
   if (stop_fd >= 0) ::close(stop_fd);
+  own_fd_release(self_pidfd);
   if (self_pidfd >= 0) ::close(self_pidfd);
   // A child that does not own the pager may not have the arena (MADV_DONTFORK): its range may
   // hold something else by now.
@@ -189,7 +192,7 @@ status pager::impl::start_handlers() {
   if (opts.mode != fault_mode::handler_thread) return {};
   // Once: a new set of handlers (restart_threads) starts while the old one reads it.
   if (!uffd->dontwake()) uffd->set_dontwake(true);
-  stop_fd = ::eventfd(0, EFD_CLOEXEC);
+  stop_fd = own_fd_take(::eventfd(0, EFD_CLOEXEC));
   if (stop_fd < 0) return error(errno, "uffd: eventfd for the handler threads");
   // Default: one thread per allowed CPU, bound to it. The faulting thread sleeps on its CPU, so
   // the handler there runs next and resolves the fault without a cross-CPU wake-up (an IPI and,
@@ -320,7 +323,7 @@ result<std::shared_ptr<pager>> pager::create(const pager_options& o) {
     return error(ENOMEM, "uffd: cannot reserve page metadata for " + mib(arena_bytes));
   if (!m->free_extents.reserve(1)) return error(ENOMEM, "uffd: no memory for the arena's records");
   m->free_extents.insert(0, nr_pages);
-  m->self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  m->self_pidfd = own_fd_take(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
 
   if (o.mode == fault_mode::sigbus) {
     m->registry_slot = sigbus_register(m.get());

@@ -542,6 +542,15 @@ C
     jq '[.processes[] | select(.kernel_access == "seccomp") | .trapped_syscalls] | add')
   [ "$traps" = 0 ] ||
     fail "calls into the pager from a stack in the arena trapped ${traps} times (null: no seccomp run)"
+  # A daemon's start closes every descriptor from 3 up (close_range, closefrom, a loop over
+  # /proc/self/fd, syscall(SYS_close_range)) and forks a child that uses what it opened next,
+  # with its heap paged out meanwhile: the pager's userfaultfd must survive (the previous shim
+  # lost it, and 6192 pages of 8192 read back as zeros), and the child must find its own
+  # descriptors (varnishd's failed to listen). The program counts the descriptors it did not
+  # open: the pager's, the proof that there was something to keep.
+  not_opened() { sed -n 's/^close_all: \([0-9]*\) descriptors open .*/\1/p' "$tmp/e"; }
+  in_three_modes close_all_test_program "a program that closes every descriptor" not_opened \
+    "the program found no descriptor of the pager's"
   # A program's first locale calls allocate with glibc's setlocale lock held for writing; run
   # by a shell under a job this small, the pager starts its reclaim thread from those mallocs,
   # and the shim's thread start took that lock for reading (duplocale), which corrupted it: the

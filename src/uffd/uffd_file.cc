@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <string>
 
+#include "uswap/base/own_fd.h"
+
 namespace uswap {
 
 namespace {
@@ -73,11 +75,15 @@ result<std::unique_ptr<uffd_file>> uffd_file::open(bool sigbus, uffd_access acce
                  std::string("userfaultfd: UFFDIO_API refused the features WP") +
                      (sigbus ? "+SIGBUS" : "+THREAD_ID") + ": " + std::strerror(err));
   }
-  return std::unique_ptr<uffd_file>(new uffd_file(fd, sigbus, kernel_faults, origin,
+  // A program that closes descriptors it did not open must not close this one (own_fd.h).
+  return std::unique_ptr<uffd_file>(new uffd_file(own_fd_take(fd), sigbus, kernel_faults, origin,
                                                   api.features));
 }
 
-uffd_file::~uffd_file() { ::close(fd_); }
+uffd_file::~uffd_file() {
+  own_fd_release(fd_);
+  ::close(fd_);
+}
 
 status uffd_file::register_range(uintptr_t start, uint64_t len) {
   uffdio_register reg{};

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "uswap/base/fault_inject.h"
+#include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
 
 namespace uswap::zram_detail {
@@ -29,7 +30,10 @@ class file_backing_dev final : public backing_dev {
  public:
   file_backing_dev(std::string path, int fd, uint64_t nr_pages, zram_block_allocator* shared)
       : backing_dev(std::move(path), nr_pages, shared), fd_(fd) {}
-  ~file_backing_dev() override { ::close(fd_); }
+  ~file_backing_dev() override {
+    own_fd_release(fd_);
+    ::close(fd_);
+  }
 
   void write_blocks(std::span<backing_write> batch) override {
     for (backing_write& w : batch) w.result = write_one(w.block, w.page);
@@ -81,7 +85,8 @@ result<std::unique_ptr<backing_dev>> open_file_backing_dev(const std::string& pa
   try {
     // An injected refusal takes the path a refused bitmap takes.
     if (!shared && should_fail(fault_point::backing_bitmap)) throw std::bad_alloc();
-    return std::unique_ptr<backing_dev>(new file_backing_dev(path, fd, nr_pages, shared));
+    return std::unique_ptr<backing_dev>(
+        new file_backing_dev(path, own_fd_take(fd), nr_pages, shared));  // own_fd.h
   } catch (const std::bad_alloc&) {
     ::close(fd);
     return error(ENOMEM, "backing_dev: no memory for the bitmap of " + path);

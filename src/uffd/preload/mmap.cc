@@ -480,7 +480,8 @@ USWAP_EXPORT int mlockall(int flags) {
 // --- syscall(2), the C library's door to calls it has no wrapper for. SBCL maps its garbage-
 // collected heap with syscall(SYS_mmap, ...): through the C library's function that mapping
 // bypassed the wrappers above and the heap ran unrouted, its limit not held. The shim's syscall()
-// is a few instructions of assembly: a memory call goes to the wrapper of the same name; any
+// is a few instructions of assembly: a memory call (or a close, fds.cc) goes to the wrapper of
+// the same name; any
 // other number jumps, without a frame of its own, to the C library's syscall(), so that the
 // call is made from the C library's text as before (the raw-fork filter traps a clone made
 // there) and a vfork made this way returns into no frame of the shim's. Before the shim has
@@ -523,6 +524,11 @@ extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_memory_sy
       return mlock2(p, len, static_cast<unsigned>(a3));
     case SYS_mlockall:
       return mlockall(static_cast<int>(a1));
+    case SYS_close:
+      return close(static_cast<int>(a1));
+    case SYS_close_range:
+      return close_range(static_cast<unsigned>(a1), static_cast<unsigned>(a2),
+                         static_cast<int>(a3));
     default:
       return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
   }
@@ -547,7 +553,8 @@ syscall:
 )" USWAP_MEMORY_CALL(SYS_mmap) USWAP_MEMORY_CALL(SYS_munmap) USWAP_MEMORY_CALL(SYS_mprotect)
     USWAP_MEMORY_CALL(SYS_madvise) USWAP_MEMORY_CALL(SYS_mremap) USWAP_MEMORY_CALL(SYS_mlock)
         USWAP_MEMORY_CALL(SYS_munlock) USWAP_MEMORY_CALL(SYS_mlock2)
-            USWAP_MEMORY_CALL(SYS_mlockall) R"(  mov uswap_shim_next_syscall(%rip), %rax
+            USWAP_MEMORY_CALL(SYS_mlockall) USWAP_MEMORY_CALL(SYS_close)
+                USWAP_MEMORY_CALL(SYS_close_range) R"(  mov uswap_shim_next_syscall(%rip), %rax
   test %rax, %rax
   jz 2f
   jmp *%rax
