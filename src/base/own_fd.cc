@@ -13,9 +13,8 @@ namespace uswap {
 namespace {
 
 constexpr int nr_slots = 32;
-std::atomic<int> slots[nr_slots] = {
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+std::atomic<int> slots[nr_slots] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 
 void add(int fd) noexcept {
   for (std::atomic<int>& s : slots) {

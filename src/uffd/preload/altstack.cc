@@ -11,10 +11,10 @@
 // what it set. A thread made by a raw clone has none (the kernel clears it for CLONE_VM).
 //
 // The pager stack: where a call into the pager from a wrapper runs when the program called it on
-// a stack in the arena (pager_call in shim.h says why). It is the signal stack's neighbour rather
-// than the signal stack itself because a handler's frames may lie there while the program runs on
-// another stack (a scheduler that switches coroutines from a SIGALRM handler): the pager stack is
-// only ever used by pager_call, which knows when it is in use.
+// a stack in the arena (off_arena_stack in shim.h says why). It is the signal stack's neighbour
+// rather than the signal stack itself because a handler's frames may lie there while the program
+// runs on another stack (a scheduler that switches coroutines from a SIGALRM handler): the pager
+// stack is only ever used by off_arena_stack, which knows when it is in use.
 //
 // Thread-safety: each thread installs, uses and frees only its own; the key is made at load,
 // among the process's first keys, so that glibc keeps its values in the thread descriptor (no

@@ -20,8 +20,8 @@ namespace {
 // The engine's call off a stack in the arena: its pins are pager code, which must not run there
 // (off_arena_stack). A call that blocks waits on the pager stack, as a trapped one waits on the
 // signal stack.
-long emulate(long nr, long a1, long a2, long a3 = 0, long a4 = 0, long a5 = 0,
-             long a6 = 0) noexcept {
+long emulate_call(long nr, long a1, long a2, long a3 = 0, long a4 = 0, long a5 = 0,
+                  long a6 = 0) noexcept {
   return off_arena_stack([&] { return kernel_access_emulate(nr, a1, a2, a3, a4, a5, a6); });
 }
 
@@ -65,13 +65,13 @@ using namespace uswap::shim;
 USWAP_EXPORT ssize_t readv(int fd, const iovec* iov, int cnt) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, int)>("readv");
   if (!emulate() || !iov_in_arena(iov, cnt)) return real(fd, iov, cnt);
-  return libc_result(emulate(SYS_readv, fd, L(iov), cnt));
+  return libc_result(emulate_call(SYS_readv, fd, L(iov), cnt));
 }
 
 USWAP_EXPORT ssize_t writev(int fd, const iovec* iov, int cnt) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, int)>("writev");
   if (!emulate() || !iov_in_arena(iov, cnt)) return real(fd, iov, cnt);
-  return libc_result(emulate(SYS_writev, fd, L(iov), cnt));
+  return libc_result(emulate_call(SYS_writev, fd, L(iov), cnt));
 }
 
 // preadv/pwritev(2): the kernel takes the offset as two longs (low, high); on x86-64 the high
@@ -79,7 +79,7 @@ USWAP_EXPORT ssize_t writev(int fd, const iovec* iov, int cnt) {
 USWAP_EXPORT ssize_t preadv(int fd, const iovec* iov, int cnt, off_t off) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, int, off_t)>("preadv");
   if (!emulate() || !iov_in_arena(iov, cnt)) return real(fd, iov, cnt, off);
-  return libc_result(emulate(SYS_preadv, fd, L(iov), cnt, off, 0));
+  return libc_result(emulate_call(SYS_preadv, fd, L(iov), cnt, off, 0));
 }
 USWAP_EXPORT ssize_t preadv64(int fd, const iovec* iov, int cnt, off_t off) {
   return preadv(fd, iov, cnt, off);
@@ -88,7 +88,7 @@ USWAP_EXPORT ssize_t preadv64(int fd, const iovec* iov, int cnt, off_t off) {
 USWAP_EXPORT ssize_t pwritev(int fd, const iovec* iov, int cnt, off_t off) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, int, off_t)>("pwritev");
   if (!emulate() || !iov_in_arena(iov, cnt)) return real(fd, iov, cnt, off);
-  return libc_result(emulate(SYS_pwritev, fd, L(iov), cnt, off, 0));
+  return libc_result(emulate_call(SYS_pwritev, fd, L(iov), cnt, off, 0));
 }
 USWAP_EXPORT ssize_t pwritev64(int fd, const iovec* iov, int cnt, off_t off) {
   return pwritev(fd, iov, cnt, off);
@@ -97,7 +97,7 @@ USWAP_EXPORT ssize_t pwritev64(int fd, const iovec* iov, int cnt, off_t off) {
 USWAP_EXPORT ssize_t preadv2(int fd, const iovec* iov, int cnt, off_t off, int flags) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, int, off_t, int)>("preadv2");
   if (!emulate() || !iov_in_arena(iov, cnt)) return real(fd, iov, cnt, off, flags);
-  return libc_result(emulate(SYS_preadv2, fd, L(iov), cnt, off, 0, flags));
+  return libc_result(emulate_call(SYS_preadv2, fd, L(iov), cnt, off, 0, flags));
 }
 USWAP_EXPORT ssize_t preadv64v2(int fd, const iovec* iov, int cnt, off_t off, int flags) {
   return preadv2(fd, iov, cnt, off, flags);
@@ -106,7 +106,7 @@ USWAP_EXPORT ssize_t preadv64v2(int fd, const iovec* iov, int cnt, off_t off, in
 USWAP_EXPORT ssize_t pwritev2(int fd, const iovec* iov, int cnt, off_t off, int flags) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, int, off_t, int)>("pwritev2");
   if (!emulate() || !iov_in_arena(iov, cnt)) return real(fd, iov, cnt, off, flags);
-  return libc_result(emulate(SYS_pwritev2, fd, L(iov), cnt, off, 0, flags));
+  return libc_result(emulate_call(SYS_pwritev2, fd, L(iov), cnt, off, 0, flags));
 }
 USWAP_EXPORT ssize_t pwritev64v2(int fd, const iovec* iov, int cnt, off_t off, int flags) {
   return pwritev2(fd, iov, cnt, off, flags);
@@ -115,27 +115,25 @@ USWAP_EXPORT ssize_t pwritev64v2(int fd, const iovec* iov, int cnt, off_t off, i
 USWAP_EXPORT ssize_t sendmsg(int fd, const msghdr* m, int flags) {
   static auto real = next_fn<ssize_t (*)(int, const msghdr*, int)>("sendmsg");
   if (!emulate() || !msg_in_arena(m)) return real(fd, m, flags);
-  return libc_result(emulate(SYS_sendmsg, fd, L(m), flags));
+  return libc_result(emulate_call(SYS_sendmsg, fd, L(m), flags));
 }
 
 USWAP_EXPORT ssize_t recvmsg(int fd, msghdr* m, int flags) {
   static auto real = next_fn<ssize_t (*)(int, msghdr*, int)>("recvmsg");
   if (!emulate() || !msg_in_arena(m)) return real(fd, m, flags);
-  return libc_result(emulate(SYS_recvmsg, fd, L(m), flags));
+  return libc_result(emulate_call(SYS_recvmsg, fd, L(m), flags));
 }
 
 USWAP_EXPORT int sendmmsg(int fd, mmsghdr* v, unsigned n, int flags) {
   static auto real = next_fn<int (*)(int, mmsghdr*, unsigned, int)>("sendmmsg");
   if (!emulate() || !mmsg_in_arena(v, n)) return real(fd, v, n, flags);
-  return static_cast<int>(
-      libc_result(emulate(SYS_sendmmsg, fd, L(v), n, flags)));
+  return static_cast<int>(libc_result(emulate_call(SYS_sendmmsg, fd, L(v), n, flags)));
 }
 
 USWAP_EXPORT int recvmmsg(int fd, mmsghdr* v, unsigned n, int flags, timespec* tmo) {
   static auto real = next_fn<int (*)(int, mmsghdr*, unsigned, int, timespec*)>("recvmmsg");
   if (!emulate() || !mmsg_in_arena(v, n)) return real(fd, v, n, flags, tmo);
-  return static_cast<int>(
-      libc_result(emulate(SYS_recvmmsg, fd, L(v), n, flags, L(tmo))));
+  return static_cast<int>(libc_result(emulate_call(SYS_recvmmsg, fd, L(v), n, flags, L(tmo))));
 }
 
 USWAP_EXPORT ssize_t process_vm_readv(pid_t pid, const iovec* l, unsigned long ln, const iovec* r,
@@ -143,9 +141,8 @@ USWAP_EXPORT ssize_t process_vm_readv(pid_t pid, const iovec* l, unsigned long l
   static auto real = next_fn<ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*,
                                          unsigned long, unsigned long)>("process_vm_readv");
   if (!emulate() || !iov_in_arena(l, static_cast<long>(ln))) return real(pid, l, ln, r, rn, flags);
-  return libc_result(
-      emulate(SYS_process_vm_readv, pid, L(l), static_cast<long>(ln), L(r),
-                                   static_cast<long>(rn), static_cast<long>(flags)));
+  return libc_result(emulate_call(SYS_process_vm_readv, pid, L(l), static_cast<long>(ln), L(r),
+                                  static_cast<long>(rn), static_cast<long>(flags)));
 }
 
 USWAP_EXPORT ssize_t process_vm_writev(pid_t pid, const iovec* l, unsigned long ln, const iovec* r,
@@ -153,14 +150,12 @@ USWAP_EXPORT ssize_t process_vm_writev(pid_t pid, const iovec* l, unsigned long 
   static auto real = next_fn<ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*,
                                          unsigned long, unsigned long)>("process_vm_writev");
   if (!emulate() || !iov_in_arena(l, static_cast<long>(ln))) return real(pid, l, ln, r, rn, flags);
-  return libc_result(
-      emulate(SYS_process_vm_writev, pid, L(l), static_cast<long>(ln), L(r),
-                                   static_cast<long>(rn), static_cast<long>(flags)));
+  return libc_result(emulate_call(SYS_process_vm_writev, pid, L(l), static_cast<long>(ln), L(r),
+                                  static_cast<long>(rn), static_cast<long>(flags)));
 }
 
 USWAP_EXPORT ssize_t vmsplice(int fd, const iovec* iov, size_t n, unsigned flags) {
   static auto real = next_fn<ssize_t (*)(int, const iovec*, size_t, unsigned)>("vmsplice");
   if (!emulate() || !iov_in_arena(iov, static_cast<long>(n))) return real(fd, iov, n, flags);
-  return libc_result(
-      emulate(SYS_vmsplice, fd, L(iov), static_cast<long>(n), flags));
+  return libc_result(emulate_call(SYS_vmsplice, fd, L(iov), static_cast<long>(n), flags));
 }

@@ -56,8 +56,8 @@ extern "C" __attribute__((visibility("hidden"))) long (*uswap_shim_next_syscall)
 // fn(arg) with the stack pointer at `top` (16-byte aligned), then back on the caller's stack
 // (altstack.cc). x86-64.
 extern "C" __attribute__((visibility("hidden"))) void uswap_shim_call_on_stack(void* top,
-                                                                              void (*fn)(void*),
-                                                                              void* arg);
+                                                                               void (*fn)(void*),
+                                                                               void* arg);
 
 namespace uswap::shim {
 
