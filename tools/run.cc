@@ -37,6 +37,7 @@
 #include "cli.h"
 #include "report.h"
 #include "run_job.h"
+#include "uswap/base/own_fd.h"
 #include "uswap/base/units.h"
 #include "uswap/compress/zcomp.h"
 #include "uswap/uffd/pager.h"
@@ -117,6 +118,10 @@ struct run_result {
   int exit_status = 0;
   bool keep_all = false;                  // --json
   std::optional<job_totals> job;          // the shared limit, unless --limit-per-process
+  // Members still running when the program exited (a daemon's), and the process that watches
+  // them from then on (0: none).
+  std::vector<pid_t> running;
+  pid_t watcher = 0;
   std::vector<nlohmann::json> processes;  // one per process image, with keep_all
   // Every image, whether kept or not.
   uint64_t images = 0, swap_outs = 0, swap_ins = 0, shmem_peak = 0;
@@ -139,6 +144,7 @@ struct run_result {
                         {"traced", traced},
                         {"hints_honored", hints_honored}};
     if (job) j["job"] = job->to_json();
+    if (!running.empty()) j["job_running"] = {{"pids", running}, {"watcher_pid", watcher}};
     return j;
   }
   // Every process that paged (the largest first), a count of the others, the unrouted execs.
@@ -319,6 +325,17 @@ void run_result::print(std::ostream& os) const {
     if (!t.stopped.empty()) os << "uswap run: the job was stopped: " << t.stopped << "\n";
     print_lost_pages(os, t);
   }
+  if (!r.running.empty()) {
+    os << "uswap run: the job goes on: " << r.running.size() << " of its processes still run (pid";
+    for (size_t i = 0; i < r.running.size() && i < 4; ++i) os << (i ? ", " : " ") << r.running[i];
+    if (r.running.size() > 4) os << ", ...";
+    os << "), held to the limit; ";
+    if (r.watcher)
+      os << "process " << r.watcher << " watches them until they end (the figures above are "
+         << "the job's so far)\n";
+    else
+      os << "nothing watches them (a fork failed): a member killed now keeps its share\n";
+  }
   // Anonymous memory the shim never saw (a runtime's own mmap system calls, as SBCL makes them;
   // MAP_32BIT; brk) is not held to the limit: named when it is a real part of the job's memory,
   // more than the loader's and the C library's few MiB.
@@ -454,10 +471,21 @@ int check_routable(const run_config& c, bool* preload_breaks) {
   return 0;
 }
 
+// Hands `fd` to the program, inherited and named in `var` (own_fd.h), at the number the shim
+// would move it to anyway; unnamed without it.
+void pass_fd(int fd, const char* var) {
+  char name[64];
+  const int high = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD, own_fd_floor());
+  if (high >= 0 && own_fd_pass_on(high, name, sizeof name))
+    ::setenv(var, name, 1);
+  else
+    ::unsetenv(var);
+}
+
 // The child: the program with the shim preloaded and its settings in USWAP_* variables.
 [[noreturn]] void exec_program(const run_config& c, const std::string& preload,
                                const char* stats_path, const std::string& job_path,
-                               const std::string& backing_path) {
+                               const std::string& backing_path, int job_fd, int backing_fd) {
   if (preload.empty())
     ::unsetenv("LD_PRELOAD");
   else
@@ -477,6 +505,8 @@ int check_routable(const run_config& c, bool* preload_breaks) {
     ::unsetenv("USWAP_JOB");
   else
     ::setenv("USWAP_JOB", job_path.c_str(), 1);
+  pass_fd(job_fd, "USWAP_JOB_FD");
+  pass_fd(backing_fd, "USWAP_BACKING_FD");
   if (backing_path.empty())
     ::unsetenv("USWAP_BACKING");
   else
@@ -513,6 +543,27 @@ int wait_for(pid_t pid, job_supervisor* sup) {
     if (sup) sup->poll(20);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Forks the job's watch, which goes on until the last member ends, detached from the caller:
+// its own session, no terminal signals, no hold on the caller's pipes (a `$(uswap run ...)`
+// must not wait for a daemon). Its stderr stays only when it is a terminal, where a stop at
+// --pool-limit is said. Returns the watcher's pid, 0 when the fork failed.
+pid_t watch_in_background(job_supervisor& sup, const char* stats_path) {
+  const pid_t w = ::fork();
+  if (w != 0) return w < 0 ? 0 : w;
+  ::setsid();
+  for (int sig : {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGINT, SIGQUIT}) ::signal(sig, SIG_DFL);
+  if (const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    if (!::isatty(2)) ::dup2(null, 2);
+    ::close(null);
+  }
+  while (!sup.running_members().empty()) sup.poll(200);
+  sup.finish();
+  ::unlink(stats_path);
+  ::_exit(0);
 }
 
 // The statistics lines the process images appended to `path`.
@@ -592,13 +643,28 @@ int run_sized(const run_config& c) {
     ::unlink(stats_path);
     return 1;
   }
-  if (pid == 0) exec_program(c, preload, stats_path, job_path, backing_path);
+  if (pid == 0)
+    exec_program(c, preload, stats_path, job_path, backing_path, sup ? sup->member_fd() : -1,
+                 sup ? sup->backing_fd() : -1);
   run_result r;
   r.keep_all = c.json;
   r.exit_status = wait_for(pid, sup.get());
-  if (sup) r.job = sup->finish();
+  // Members that end with the program (killed with it, or exiting a moment later) are not a
+  // daemon: a tenth of a second for them.
+  for (int i = 0; sup && i < 5; ++i) {
+    sup->poll(i ? 20 : 0);
+    if ((r.running = sup->running_members()).empty()) break;
+  }
+  if (!r.running.empty()) {
+    // A daemon's processes: uswap run returns as the program did, and a process of its own
+    // watches the job on (its killed members' shares, --stats-dir, a stop at --pool-limit).
+    r.watcher = watch_in_background(*sup, stats_path);
+    r.job = sup->totals();
+  } else if (sup) {
+    r.job = sup->finish();
+  }
   read_statistics(stats_path, r);
-  ::unlink(stats_path);
+  if (!r.watcher) ::unlink(stats_path);  // else the watcher's, whose members still write to it
   // The report goes to stderr: stdout is the program's. --json: one line, the last on stderr,
   // and lost pages said in words before it too, as a stopped job is (whatever the format).
   if (c.json && r.job) print_lost_pages(std::cerr, *r.job);

@@ -229,12 +229,25 @@ void job_supervisor::poll(int timeout_ms) {
   }
 }
 
+int job_supervisor::member_fd() const noexcept { return job_->fd(); }
+
+std::vector<pid_t> job_supervisor::running_members() const {
+  std::vector<pid_t> pids;
+  for (const job_member_view& m : job_->view().members)
+    if (!m.dead && (m.for_child || job_->still_alive(m.slot))) pids.push_back(m.pid);
+  return pids;
+}
+
 job_totals job_supervisor::finish() {
   poll(0);
   for (const auto& [slot, w] : watched_) ::close(w.pidfd);
   watched_.clear();
+  if (!stats_dir_.empty()) write_stats_dir(job_->view());
+  return totals();
+}
+
+job_totals job_supervisor::totals() const {
   const job_view v = job_->view();
-  if (!stats_dir_.empty()) write_stats_dir(v);
   job_totals t = totals_of(v);
   t.backing_bytes = backing_bytes_;
   t.backing = backing_name_;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "uswap/base/status.h"
 #include "uswap/uffd/job.h"
@@ -52,6 +53,14 @@ class job_supervisor {
   // without one).
   std::string member_path() const;
   std::string backing_path() const;
+  // The descriptors the program inherits (USWAP_JOB_FD, USWAP_BACKING_FD; own_fd.h), which reach
+  // processes that changed their user and outlive uswap run: the segment's, the backing file's
+  // (-1 without one, or for an NBD export).
+  int member_fd() const noexcept;
+  int backing_fd() const noexcept { return backing_fd_; }
+  // Members still running (a fork's share not yet adopted counts): a daemon's processes, after
+  // the program uswap run started has exited.
+  std::vector<pid_t> running_members() const;
   // Why the job was stopped (empty while it runs): the supervisor stops every process of a job
   // that cannot be held at its limits, and says so.
   const std::string& stopped() const noexcept { return stopped_; }
@@ -60,6 +69,8 @@ class job_supervisor {
   void poll(int timeout_ms);
   // After the program ended: reaps what is gone, writes the view a last time, and sums up.
   job_totals finish();
+  // The sums so far, the job going on (a daemon's members still running).
+  job_totals totals() const;
 
  private:
   job_supervisor() = default;

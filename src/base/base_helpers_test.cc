@@ -131,3 +131,29 @@ TEST(OwnFd, TakeMovesTheDescriptorAboveTheFloorAndRegistersIt) {
   ::close(second);
   EXPECT_EQ(uswap::own_fd_take(-1), -1);
 }
+
+// The name handed to an exec'd program designates the descriptor only while it is open on the
+// same file: closed, or another file opened at its number, it designates nothing.
+TEST(OwnFd, APassedOnNameDesignatesTheSameFileOnly) {
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  char name[64];
+  ASSERT_TRUE(uswap::own_fd_pass_on(fd, name, sizeof name));
+  EXPECT_EQ(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0) << "inherited by the programs it execs";
+  EXPECT_EQ(uswap::own_fd_inherited(name), fd);
+  char tiny[4] = "abc";
+  EXPECT_FALSE(uswap::own_fd_pass_on(fd, tiny, sizeof tiny));
+  EXPECT_STREQ(tiny, "abc");
+  ::close(fd);
+  EXPECT_EQ(uswap::own_fd_inherited(name), -1) << "closed";
+  char tmpl[] = "/tmp/uswap-own-fd-XXXXXX";
+  const int other = ::mkstemp(tmpl);  // the lowest free number: fd's again
+  ASSERT_EQ(other, fd);
+  ::unlink(tmpl);
+  EXPECT_EQ(uswap::own_fd_inherited(name), -1) << "another file at the same number";
+  ::close(other);
+  EXPECT_FALSE(uswap::own_fd_pass_on(other, name, sizeof name));
+  for (const char* bad : {"", "12", "x:1:2", "3:1:2junk", "-1:0:0"})
+    EXPECT_EQ(uswap::own_fd_inherited(bad), -1) << bad;
+  EXPECT_EQ(uswap::own_fd_inherited(nullptr), -1);
+}

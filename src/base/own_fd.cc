@@ -3,11 +3,15 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
 
 namespace uswap {
 namespace {
@@ -71,6 +75,35 @@ int own_fds(int* out, int max) noexcept {
   }
   std::sort(out, out + n);
   return n;
+}
+
+bool own_fd_pass_on(int fd, char* out, unsigned n) noexcept {
+  struct stat st {};
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags < 0 || ::fstat(fd, &st) != 0) return false;
+  char name[64];
+  const int len = std::snprintf(name, sizeof name, "%d:%" PRIx64 ":%" PRIx64, fd,
+                                static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  if (len < 0 || static_cast<unsigned>(len) >= n) return false;
+  if ((flags & FD_CLOEXEC) && ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) != 0) return false;
+  std::memcpy(out, name, static_cast<size_t>(len) + 1);
+  return true;
+}
+
+int own_fd_inherited(const char* name) noexcept {
+  if (!name) return -1;
+  int fd = -1;
+  uint64_t dev = 0, ino = 0;
+  int used = 0;
+  if (std::sscanf(name, "%d:%" SCNx64 ":%" SCNx64 "%n", &fd, &dev, &ino, &used) != 3 ||
+      name[used] != '\0' || fd < 0)
+    return -1;
+  const int saved = errno;
+  struct stat st {};
+  const bool same = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == dev &&
+                    static_cast<uint64_t>(st.st_ino) == ino;
+  errno = saved;
+  return same ? fd : -1;
 }
 
 }  // namespace uswap

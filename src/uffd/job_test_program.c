@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop
+ *   job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -23,6 +23,17 @@
  *             poll with none, while the other process needs most of the limit, twice. It must give
  *             room both times, and neither call may fail with EINTR (the program never asked
  *             for a signal, so it need not expect one)
+ *   reuid     (as root, with --pool-limit and --backing) a process holding part of the limit
+ *             forks a child that becomes nobody (setresuid, as setpriv, su or a server dropping
+ *             root does) and execs this program again, which writes four times the limit of
+ *             data that compresses to about half: the new image must join the job and write
+ *             back into its backing file, neither of which it may open by name as nobody
+ *   daemon    the program exits at once, leaving a daemon (a forked child in a session of its
+ *             own) that waits for uswap run to be gone, then has a member killed while it holds
+ *             0.6 of the limit, then execs this program again to fill 0.9 of it. The killed
+ *             member's share must come back (nothing is swapped out: run_test.sh checks the
+ *             stats dir) and the new image must join the job uswap run no longer serves. The
+ *             daemon writes "ok" or what failed to the file named by JOB_TEST_RESULT.
  * Exits 0 when every check in every process holds. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +43,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -272,11 +285,95 @@ static void eventloop(void) {
   CHECK(child_ok(h));
 }
 
+/* The image a reuid child execs: the pool test's data, as nobody. */
+static void reuid_worker(void) {
+  CHECK(getuid() == 65534 && geteuid() == 65534);
+  pool();
+}
+
+static void reuid(void) {
+  const size_t held = part(0.4);
+  uint64_t *mem = fill(held, 31);
+  CHECK(mem != NULL);
+  const pid_t c = fork();
+  if (c == 0) {
+    if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+        setresuid(65534, 65534, 65534) != 0) {
+      perror("reuid: becoming nobody");
+      _exit(5);
+    }
+    execl("/proc/self/exe", "job_test_program", "reuid-worker", (char *)NULL);
+    perror("reuid: exec");
+    _exit(6);
+  }
+  CHECK(child_ok(c));
+  CHECK(mem != NULL && intact(mem, held, 31));
+  free(mem);
+}
+
+/* The image the daemon execs: 0.9 of the limit, which fits only if the killed member's share
+ * came back. */
+static void daemon_worker(void) {
+  const size_t bytes = part(0.9);
+  uint64_t *mem = fill(bytes, 41);
+  CHECK(mem != NULL && intact(mem, bytes, 41));
+  free(mem);
+}
+
+/* The daemon's steps: 0, or the one that failed. */
+static int daemon_steps(pid_t supervisor) {
+  /* uswap run has returned and is gone: nothing serves the job by that pid any more. */
+  for (int i = 0; i < 3000 && kill(supervisor, 0) == 0; ++i) usleep(10000);
+  if (kill(supervisor, 0) == 0) return 1;
+  const size_t own = part(0.05);
+  uint64_t *mem = fill(own, 42);
+  if (!mem) return 2;
+  int ready[2];
+  if (pipe(ready) != 0) return 3;
+  const pid_t v = fork();
+  if (v == 0) {
+    uint64_t *held = fill(part(0.6), 43);
+    char c = 1;
+    if (!held || write(ready[1], &c, 1) != 1) _exit(1);
+    raise(SIGKILL);
+    _exit(2);
+  }
+  char c;
+  int st = 0;
+  if (read(ready[0], &c, 1) != 1 || waitpid(v, &st, 0) != v || !WIFSIGNALED(st)) return 4;
+  const pid_t w = fork();
+  if (w == 0) {
+    execl("/proc/self/exe", "job_test_program", "daemon-worker", (char *)NULL);
+    _exit(127);
+  }
+  if (!child_ok(w)) return 5;
+  return intact(mem, own, 42) ? 0 : 6;
+}
+
+static void daemon_mode(void) {
+  const char *result = getenv("JOB_TEST_RESULT");
+  CHECK(result != NULL);
+  if (!result) return;
+  const pid_t supervisor = getppid();
+  const pid_t d = fork();
+  CHECK(d >= 0);
+  if (d != 0) return; /* the program's own exit, at once */
+  setsid();
+  const int step = daemon_steps(supervisor);
+  const int fd = open(result, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  char line[64];
+  const int n = step ? snprintf(line, sizeof line, "step %d failed\n", step)
+                     : snprintf(line, sizeof line, "ok\n");
+  if (fd < 0 || write(fd, line, (size_t)n) != n) _exit(1);
+  close(fd);
+  _exit(step ? 1 : 0);
+}
+
 int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop\n");
+    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -293,6 +390,14 @@ int main(int argc, char **argv) {
     pipewrite();
   else if (strcmp(argv[1], "eventloop") == 0)
     eventloop();
+  else if (strcmp(argv[1], "reuid") == 0)
+    reuid();
+  else if (strcmp(argv[1], "reuid-worker") == 0)
+    reuid_worker();
+  else if (strcmp(argv[1], "daemon") == 0)
+    daemon_mode();
+  else if (strcmp(argv[1], "daemon-worker") == 0)
+    daemon_worker();
   else
     CHECK(!"unknown mode");
   return check_exit(argv[1]);

@@ -50,6 +50,39 @@ wait_for_writeback() {
   kill -0 "$upid" 2>/dev/null
 }
 
+# daemon_case JOB_PROGRAM: the program exits at once and leaves a daemon that goes on with the
+# job (job_test_program.c, daemon). uswap run returns with it and says the job goes on; a
+# watcher of its own keeps --stats-dir up to date and returns a killed member's share until the
+# last member ends.
+daemon_case() {
+  local prog=$1 sd=$tmp/stats limit=$((32 << 20)) pass=$((256 * 4096)) watcher
+  JOB_TEST_RESULT=$tmp/result timeout 60 "$uswap" run --limit 32M --stats-dir "$sd" --json -- \
+    "$prog" daemon >"$tmp/paged.out" 2>"$tmp/paged.err"
+  rc=$?
+  [ $rc -eq 0 ] || fail "uswap run exited $rc (124: it waited for the daemon): $(tail -c 600 "$tmp/paged.err")"
+  json=$(tail -n 1 "$tmp/paged.err")
+  watcher=$(jq '.job_running.watcher_pid // 0' <<<"$json")
+  [ "$(jq '.job_running.pids | length' <<<"$json")" -ge 1 ] && [ "$watcher" -gt 0 ] ||
+    fail "uswap run did not say the job goes on: $(head -c 600 "$tmp/paged.err")"
+  for _ in $(seq 600); do [ -s "$tmp/result" ] && break; sleep 0.1; done
+  [ "$(cat "$tmp/result" 2>/dev/null)" = ok ] ||
+    fail "the daemon: $(cat "$tmp/result" 2>/dev/null || echo "no result in 60 s"); $(cat "$tmp/paged.err")"
+  for _ in $(seq 100); do kill -0 "$watcher" 2>/dev/null || break; sleep 0.1; done
+  ! kill -0 "$watcher" 2>/dev/null || fail "the watcher $watcher outlived the job"
+  echo "stats: $(tr '\n' ' ' <"$sd/memory.stat")"
+  local peak outs
+  peak=$(cat "$sd/memory.peak") outs=$(awk '$1 == "pswpout" {print $2}' "$sd/memory.stat")
+  # The image the daemon exec'd held 0.9 of the limit in the job (the job's peak), and the
+  # share of the member killed before it came back: nothing had to be swapped out.
+  [ "$peak" -ge $((limit * 85 / 100)) ] ||
+    fail "the job's peak $peak: the daemon's exec'd image did not join it"
+  [ "$peak" -le $((limit + pass)) ] || fail "the job's peak $peak passed the limit by more than a pass"
+  [ "$outs" = 0 ] || fail "$outs pages were swapped out: the killed member's share did not come back"
+  [ "$(cat "$sd/memory.current")" = 0 ] || fail "memory.current at the end: $(cat "$sd/memory.current")"
+  ! grep -q "limited on its own" "$tmp/paged.err" "$tmp/paged.out" ||
+    fail "a daemon's image did not join: $(grep -h "limited on its own" "$tmp/paged.err" "$tmp/paged.out")"
+}
+
 # wait_job PID SECONDS: waits for the background job PID and sets $rc to its status. Past
 # SECONDS it is a hang: every thread's stack of the job's processes (gdb, else the kernel's
 # view) goes to the output and they are killed, so that the test fails with its evidence rather
@@ -703,6 +736,14 @@ job)
   # its header block).
   case $mode in
   pool) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 512M) ;;
+  # reuid: the image that became nobody writes back into root's backing file (mode 0600).
+  reuid)
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "reuid: needs root to change its user: not run"
+      exit 0
+    fi
+    pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 512M) ;;
+  daemon) daemon_case "$prog"; exit $((failures > 0)) ;;
   forkwb) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 192M) ;;
   poolnbd) start_nbdkit $(((512 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
   forkwbnbd) start_nbdkit $(((192 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
@@ -755,7 +796,14 @@ job)
     [ "$(jq .swap_outs <<<"$hog")" -gt 0 ] || fail "the idle hog kept all its pages: $hog"
     [ "$(jq '.job_requests_served - .job_signals' <<<"$hog")" -ge 1 ] ||
       fail "the hog's thread served no request: $hog" ;;
-  pool | forkwb)
+  pool | forkwb | reuid)
+    if [ "$mode" = reuid ]; then
+      # The image that became nobody joined the job through the descriptors it inherited.
+      ! grep -q "limited on its own" "$tmp/paged.err" ||
+        fail "the nobody image did not join the job: $(grep "limited on its own" "$tmp/paged.err")"
+      [ "$(jq .job.processes <<<"$json")" -ge 3 ] ||
+        fail "fewer than 3 process images joined: $(jq -c .job <<<"$json")"
+    fi
     # The pools stayed at --pool-limit: resident + pools within the limits (+ a pass of
     # compressed pages in flight), the rest went to the backing file and came back intact (the
     # program checks every page; in forkwb a child reads what its parent freed and overwrote).

@@ -46,12 +46,35 @@ class file_backing_dev final : public backing_dev {
   int fd_;
 };
 
+// N for a path /proc/self/fd/N, else -1.
+int self_fd(const std::string& path) {
+  constexpr std::string_view prefix = "/proc/self/fd/";
+  if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return -1;
+  int n = 0;
+  for (size_t i = prefix.size(); i < path.size(); ++i) {
+    if (path[i] < '0' || path[i] > '9' || n > 100000000) return -1;
+    n = n * 10 + (path[i] - '0');
+  }
+  return n;
+}
+
 result<std::unique_ptr<backing_dev>> open_file_backing_dev(const std::string& path,
                                                            uint64_t size_bytes,
                                                            zram_block_allocator* shared) {
   // A shared allocator hands out the file's blocks: the file is as large as it says.
   if (shared) size_bytes = shared->nr_blocks() << page_shift;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  // A descriptor of this process's, /proc/self/fd/N, is used as it is: reopened, its file
+  // would be checked against this process's user, who need not be the one that opened it (a
+  // job's backing file, handed to a process that dropped root: own_fd.h).
+  int fd = -1;
+  if (const int held = self_fd(path); held >= 0) {
+    const int acc = ::fcntl(held, F_GETFL);
+    if (acc >= 0 && (acc & O_ACCMODE) != O_RDWR)
+      return error(EBADF, "backing_dev: " + path + " is not open for reading and writing");
+    fd = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
+  } else {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  }
   if (fd < 0) return errno_status(errno, "backing_dev: open " + path);
   struct stat st{};
   if (::fstat(fd, &st) != 0) {

@@ -1,7 +1,8 @@
 // The writeback target of a zram device, divided into 4 KiB blocks with a bitmap of the blocks
 // in use, after the kernel's backing_dev_store(), zram_reserve_bdev_block() and
 // zram_release_bdev_block(). Two kinds, chosen by the spec string zram_options::backing_dev names:
-//   - a local file or block device (file_backing_dev, backing_dev.cc): pread / pwrite;
+//   - a local file or block device (file_backing_dev, backing_dev.cc): pread / pwrite; the
+//     spec /proc/self/fd/N names a descriptor the process holds, used as it is, not reopened;
 //   - a remote NBD export (nbd_backing_dev, backing_nbd.cc), a spec that starts "nbd://",
 //     "nbds://", "nbd+unix://" or "nbds+unix://", reached with libnbd: writes go out as one batch
 //     of asynchronous requests in flight, durable (FUA, or a flush) before they count as written.

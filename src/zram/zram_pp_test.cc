@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "zram_test_util.h"
@@ -170,6 +171,43 @@ TEST(ZramPp, WritebackStopsWithENOSPCWhenTheBackingFileIsFull) {
   // Freeing written-back slots makes room again.
   ASSERT_TRUE(dev.discard(0, 32).ok());
   EXPECT_EQ(dev.bd_stat().bd_count, 0u);
+}
+
+// A descriptor the process holds, named /proc/self/fd/N, is written back into as it is: its file
+// may be one the process could not open again (mode 000 here, as a root-owned 0600 file is to
+// a process that dropped root). One open for reading only is refused, named.
+TEST(ZramPp, ABackingDescriptorNamedInProcSelfFdIsUsedAsItIs) {
+  zram_test::temp_file file;
+  const int fd = ::open(file.path().c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 16 * page_size), 0);
+  ASSERT_EQ(::chmod(file.path().c_str(), 0), 0);
+  zram_options o;
+  o.disksize = 8 * page_size;
+  o.backing_dev = "/proc/self/fd/" + std::to_string(fd);
+  {
+    auto dev = make_dev(o);
+    alignas(8) uint8_t page[page_size];
+    for (uint64_t i = 0; i < 8; ++i) {
+      make_page(page, page_kind::compressible, i + 50);
+      ASSERT_TRUE(dev->write_page(i, page).ok());
+    }
+    dev->mark_idle();
+    ASSERT_EQ(dev->writeback({}).value(), 8u);
+    EXPECT_EQ(dev->bd_stat().bd_count, 8u);
+    for (uint64_t i = 0; i < 8; ++i) expect_page(*dev, i, page_kind::compressible, i + 50);
+  }
+  EXPECT_GE(::fcntl(fd, F_GETFD), 0) << "the device closed its copy, not the process's descriptor";
+  ::close(fd);
+
+  const int ro = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  o.backing_dev = "/proc/self/fd/" + std::to_string(ro);
+  auto refused = zram_device::create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), EBADF);
+  EXPECT_NE(refused.error().message().find("reading and writing"), std::string_view::npos);
+  ::close(ro);
 }
 
 TEST(ZramPp, WritebackWithoutABackingFileIsEINVAL) {

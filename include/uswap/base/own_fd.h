@@ -7,6 +7,12 @@
 // dup2 onto a chosen number does not meet them, and registered, so that the preload shim's
 // close, close_range and closefrom leave them open (preload/fds.cc).
 //
+// Two of them, the job's segment and its backing file, are handed on to the programs the
+// process execs: inherited (not close-on-exec) and named in an environment variable as
+// "N:DEV:INO", so that a program that changed its user before the exec (setpriv, su, a server
+// dropping root) still reaches them, and the job outlives the `uswap run` that started it (a
+// daemon's).
+//
 // Thread-safety: every function may be called from any thread; the registry is a fixed array
 // of atomics. Invariants: a registered number is open and uswap's; uswap releases a number
 // before it closes it (its close goes through the shim's wrapper too).
@@ -26,5 +32,13 @@ int own_fds(int* out, int max) noexcept;
 // Where own_fd_take moves descriptors: 32 below the soft RLIMIT_NOFILE, or below 1024 when that
 // is higher (a larger descriptor table costs the kernel memory), and at least 3.
 int own_fd_floor() noexcept;
+
+// Clears `fd`'s close-on-exec flag and writes its name ("N:DEV:INO") into out[0..n). False,
+// out untouched, when fd is not open or n is too small.
+bool own_fd_pass_on(int fd, char* out, unsigned n) noexcept;
+// The descriptor a name written by own_fd_pass_on designates, when it is still open on the
+// same file (a process between the one that named it and this one may have closed it and opened
+// another there); -1 otherwise, or for a null or malformed name.
+int own_fd_inherited(const char* name) noexcept;
 
 }  // namespace uswap

@@ -54,6 +54,7 @@
 #include "shim.h"
 #include "uswap/base/atomic_max.h"
 #include "uswap/base/fault_inject.h"
+#include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
 #include "uswap/base/units.h"
 #include "uswap/uffd/shim_arena.h"
@@ -454,24 +455,39 @@ void unpin_cb(void* ctx, const void* addr, uint64_t len) {
   (void)p->unpin(addr, len);
 }
 
-// uswap run's job (USWAP_JOB names the supervisor's segment, /proc/PID/fd/N, so that a process
-// that closed every inherited descriptor still finds it). Without it the process is limited on
-// its own, and says so.
+// A descriptor of the job (its segment, its backing file) this process inherited, named in
+// `var` (own_fd.h), or -1.
+int inherited(const char* var) { return uswap::own_fd_inherited(getenv(var)); }
+
+// Keeps `fd` for this process and the programs it execs: out of the program's reach (own_fd.h)
+// and named again in `var`, its number being new.
+int hand_on(int fd, const char* var) {
+  fd = uswap::own_fd_take(fd);
+  char name[64];
+  if (uswap::own_fd_pass_on(fd, name, sizeof name)) setenv(var, name, 1);
+  return fd;
+}
+
+// uswap run's job: the segment's descriptor inherited (USWAP_JOB_FD), else opened by its path
+// (USWAP_JOB, /proc/PID/fd/N of the supervisor: found by a process whose parent closed the
+// descriptor, but not by one that changed its user, nor after the supervisor is gone). Without
+// either the process is limited on its own, and says so.
 std::shared_ptr<uswap::job>* attach_job(const char* path) {
-  const int fd = ::open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
+  int fd = inherited("USWAP_JOB_FD");
+  if (fd < 0 && (!path || (fd = ::open(path, O_RDWR | O_CLOEXEC)) < 0)) {
     fprintf(stderr,
             "uswap: cannot open the job's segment %s (%s): this process is limited on its own\n",
-            path, strerror(errno));
+            path ? path : "(none)", path ? strerror(errno) : "no descriptor inherited");
     return nullptr;
   }
   auto j = uswap::job::attach(fd);
-  ::close(fd);
   if (!j) {
+    ::close(fd);
     fprintf(stderr, "uswap: %s: this process is limited on its own\n",
             j.error().to_string().c_str());
     return nullptr;
   }
+  hand_on(fd, "USWAP_JOB_FD");
   return new std::shared_ptr<uswap::job>(std::move(j).value());
 }
 
@@ -541,9 +557,15 @@ __attribute__((constructor)) void shim_init() {
   }
   // The job, and with it the backing file all its processes write back into.
   std::shared_ptr<uswap::job>* job = nullptr;
-  if (const char* jp = getenv("USWAP_JOB"); jp && *jp) job = attach_job(jp);
+  if (const char* jp = getenv("USWAP_JOB"); (jp && *jp) || getenv("USWAP_JOB_FD"))
+    job = attach_job(jp && *jp ? jp : nullptr);
   if (const char* b = getenv("USWAP_BACKING"); job && b && *b && (*job)->backing_blocks()) {
-    o.backing_dev = b;
+    // A backing file inherited is reopened through this process's own descriptor table, which
+    // whatever its user it may read.
+    if (const int fd = inherited("USWAP_BACKING_FD"); fd >= 0)
+      o.backing_dev = "/proc/self/fd/" + std::to_string(hand_on(fd, "USWAP_BACKING_FD"));
+    else
+      o.backing_dev = b;
     o.backing_allocator = new uswap::job_blocks(**job);  // as long as the process
     if (const char* t = getenv("USWAP_BACKING_TIMEOUT_MS"); t && *t)
       if (const uint64_t ms = strtoull(t, nullptr, 10)) o.backing_timeout_ms = ms;
