@@ -718,7 +718,7 @@ void add_run_command(CLI::App& app, command_table& table) {
                   "userfaultfd to ask for: auto, full (kernel-mode faults), user-mode-only")
       ->capture_default_str();
   sub->add_flag("--allow-unrouted", c.allow_unrouted,
-                "Run a program the shim cannot reach (static, setuid, Go, sanitizer-built) "
+                "Run a program the shim cannot reach (static, setuid, Go, Free Pascal, sanitizer-built) "
                 "unlimited instead of "
                 "refusing it");
   sub->add_flag("--write-tracking", c.write_tracking,

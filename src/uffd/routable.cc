@@ -57,9 +57,21 @@ const sanitizer* sanitizer_in(int fd, off_t off, size_t len) noexcept {
   return nullptr;
 }
 
-// The reason an ELF file cannot be routed, or nullptr. The tables are read 16 entries to a call
+// Runtimes that make their own system calls, known by a section of theirs: their heaps are
+// mapped past the shim, and they install signal handlers with rt_sigaction(2) of their own, which
+// replaces the pager's SIGBUS (Free Pascal's RTL takes SIGBUS, SIGSEGV, SIGFPE and SIGILL).
+const char* runtime_section_reason(const char* name) noexcept {
+  if (strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0)
+    return "a Go program (raw system calls and its own memory manager)";
+  if (strcmp(name, ".fpcdata") == 0)
+    return "a Free Pascal program (raw system calls: its own heap and signal handlers)";
+  return nullptr;
+}
+
+// The reason an ELF file cannot be routed, or nullptr. sections_only: the runtimes' sections, not
+// the sanitizers' symbols. The tables are read 16 entries to a call
 // (a shell script under `uswap run` checks every program it runs), into a few KiB of stack.
-const char* elf_reason(int fd, bool* preload_breaks) noexcept {
+const char* elf_reason(int fd, bool* preload_breaks, bool sections_only = false) noexcept {
   Elf64_Ehdr eh;
   if (!read_at(fd, &eh, sizeof eh, 0) || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return nullptr;
   if (eh.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit program";
@@ -100,9 +112,8 @@ const char* elf_reason(int fd, bool* preload_breaks) noexcept {
           continue;
         name = far;
       }
-      if (strcmp(name, ".go.buildinfo") == 0 || strcmp(name, ".note.go.buildid") == 0)
-        return "a Go program (raw system calls and its own memory manager)";
-      if (strcmp(name, ".dynstr") != 0) continue;
+      if (const char* r = runtime_section_reason(name)) return r;
+      if (sections_only || strcmp(name, ".dynstr") != 0) continue;
       if (const sanitizer* z =
               sanitizer_in(fd, static_cast<off_t>(sh[i].sh_offset), sh[i].sh_size)) {
         if (preload_breaks) *preload_breaks = true;
@@ -152,6 +163,15 @@ const char* unroutable_reason(const char* path, bool* preload_breaks) noexcept {
   r = elf_reason(fd, preload_breaks);
   ::close(fd);
   return r;
+}
+
+const char* own_runtime_reason() noexcept {
+  const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  const char* r = elf_reason(fd, nullptr, true);
+  ::close(fd);
+  // Only a runtime's verdict: a static image has no shim to ask, a setuid one no preload.
+  return r && (strncmp(r, "a Go", 4) == 0 || strncmp(r, "a Free Pascal", 13) == 0) ? r : nullptr;
 }
 
 // The program `file` names for execvp / posix_spawnp, by PATH, or nullptr if none (the libc

@@ -488,6 +488,51 @@ C
   [ "$(tail -n 1 "$tmp/e" | jq -r '.unrouted_execs[0].reason')" = \
     "a Go program (raw system calls and its own memory manager)" ] ||
     fail "the summary did not name the cgo-like program unrouted: $(tail -c 600 "$tmp/e")"
+  # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
+  # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
+  # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a
+  # routed shell. The fake has FPC's section and does the same.
+  cat >"$tmp/fakefpc.c" <<'C'
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+__attribute__((used, section(".fpcdata"))) static char fpcdata[16] = "FPC 3.2.2";
+static void rtl_sigbus(int sig) { (void)sig; (void)!write(1, "Runtime error 216\n", 18); _exit(216); }
+extern void restore_rt(void) __asm__("restore_rt");
+__asm__("restore_rt: mov $15, %eax\n syscall\n");
+int main(void) {
+  struct { void *h; unsigned long flags; void (*restorer)(void); unsigned long mask; } k = {
+      (void *)rtl_sigbus, 0x04000000ul /* SA_RESTORER */, restore_rt, 0};
+  if (syscall(SYS_rt_sigaction, SIGBUS, &k, NULL, 8) != 0) return 1;
+  size_t n = 48u << 20, sum = 0;
+  unsigned char *p = malloc(n);
+  for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i >> 12);
+  for (size_t i = 0; i < n; i += 4096) sum += p[i];
+  printf("fpc %zu\n", sum);
+  return 0;
+}
+C
+  cc -O2 -o "$tmp/fakefpc" "$tmp/fakefpc.c" || fail "cannot build a program like Free Pascal's"
+  want=$("$tmp/fakefpc")
+  "$uswap" run --limit 8M -- "$tmp/fakefpc" >"$tmp/o" 2>&1
+  [ $? -eq 126 ] && grep -q "a Free Pascal program" "$tmp/o" ||
+    fail "the FPC-like program was not refused: $(cat "$tmp/o")"
+  for how in direct shell; do
+    if [ $how = direct ]; then
+      "$uswap" run --limit 8M --allow-unrouted --json -- "$tmp/fakefpc" >"$tmp/o" 2>"$tmp/e"
+    else
+      "$uswap" run --limit 8M --json -- sh -c "\"$tmp/fakefpc\"" >"$tmp/o" 2>"$tmp/e"
+    fi
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+      fail "($how) the FPC-like program: status $rc, printed $(cat "$tmp/o"), plain $want: $(tail -c 600 "$tmp/e")"
+  done
+  [ "$(tail -n 1 "$tmp/e" | jq -r '.unrouted_execs[0].reason')" = \
+    "a Free Pascal program (raw system calls: its own heap and signal handlers)" ] ||
+    fail "the summary did not name the FPC-like program unrouted: $(tail -c 600 "$tmp/e")"
   # A program built with AddressSanitizer: its runtime aborts unless it is the first library
   # loaded, and maps its heap by raw system calls. Refused, run unrouted when asked, and run
   # unrouted (the shim left out of its LD_PRELOAD) when a routed program execs it.

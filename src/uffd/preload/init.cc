@@ -57,6 +57,7 @@
 #include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
 #include "uswap/base/units.h"
+#include "uswap/uffd/routable.h"
 #include "uswap/uffd/shim_arena.h"
 
 namespace uswap::shim {
@@ -548,7 +549,8 @@ __attribute__((constructor)) void shim_init() {
     note_unrouted_self("run on valgrind, which emulates neither userfaultfd nor seccomp filters");
     return;
   }
-  if (go_runtime()) return;  // named unrouted by whoever started it
+  // Named unrouted by whoever started it.
+  if (go_runtime() || uswap::own_runtime_reason()) return;
   // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
   // that its creation counts too.
   if (const char* fi = getenv("USWAP_FAIL_INJECT"); fi && *fi) {
