@@ -138,6 +138,11 @@ const char* unroutable_reason(const char* path, bool* preload_breaks) noexcept {
   const bool sgid = (st.st_mode & S_ISGID) && st.st_gid != ::getegid();
   if (suid || sgid)
     return "setuid or setgid (the dynamic loader ignores LD_PRELOAD for it)";
+  // The kernel starts any program in secure-execution mode (AT_SECURE) from a process whose real
+  // and effective ids differ: squid's master, root with its real uid set to the proxy user.
+  if (::getuid() != ::geteuid() || ::getgid() != ::getegid())
+    return "started by a process whose real and effective user or group differ (secure "
+           "execution: the dynamic loader ignores LD_PRELOAD)";
   if (::getxattr(path, "security.capability", nullptr, 0) > 0)
     return "has file capabilities (the dynamic loader ignores LD_PRELOAD for it)";
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);

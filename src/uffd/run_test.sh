@@ -656,6 +656,12 @@ C
       [ $rc -eq 0 ] && [ "$out" = "65534:65534" ] ||
         fail "($args) setpriv to nobody: status $rc, printed '$out': $(tail -c 400 "$tmp/e")"
     done
+    # A process whose real and effective users differ (squid's master keeps euid 0 with the
+    # proxy user's uid) starts every program in secure-execution mode, without LD_PRELOAD: its
+    # exec is named unrouted, never silently unlimited.
+    out=$("$uswap" run --limit 8M -- setpriv --ruid=nobody sh -c 'echo $(id -ru)' 2>"$tmp/e")
+    [ "$out" = 65534 ] && grep -q "unrouted: [^ ]*/sh (pid [0-9]*) .*secure execution" "$tmp/e" ||
+      fail "an exec in secure-execution mode was not named: '$out' $(tail -c 600 "$tmp/e")"
   fi
   # A reservation larger than the arena (MariaDB's 8 TiB buffer pool) is placed across its end:
   # the start committed is routed and pages, the end is the kernel's; calls over the whole of
