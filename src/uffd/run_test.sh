@@ -488,6 +488,19 @@ C
   [ "$(tail -n 1 "$tmp/e" | jq -r '.unrouted_execs[0].reason')" = \
     "a Go program (raw system calls and its own memory manager)" ] ||
     fail "the summary did not name the cgo-like program unrouted: $(tail -c 600 "$tmp/e")"
+  # The job follows a program started with an environment that lost it (env -i, a scrubbed
+  # LD_PRELOAD): it is paged like the others (it ran unlimited, silently, before).
+  printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { size_t n = 48u << 20, s = 0; unsigned char *p = malloc(n); for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i >> 12); for (size_t i = 0; i < n; i += 4096) s += p[i]; printf("sum %%zu\\n", s); return 0; }\n' >"$tmp/alloc48.c"
+  cc -O2 -o "$tmp/alloc48" "$tmp/alloc48.c" || fail "cannot build alloc48"
+  want=$("$tmp/alloc48")
+  for scrub in "-i" "-u LD_PRELOAD" "-i LD_PRELOAD=libm.so.6"; do
+    # shellcheck disable=SC2086
+    "$uswap" run --limit 8M --json -- env $scrub "$tmp/alloc48" >"$tmp/o" 2>"$tmp/e"
+    [ $? -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+      fail "(env $scrub) printed $(cat "$tmp/o"), plain $want: $(tail -c 400 "$tmp/e")"
+    [ "$(tail -n 1 "$tmp/e" | jq '[.processes[] | select(.program == "alloc48") | .swap_outs] | add // 0')" -gt 0 ] ||
+      fail "(env $scrub) the program left out of the job was not paged: $(tail -c 600 "$tmp/e")"
+  done
   # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
   # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
   # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a

@@ -678,6 +678,7 @@ __attribute__((constructor)) void shim_init() {
   pthread_atfork(nullptr, nullptr, after_fork_child);
   // Registered before any of the program's exit handlers, so it runs after all of them.
   atexit(at_exit);
+  keep_job_environment();
   g.ready.store(true, std::memory_order_release);
   note_tracer(job ? (*job)->signal() : 0, status.number("TracerPid:"));
 }

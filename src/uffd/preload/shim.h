@@ -248,6 +248,10 @@ void image_goes_on() noexcept;
 // A sample of the unrouted-memory peak, if 10 ms passed since the last one.
 void sample_if_due() noexcept;
 void note_unrouted_exec(const char* path, const char* reason) noexcept;
+// The job's environment (spawn.cc): this image's USWAP_* variables and the shim's LD_PRELOAD
+// entry, kept at the end of the shim's start, so that a program started with an environment
+// without them (env -i, a daemon that scrubs its children's) gets them back and stays in the job.
+void keep_job_environment() noexcept;
 // The process unmapped `rejected` reservations placed elsewhere than their mmap hint (mmap.cc):
 // its hinted reservations go to the kernel from now on. Said once, on stderr and as an event.
 void note_hints_honored(unsigned rejected) noexcept;

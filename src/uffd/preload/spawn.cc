@@ -17,6 +17,11 @@
 //     for system() and popen(), which spawn internally. The exec family copies its strings too,
 //     because the filter only sees the argv array, not the strings it points to. With
 //     kernel-mode faults none of this is needed and the calls go straight to libc.
+//  3. The job follows the process, whatever environment it passes (a memory cgroup does not
+//     depend on it): a program started with an environment that lost the shim's LD_PRELOAD
+//     entry or a USWAP_* variable (env -i, postfix starting postfix-script, a daemon scrubbing
+//     its children's) gets them back, as this image had them at its start. A program that
+//     prints its environment sees them.
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -33,6 +38,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <type_traits>
 
 #include "uswap/base/raw_syscall.h"
 #include "../kernel_access.h"
@@ -50,6 +56,108 @@ T next_fn(const char* name) {
 }
 
 bool must_copy() noexcept { return active() && g.seccomp; }
+
+constexpr char preload_key[] = "LD_PRELOAD=";
+constexpr char shim_name[] = "libuswap-preload.so";
+
+// Whether the LD_PRELOAD token p[0..n) names the shim's library.
+bool shim_token(const char* p, size_t n) noexcept {
+  const char* base = static_cast<const char*>(memrchr(p, '/', n));
+  base = base ? base + 1 : p;
+  return static_cast<size_t>(p + n - base) == sizeof shim_name - 1 &&
+         memcmp(base, shim_name, sizeof shim_name - 1) == 0;
+}
+
+bool preload_names_shim(const char* value) noexcept {
+  for (const char* p = value; *p;) {
+    const size_t n = strcspn(p, ": ");
+    if (n && shim_token(p, n)) return true;
+    p += n;
+    if (*p) ++p;
+  }
+  return false;
+}
+
+// The length of the name of "NAME=value".
+size_t name_len(const char* entry) noexcept { return strchrnul(entry, '=') - entry; }
+
+// The job's environment as this image started: static (outside the arena, copied by fork), and
+// zero-initialized, no constructor: the shim's start fills it before the dynamic initializers of
+// this file would run.
+constexpr int max_kept_vars = 32;
+struct kept_environment {
+  char store[8192];
+  const char* vars[max_kept_vars];  // "USWAP_...=..." entries in store
+  int count;
+  const char* shim;  // the shim's LD_PRELOAD token, in store
+};
+kept_environment kept;
+static_assert(std::is_trivially_default_constructible_v<kept_environment>);
+
+// An environment with the job's entries it lacks put back, in a block outside the arena; the
+// given one when it lacks none.
+class job_env {
+ public:
+  explicit job_env(char* const* envp) noexcept : envp_(envp) {
+    if (!ready() || (!kept.count && !kept.shim)) return;
+    static char* const empty[] = {nullptr};
+    if (!envp) envp = empty;  // clearenv() leaves environ null (env -i)
+    size_t n = 0, bytes = 0;
+    int preload = -1;
+    for (; envp[n]; ++n)
+      if (strncmp(envp[n], preload_key, sizeof preload_key - 1) == 0) preload = static_cast<int>(n);
+    bool missing[max_kept_vars] = {};
+    int nmissing = 0;
+    for (int k = 0; k < kept.count; ++k) {
+      const size_t len = name_len(kept.vars[k]) + 1;  // with '='
+      bool found = false;
+      for (size_t i = 0; i < n && !found; ++i) found = strncmp(envp[i], kept.vars[k], len) == 0;
+      if (!found) missing[k] = true, ++nmissing;
+    }
+    const bool fix_preload =
+        kept.shim && (preload < 0 || !preload_names_shim(envp[preload] + sizeof preload_key - 1));
+    if (!nmissing && !fix_preload) return;
+    bytes = (n + static_cast<size_t>(nmissing) + 2) * sizeof(char*) + sizeof preload_key +
+            strlen(kept.shim ? kept.shim : "") + 1 + (preload >= 0 ? strlen(envp[preload]) : 0);
+    bytes = (bytes + 4095) & ~size_t{4095};
+    void* p = reinterpret_cast<void*>(uswap::raw_syscall(
+        SYS_mmap, nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == reinterpret_cast<void*>(-1)) return;  // the environment as given: unrouted, as asked
+    base_ = static_cast<char*>(p);
+    size_ = bytes;
+    char** v = reinterpret_cast<char**>(base_);
+    char* at = base_ + (n + static_cast<size_t>(nmissing) + 2) * sizeof(char*);
+    size_t out = 0;
+    for (size_t i = 0; i < n; ++i) v[out++] = envp[i];
+    for (int k = 0; k < kept.count; ++k)
+      if (missing[k]) v[out++] = const_cast<char*>(kept.vars[k]);
+    if (fix_preload) {
+      // The shim first, as uswap run put it, then whatever the program preloads itself.
+      char* entry = at;
+      at = stpcpy(stpcpy(at, preload_key), kept.shim);
+      if (preload >= 0 && envp[preload][sizeof preload_key - 1])
+        stpcpy(stpcpy(at, ":"), envp[preload] + sizeof preload_key - 1);
+      if (preload >= 0)
+        v[preload] = entry;
+      else
+        v[out++] = entry;
+    }
+    v[out] = nullptr;
+    envp_ = v;
+  }
+  ~job_env() {
+    if (base_) uswap::raw_syscall(SYS_munmap, base_, size_);
+  }
+  job_env(const job_env&) = delete;
+  job_env& operator=(const job_env&) = delete;
+  char* const* envp() const noexcept { return envp_; }
+  bool changed() const noexcept { return base_ != nullptr; }
+
+ private:
+  char* const* envp_;
+  char* base_ = nullptr;
+  size_t size_ = 0;
+};
 
 // One block outside the arena holding copies of a path and two string vectors. Made with a raw
 // mmap (never routed), released by the destructor. In a vfork child whose exec succeeds the
@@ -108,19 +216,13 @@ class arg_copy {
   // Rewrites the LD_PRELOAD entry of `env` at `at` (the copy's free space, as large as the
   // entry) without the shim's library; an entry left empty is removed.
   static void drop_shim_from_preload(char** env, char* at) noexcept {
-    static constexpr char key[] = "LD_PRELOAD=";
-    static constexpr char shim_name[] = "libuswap-preload.so";
     for (size_t i = 0; env[i]; ++i) {
-      if (strncmp(env[i], key, sizeof key - 1) != 0) continue;
-      char* out = stpcpy(at, key);
+      if (strncmp(env[i], preload_key, sizeof preload_key - 1) != 0) continue;
+      char* out = stpcpy(at, preload_key);
       const char* start = out;
-      for (const char* p = env[i] + sizeof key - 1; *p;) {
+      for (const char* p = env[i] + sizeof preload_key - 1; *p;) {
         const size_t n = strcspn(p, ": ");
-        const char* base = static_cast<const char*>(memrchr(p, '/', n));
-        base = base ? base + 1 : p;
-        const bool shim = static_cast<size_t>(p + n - base) == sizeof shim_name - 1 &&
-                          memcmp(base, shim_name, sizeof shim_name - 1) == 0;
-        if (n && !shim) {
+        if (n && !shim_token(p, n)) {
           if (out != start) *out++ = ':';
           memcpy(out, p, n);
           out += n;
@@ -178,12 +280,14 @@ using spawn_fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
 
 int spawn(spawn_fn real, bool search, pid_t* pid, const char* path,
           const posix_spawn_file_actions_t* fa, const posix_spawnattr_t* attr,
-          char* const argv[], char* const envp[]) {
+          char* const argv[], char* const given_envp[]) {
   bool drop = false;
   if (ready()) {
     char buf[4096];
     drop = check_target(search ? uswap::search_path(path, buf, sizeof buf) : path);
   }
+  job_env je(given_envp);
+  char* const* envp = je.envp();
   if (!must_copy() && !drop) return real(pid, path, fa, attr, argv, envp);
   arg_copy c(path, argv, envp, drop);
   if (!c.ok()) return ENOMEM;
@@ -200,6 +304,32 @@ int spawn(spawn_fn real, bool search, pid_t* pid, const char* path,
 }
 
 }  // namespace
+
+void keep_job_environment() noexcept {
+  char* at = kept.store;
+  char* const end = kept.store + sizeof kept.store;
+  for (char** e = environ; e && *e; ++e) {
+    if (strncmp(*e, "USWAP_", 6) == 0 && kept.count < max_kept_vars) {
+      const size_t len = strlen(*e) + 1;
+      if (static_cast<size_t>(end - at) < len) continue;
+      kept.vars[kept.count++] = static_cast<const char*>(memcpy(at, *e, len));
+      at += len;
+    } else if (strncmp(*e, preload_key, sizeof preload_key - 1) == 0 && !kept.shim) {
+      for (const char* p = *e + sizeof preload_key - 1; *p;) {
+        const size_t n = strcspn(p, ": ");
+        if (n && shim_token(p, n) && static_cast<size_t>(end - at) > n) {
+          kept.shim = static_cast<const char*>(memcpy(at, p, n));
+          at[n] = 0;
+          at += n + 1;
+          break;
+        }
+        p += n;
+        if (*p) ++p;
+      }
+    }
+  }
+}
+
 }  // namespace uswap::shim
 
 using namespace uswap::shim;
@@ -280,9 +410,11 @@ struct exec_failed_guard {
   ~exec_failed_guard() { image_goes_on(); }
 };
 
-int do_execve(const char* path, char* const argv[], char* const envp[]) {
+int do_execve(const char* path, char* const argv[], char* const given_envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execve");
   const bool drop = check_target(path);
+  job_env je(given_envp);
+  char* const* envp = je.envp();
   image_ends("exec");
   exec_failed_guard again;
   if (!must_copy() && !drop) return real(path, argv, envp);
@@ -291,10 +423,12 @@ int do_execve(const char* path, char* const argv[], char* const envp[]) {
   return real(c.path(), c.argv(), c.envp());
 }
 
-int do_execvpe(const char* file, char* const argv[], char* const envp[]) {
+int do_execvpe(const char* file, char* const argv[], char* const given_envp[]) {
   static auto real = next_fn<int (*)(const char*, char* const[], char* const[])>("execvpe");
   char buf[4096];
   const bool drop = check_target(uswap::search_path(file, buf, sizeof buf));
+  job_env je(given_envp);
+  char* const* envp = je.envp();
   image_ends("exec");
   exec_failed_guard again;
   if (!must_copy() && !drop) return real(file, argv, envp);
@@ -325,8 +459,10 @@ USWAP_EXPORT int execvp(const char* file, char* const argv[]) {
   return do_execvpe(file, argv, environ);
 }
 
-USWAP_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+USWAP_EXPORT int fexecve(int fd, char* const argv[], char* const given_envp[]) {
   static auto real = next_fn<int (*)(int, char* const[], char* const[])>("fexecve");
+  job_env je(given_envp);
+  char* const* envp = je.envp();
   image_ends("exec");
   exec_failed_guard again;
   if (!must_copy()) return real(fd, argv, envp);
