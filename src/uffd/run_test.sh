@@ -501,6 +501,41 @@ C
     [ "$(tail -n 1 "$tmp/e" | jq '[.processes[] | select(.program == "alloc48") | .swap_outs] | add // 0')" -gt 0 ] ||
       fail "(env $scrub) the program left out of the job was not paged: $(tail -c 600 "$tmp/e")"
   done
+  # A MAP_FIXED reservation, munmap or mprotect over the pager's pages just below the arena
+  # (clisp reserved up to 32 TiB, the arena's old place, so) took the seccomp trampoline away,
+  # and the next trapped call killed the process (139). Refused now, EINVAL, named; the program
+  # goes on and its memory is paged.
+  cat >"$tmp/fixedbelow.c" <<'C'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+int main(void) {
+  const char *sc = getenv("USWAP_SECCOMP");
+  unsigned long long lo = 0, hi = 0, tr = 0;
+  if (!sc || sscanf(sc, "%llx:%llx:%llx", &lo, &hi, &tr) != 3) { puts("no arena"); return 0; }
+  char *below = (char *)(lo - (1u << 20));
+  void *p = mmap(below, 1u << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  int ok = p == MAP_FAILED && errno == EINVAL;
+  ok &= munmap(below, 1u << 20) != 0 && errno == EINVAL;
+  ok &= mprotect((char *)lo - 4096, 4096, PROT_READ) != 0 && errno == EINVAL;
+  /* Below those pages the program's own, as ever. */
+  ok &= mmap(below, 512u << 10, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == below;
+  size_t n = 32u << 20, s = 0;
+  unsigned char *m = malloc(n);
+  for (size_t i = 0; i < n; ++i) m[i] = (unsigned char)(i >> 12);
+  for (size_t i = 0; i < n; i += 4096) s += m[i];
+  printf("%s %zu\n", ok ? "refused" : "NOT REFUSED", s);
+  return 0;
+}
+C
+  cc -O2 -o "$tmp/fixedbelow" "$tmp/fixedbelow.c" || fail "cannot build fixedbelow"
+  "$uswap" run --limit 8M --json -- "$tmp/fixedbelow" >"$tmp/o" 2>"$tmp/e"
+  rc=$?
+  [ $rc -eq 0 ] && grep -q "^refused " "$tmp/o" && grep -q "over the pager's pages below its arena" "$tmp/e" ||
+    fail "MAP_FIXED over the pages below the arena: status $rc, printed $(cat "$tmp/o"): $(tail -c 600 "$tmp/e")"
   # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
   # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
   # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a

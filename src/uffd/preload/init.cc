@@ -15,7 +15,7 @@
 //   USWAP_BACKGROUND_RECLAIM  1: a background reclaim thread (pager_options::background_reclaim;
 //                       off by default here, see uswap(1) --background-reclaim)
 //   USWAP_STATS_FILE    where the JSON lines go (stderr summary without it)
-//   USWAP_ARENA_BASE    where the arena goes (default 32 TiB); every process of a job uses the
+//   USWAP_ARENA_BASE    where the arena goes (default 48 TiB); every process of a job uses the
 //                       same range, because a seccomp filter an ancestor installed is inherited
 //                       and tests that range
 //   USWAP_SECCOMP       set by the shim that installed the filter ("lo:hi:trampoline"), so that
@@ -66,7 +66,9 @@ shim_state g;
 
 namespace {
 
-constexpr uintptr_t default_arena_base = uintptr_t{0x2000} << 32;  // 32 TiB
+// 48 TiB: clear of fixed reservations runtimes make below 32 TiB (clisp reserves 16..32 TiB with
+// MAP_FIXED) and far below where the kernel places mappings (just under 128 TiB, downwards).
+constexpr uintptr_t default_arena_base = uintptr_t{0x3000} << 32;  // 48 TiB
 
 uint64_t now_ns() noexcept {
   timespec ts;

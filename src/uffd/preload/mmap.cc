@@ -69,6 +69,20 @@ void arena_full(size_t len) noexcept {
             len, static_cast<unsigned long long>((g.arena_hi - g.arena_lo) >> 20));
 }
 
+// EINVAL for a call over the pager's pages below the arena (shim.h), said once.
+int refuse_over_pager_pages(const char* what, const void* addr, size_t len) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    fprintf(stderr,
+            "uswap: refused a %s of %p..%p over the pager's pages below its arena (%#lx..%#lx): "
+            "the program would lose its system calls (EINVAL; USWAP_ARENA_BASE moves the arena)\n",
+            what, addr, static_cast<const char*>(addr) + len,
+            static_cast<unsigned long>(g.arena_lo - pager_pages_below_arena),
+            static_cast<unsigned long>(g.arena_lo));
+  errno = EINVAL;
+  return -1;
+}
+
 void refuse_straddle(const char* what) noexcept {
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
@@ -225,6 +239,10 @@ using namespace uswap::shim;
 USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
   if (!active()) return lc().mmap(addr, len, prot, flags, fd, off);
   const bool fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
+  if ((flags & MAP_FIXED) && over_pager_pages(addr, len)) {
+    refuse_over_pager_pages("MAP_FIXED mapping", addr, len);
+    return MAP_FAILED;
+  }
   if (fixed && across_end(addr, len)) {
     // Into a reservation across the arena's end: the part inside as below, the rest the
     // kernel's. As a failed MAP_FIXED may, a failure of the second part leaves the first done.
@@ -300,6 +318,7 @@ USWAP_EXPORT void* mmap64(void* addr, size_t len, int prot, int flags, int fd, o
 }
 
 USWAP_EXPORT int munmap(void* addr, size_t len) {
+  if (active() && over_pager_pages(addr, len)) return refuse_over_pager_pages("munmap", addr, len);
   if (!active() || !overlaps_arena(addr, len)) {
     const int r = lc().munmap(addr, len);
     if (r == 0) restore_upper_guard(addr, len);
@@ -331,6 +350,7 @@ USWAP_EXPORT int munmap(void* addr, size_t len) {
 }
 
 USWAP_EXPORT int mprotect(void* addr, size_t len, int prot) {
+  if (active() && over_pager_pages(addr, len)) return refuse_over_pager_pages("mprotect", addr, len);
   if (!active() || !overlaps_arena(addr, len)) return lc().mprotect(addr, len, prot);
   if (across_end(addr, len)) {
     const size_t inside = g.arena_hi - reinterpret_cast<uintptr_t>(addr);

@@ -119,6 +119,15 @@ inline bool overlaps_arena(const void* p, size_t len) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   return ready() && len != 0 && a < g.arena_hi && a + len > g.arena_lo;
 }
+// The pager's pages just below the arena: the seccomp trampoline (16 pages below) and the lower
+// guard page. A program's MAP_FIXED, munmap or mprotect over them would take them away, and
+// the process would die at its next trapped system call (clisp reserves everything up to 32 TiB
+// with MAP_FIXED): such a call is refused (mmap.cc), named.
+inline constexpr uintptr_t pager_pages_below_arena = 16 * 4096;
+inline bool over_pager_pages(const void* p, size_t len) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return ready() && len != 0 && a < g.arena_lo && a + len > g.arena_lo - pager_pages_below_arena;
+}
 inline bool inside_arena(const void* p, size_t len) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   return ready() && a >= g.arena_lo && len <= g.arena_hi - a;
