@@ -488,12 +488,12 @@ C
   [ "$(tail -n 1 "$tmp/e" | jq -r '.unrouted_execs[0].reason')" = \
     "a Go program (raw system calls and its own memory manager)" ] ||
     fail "the summary did not name the cgo-like program unrouted: $(tail -c 600 "$tmp/e")"
-  # The job follows a program started with an environment that lost it (env -i, a scrubbed
-  # LD_PRELOAD): it is paged like the others (it ran unlimited, silently, before).
+  # The job follows a program started with an environment scrubbed of it (env -i, LD_PRELOAD
+  # and USWAP_LIMIT unset): it is paged like the others (it ran unlimited, silently, before).
   printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { size_t n = 48u << 20, s = 0; unsigned char *p = malloc(n); for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i >> 12); for (size_t i = 0; i < n; i += 4096) s += p[i]; printf("sum %%zu\\n", s); return 0; }\n' >"$tmp/alloc48.c"
   cc -O2 -o "$tmp/alloc48" "$tmp/alloc48.c" || fail "cannot build alloc48"
   want=$("$tmp/alloc48")
-  for scrub in "-i" "-u LD_PRELOAD" "-i LD_PRELOAD=libm.so.6"; do
+  for scrub in "-i" "-u LD_PRELOAD -u USWAP_LIMIT" "-i LD_PRELOAD=libm.so.6"; do
     # shellcheck disable=SC2086
     "$uswap" run --limit 8M --json -- env $scrub "$tmp/alloc48" >"$tmp/o" 2>"$tmp/e"
     [ $? -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||

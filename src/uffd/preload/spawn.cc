@@ -18,10 +18,11 @@
 //     because the filter only sees the argv array, not the strings it points to. With
 //     kernel-mode faults none of this is needed and the calls go straight to libc.
 //  3. The job follows the process, whatever environment it passes (a memory cgroup does not
-//     depend on it): a program started with an environment that lost the shim's LD_PRELOAD
-//     entry or a USWAP_* variable (env -i, postfix starting postfix-script, a daemon scrubbing
-//     its children's) gets them back, as this image had them at its start. A program that
-//     prints its environment sees them.
+//     depend on it): a program started with an environment scrubbed of the job's settings (no
+//     USWAP_LIMIT: env -i, postfix starting postfix-script, a daemon cleaning its children's)
+//     gets this image's USWAP_* variables back, and the shim first in LD_PRELOAD. An
+//     environment with USWAP_LIMIT was made for a job (a nested uswap run's) and stays as it
+//     is. A program that prints its environment sees them.
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -104,8 +105,12 @@ class job_env {
     if (!envp) envp = empty;  // clearenv() leaves environ null (env -i)
     size_t n = 0, bytes = 0;
     int preload = -1;
-    for (; envp[n]; ++n)
+    for (; envp[n]; ++n) {
       if (strncmp(envp[n], preload_key, sizeof preload_key - 1) == 0) preload = static_cast<int>(n);
+      // A job's settings, this one's or a nested uswap run's (which sets its own LD_PRELOAD and
+      // unsets what is not its job's): the environment was made for the job, not scrubbed.
+      if (strncmp(envp[n], "USWAP_LIMIT=", 12) == 0) return;
+    }
     bool missing[max_kept_vars] = {};
     int nmissing = 0;
     for (int k = 0; k < kept.count; ++k) {
