@@ -536,6 +536,20 @@ C
   rc=$?
   [ $rc -eq 0 ] && grep -q "^refused " "$tmp/o" && grep -q "over the pager's pages below its arena" "$tmp/e" ||
     fail "MAP_FIXED over the pages below the arena: status $rc, printed $(cat "$tmp/o"): $(tail -c 600 "$tmp/e")"
+  # A program linked with jemalloc (bind9's named and dig): a block a library's constructor
+  # allocated before the shim's (glibc's) and realloc'd in main was sized by jemalloc's
+  # malloc_usable_size, which crashed (139).
+  printf '#include <stdlib.h>\n#include <string.h>\nchar *early_buf;\n__attribute__((constructor)) static void early_init(void) { early_buf = malloc(100); strcpy(early_buf, "from a constructor"); }\n' >"$tmp/early.c"
+  printf '#include <stdio.h>\n#include <stdlib.h>\nextern char *early_buf;\nint main(void) { char *p = realloc(early_buf, 4096); printf("realloc: %%s\\n", p); free(p); return 0; }\n' >"$tmp/je.c"
+  if cc -shared -fPIC -o "$tmp/libearly.so" "$tmp/early.c" &&
+    cc -o "$tmp/je" "$tmp/je.c" -L"$tmp" -learly -Wl,-rpath,"$tmp" -ljemalloc; then
+    "$uswap" run --limit 8M -- "$tmp/je" >"$tmp/o" 2>"$tmp/e"
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(cat "$tmp/o")" = "realloc: from a constructor" ] ||
+      fail "a program linked with jemalloc: status $rc, printed $(cat "$tmp/o"): $(tail -c 400 "$tmp/e")"
+  else
+    fail "cannot build a program linked with jemalloc (libjemalloc-dev, scripts/deps/uffd.list)"
+  fi
   # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
   # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
   # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a

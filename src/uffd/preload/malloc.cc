@@ -127,7 +127,13 @@ void resolve_libc() {
   libc.mremap = pass_mremap;
   libc.mlockall = pass_mlockall;
   libc.mmap = pass_mmap;  // last: lc() resolves again while it is null
-  libc.malloc_usable_size = next_fn<decltype(libc.malloc_usable_size)>("malloc_usable_size");
+  // glibc's own, for glibc's blocks: the next definition would be a malloc the program links
+  // (libjemalloc: bind9's named and dig), which cannot size a glibc block and crashed on it.
+  if (void* c = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD))
+    libc.malloc_usable_size = reinterpret_cast<decltype(libc.malloc_usable_size)>(
+        dlsym(c, "malloc_usable_size"));
+  if (!libc.malloc_usable_size)
+    libc.malloc_usable_size = next_fn<decltype(libc.malloc_usable_size)>("malloc_usable_size");
   libc.sigaction = next_fn<decltype(libc.sigaction)>("sigaction");
   libc.sigprocmask = next_fn<decltype(libc.sigprocmask)>("sigprocmask");
   libc.pthread_sigmask = next_fn<decltype(libc.pthread_sigmask)>("pthread_sigmask");
