@@ -550,6 +550,66 @@ C
   else
     fail "cannot build a program linked with jemalloc (libjemalloc-dev, scripts/deps/uffd.list)"
   fi
+  # A program that sandboxes itself as OpenSSH's pre-authentication child does: a filter that
+  # kills the thread on any ioctl or rt_sigreturn, installed with prctl or seccomp(2), after its
+  # heap was paged out. The pager's own calls (its userfaultfd ioctls, its handlers' returns)
+  # pass; the program's policy still holds for the program (getppid refused); the job sets
+  # RLIMIT_FSIZE to 0 first, as OpenSSH does, and nothing the shim writes may raise SIGXFSZ.
+  # Killed by SIGSYS (159) before.
+  cat >"$tmp/sandboxed.c" <<'C'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  size_t n = 32u << 20, s = 0;
+  unsigned char *p = malloc(n);
+  for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i >> 12);
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_rt_sigreturn, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+  struct rlimit zero = {0, 0};
+  fflush(stdout);
+  if (setrlimit(RLIMIT_FSIZE, &zero) != 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 2;
+  int r = argc > 1 ? (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)
+                   : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+  if (r != 0) return 3;
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < n; i += 4096) s += p[i];
+  errno = 0;
+  const long pp = syscall(SYS_getppid);
+  printf("sum %zu, getppid %s\n", s, pp == -1 && errno == EPERM ? "refused" : "allowed");
+  return 0;
+}
+C
+  cc -O2 -o "$tmp/sandboxed" "$tmp/sandboxed.c" || fail "cannot build the sandboxed program"
+  want=$("$tmp/sandboxed" | cat)
+  for how in prctl seccomp; do
+    arg=; [ $how = seccomp ] && arg=x
+    # Through a pipe, both streams: past RLIMIT_FSIZE 0 a file takes no more bytes.
+    # shellcheck disable=SC2086
+    "$uswap" run --limit 8M -- "$tmp/sandboxed" $arg 2>&1 | cat >"$tmp/o"
+    rc=${PIPESTATUS[0]}
+    [ $rc -eq 0 ] && [ "$(grep "^sum " "$tmp/o")" = "$want" ] && grep -q "getppid refused" "$tmp/o" &&
+      grep -q "installs a seccomp sandbox: it lets the pager's own calls through" "$tmp/o" ||
+      fail "($how) a sandboxed program: status $rc, plain $want: $(tail -c 600 "$tmp/o")"
+    grep -q "[1-9][0-9]* swap-outs" "$tmp/o" || fail "($how) nothing was paged: $(tail -c 400 "$tmp/o")"
+  done
   # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
   # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
   # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a

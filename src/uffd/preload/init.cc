@@ -33,10 +33,12 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <time.h>
@@ -176,16 +178,42 @@ void program_name(char* out, size_t len) noexcept {
 
 void append_line(const char* line, size_t n) noexcept {
   if (!g.stats_file) {
-    (void)!::write(2, line, n);
+    (void)write_line(2, line, n);
     return;
   }
   const int fd = ::open(g.stats_file, O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return;
-  (void)!::write(fd, line, n);
+  (void)write_line(fd, line, n);
   ::close(fd);
 }
 
 void at_exit() { image_ends("exit"); }
+
+}  // namespace
+
+ssize_t write_line(int fd, const void* buf, size_t n) noexcept {
+  if (program_sandboxed.load(std::memory_order_relaxed)) return -1;
+  rlimit fsize{};
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) != 0 || fsize.rlim_cur == RLIM_INFINITY)
+    return ::write(fd, buf, n);
+  // SIGXFSZ ignored for the call: a signal sent while it is ignored is dropped, not kept
+  // pending. Another thread's own SIGXFSZ in that moment is dropped too (the write that raised
+  // it still fails with EFBIG).
+  struct {
+    void* handler;
+    unsigned long flags;
+    void* restorer;
+    uint64_t mask;
+  } ign{reinterpret_cast<void*>(SIG_IGN), 0, nullptr, 0}, old{};
+  if (uswap::raw_syscall(SYS_rt_sigaction, SIGXFSZ, reinterpret_cast<long>(&ign),
+                         reinterpret_cast<long>(&old), 8) != 0)
+    return -1;  // the line is lost rather than the process
+  const ssize_t r = ::write(fd, buf, n);
+  uswap::raw_syscall(SYS_rt_sigaction, SIGXFSZ, reinterpret_cast<long>(&old), 0, 8);
+  return r;
+}
+
+namespace {
 
 void after_fork_child() {
   // The child's own figures start now.
@@ -212,7 +240,9 @@ void sample_if_due() noexcept {
 
 void write_stats(const char* event) noexcept {
   // Once per image; never for a vfork child, whose pager is its parent's.
-  if (!ready() || getpid() != g.pid || g.stats_written.exchange(true)) return;
+  if (!ready() || program_sandboxed.load(std::memory_order_relaxed) || getpid() != g.pid ||
+      g.stats_written.exchange(true))
+    return;
   sample();
   shim_scope s;
   const pager_stats st = g.pg->stats();

@@ -549,6 +549,8 @@ extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_memory_sy
     case SYS_close_range:
       return close_range(static_cast<unsigned>(a1), static_cast<unsigned>(a2),
                          static_cast<int>(a3));
+    case SYS_seccomp:
+      return libc_result(seccomp_filter_call(a1, a2, a3));
     default:
       return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
   }
@@ -574,7 +576,7 @@ syscall:
     USWAP_MEMORY_CALL(SYS_madvise) USWAP_MEMORY_CALL(SYS_mremap) USWAP_MEMORY_CALL(SYS_mlock)
         USWAP_MEMORY_CALL(SYS_munlock) USWAP_MEMORY_CALL(SYS_mlock2)
             USWAP_MEMORY_CALL(SYS_mlockall) USWAP_MEMORY_CALL(SYS_close)
-                USWAP_MEMORY_CALL(SYS_close_range) R"(  mov uswap_shim_next_syscall(%rip), %rax
+                USWAP_MEMORY_CALL(SYS_close_range) USWAP_MEMORY_CALL(SYS_seccomp) R"(  mov uswap_shim_next_syscall(%rip), %rax
   test %rax, %rax
   jz 2f
   jmp *%rax

@@ -261,6 +261,19 @@ void note_unrouted_exec(const char* path, const char* reason) noexcept;
 // entry, kept at the end of the shim's start, so that a program started with an environment
 // without them (env -i, a daemon that scrubs its children's) gets them back and stays in the job.
 void keep_job_environment() noexcept;
+// write(2) of the shim's own lines (statistics, messages) that cannot kill the process: past a
+// RLIMIT_FSIZE the program set (OpenSSH's sandbox sets it to 0) the kernel sends SIGXFSZ, whose
+// default ends the process; the line is lost instead (EFBIG).
+ssize_t write_line(int fd, const void* buf, size_t n) noexcept;
+// The program installed a seccomp filter of its own (sandbox.cc): the shim's own system calls
+// beyond the pager's (its statistics at exit: getppid, /proc reads, rt_sigaction) may kill it,
+// so it makes none; its statistics line is not written.
+inline std::atomic<bool> program_sandboxed{false};
+// seccomp(2) as the program calls it through syscall() (sandbox.cc): a filter it installs gets
+// the pager's allowance in front. A raw result (-errno on failure).
+long seccomp_filter_call(long op, long flags, long args) noexcept;
+// prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, a4, a5) with the same allowance; raw result.
+long prctl_filter_call(unsigned long prog, unsigned long a4, unsigned long a5) noexcept;
 // The process unmapped `rejected` reservations placed elsewhere than their mmap hint (mmap.cc):
 // its hinted reservations go to the kernel from now on. Said once, on stderr and as an event.
 void note_hints_honored(unsigned rejected) noexcept;
