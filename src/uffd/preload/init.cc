@@ -199,12 +199,7 @@ ssize_t write_line(int fd, const void* buf, size_t n) noexcept {
   // SIGXFSZ ignored for the call: a signal sent while it is ignored is dropped, not kept
   // pending. Another thread's own SIGXFSZ in that moment is dropped too (the write that raised
   // it still fails with EFBIG).
-  struct {
-    void* handler;
-    unsigned long flags;
-    void* restorer;
-    uint64_t mask;
-  } ign{reinterpret_cast<void*>(SIG_IGN), 0, nullptr, 0}, old{};
+  kernel_sigaction ign{reinterpret_cast<void*>(SIG_IGN), 0, nullptr, 0}, old{};
   if (uswap::raw_syscall(SYS_rt_sigaction, SIGXFSZ, reinterpret_cast<long>(&ign),
                          reinterpret_cast<long>(&old), 8) != 0)
     return -1;  // the line is lost rather than the process

@@ -10,18 +10,14 @@
 // weaker for it (a return-oriented attack may use those restorers too): said once on stderr.
 //
 // Thread-safety: the wrappers may run on any thread; the prefix is built on the caller's stack.
-#include <dlfcn.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 
@@ -38,12 +34,7 @@ constexpr unsigned max_restorers = 3;
 
 // The restorer of `sig`'s handler as the kernel holds it, or 0.
 uintptr_t restorer_of(int sig) noexcept {
-  struct {
-    void* handler;
-    unsigned long flags;
-    void* restorer;
-    uint64_t mask;
-  } k{};
+  kernel_sigaction k{};
   if (uswap::raw_syscall(SYS_rt_sigaction, sig, 0, reinterpret_cast<long>(&k), 8) != 0) return 0;
   return reinterpret_cast<uintptr_t>(k.restorer);
 }
@@ -76,10 +67,10 @@ unsigned with_prefix(const sock_fprog* prog, sock_filter* out) noexcept {
     out[n++] = sock_filter{code, 0, 0, k};
     return n - 1;
   };
-  unsigned to_allow[16], to_rest[16];
-  unsigned na = 0, nr = 0;
+  unsigned to_allow[max_restorers];
+  unsigned na = 0;
   stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
-  to_rest[nr++] = jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64);  // jf: the rest
+  const unsigned not_x86_64 = jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64);
   stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
   const unsigned not_ioctl = jump(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl);
   stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[1]));
@@ -111,7 +102,7 @@ unsigned with_prefix(const sock_fprog* prog, sock_filter* out) noexcept {
   out[uffd_type].jt = static_cast<uint8_t>(allow - uffd_type - 1);
   out[uffd_type].jf = static_cast<uint8_t>(rest - uffd_type - 1);
   for (unsigned i = 0; i < na; ++i) out[to_allow[i]].jt = static_cast<uint8_t>(allow - to_allow[i] - 1);
-  for (unsigned i = 0; i < nr; ++i) out[to_rest[i]].jf = static_cast<uint8_t>(rest - to_rest[i] - 1);
+  out[not_x86_64].jf = static_cast<uint8_t>(rest - not_x86_64 - 1);
   memcpy(out + n, prog->filter, prog->len * sizeof(sock_filter));
   return n + prog->len;
 }

@@ -261,6 +261,13 @@ void note_unrouted_exec(const char* path, const char* reason) noexcept;
 // entry, kept at the end of the shim's start, so that a program started with an environment
 // without them (env -i, a daemon that scrubs its children's) gets them back and stays in the job.
 void keep_job_environment() noexcept;
+// struct sigaction as rt_sigaction(2) takes it (the shim's raw calls, past its own wrapper).
+struct kernel_sigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  uint64_t mask;
+};
 // write(2) of the shim's own lines (statistics, messages) that cannot kill the process: past a
 // RLIMIT_FSIZE the program set (OpenSSH's sandbox sets it to 0) the kernel sends SIGXFSZ, whose
 // default ends the process; the line is lost instead (EFBIG).

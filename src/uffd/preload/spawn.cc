@@ -69,14 +69,23 @@ bool shim_token(const char* p, size_t n) noexcept {
          memcmp(base, shim_name, sizeof shim_name - 1) == 0;
 }
 
-bool preload_names_shim(const char* value) noexcept {
+// The token of an LD_PRELOAD value that names the shim's library (its length in *len), or null.
+const char* shim_token_in(const char* value, size_t* len) noexcept {
   for (const char* p = value; *p;) {
     const size_t n = strcspn(p, ": ");
-    if (n && shim_token(p, n)) return true;
+    if (n && shim_token(p, n)) {
+      *len = n;
+      return p;
+    }
     p += n;
     if (*p) ++p;
   }
-  return false;
+  return nullptr;
+}
+
+bool preload_names_shim(const char* value) noexcept {
+  size_t n;
+  return shim_token_in(value, &n) != nullptr;
 }
 
 // The length of the name of "NAME=value".
@@ -320,16 +329,12 @@ void keep_job_environment() noexcept {
       kept.vars[kept.count++] = static_cast<const char*>(memcpy(at, *e, len));
       at += len;
     } else if (strncmp(*e, preload_key, sizeof preload_key - 1) == 0 && !kept.shim) {
-      for (const char* p = *e + sizeof preload_key - 1; *p;) {
-        const size_t n = strcspn(p, ": ");
-        if (n && shim_token(p, n) && static_cast<size_t>(end - at) > n) {
-          kept.shim = static_cast<const char*>(memcpy(at, p, n));
-          at[n] = 0;
-          at += n + 1;
-          break;
-        }
-        p += n;
-        if (*p) ++p;
+      size_t n;
+      const char* p = shim_token_in(*e + sizeof preload_key - 1, &n);
+      if (p && static_cast<size_t>(end - at) > n) {
+        kept.shim = static_cast<const char*>(memcpy(at, p, n));
+        at[n] = 0;
+        at += n + 1;
       }
     }
   }
