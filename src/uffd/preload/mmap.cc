@@ -33,13 +33,17 @@
 // it can, unrouted (counted as such); LuaJIT would otherwise unmap every placement and stop
 // compiling.
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
 
 #include <atomic>
 
@@ -500,8 +504,10 @@ USWAP_EXPORT int mlockall(int flags) {
 // --- syscall(2), the C library's door to calls it has no wrapper for. SBCL maps its garbage-
 // collected heap with syscall(SYS_mmap, ...): through the C library's function that mapping
 // bypassed the wrappers above and the heap ran unrouted, its limit not held. The shim's syscall()
-// is a few instructions of assembly: a memory call (or a close, fds.cc) goes to the wrapper of
-// the same name; any
+// is a few instructions of assembly: a memory call (or a close, fds.cc; a seccomp, sandbox.cc)
+// goes to the wrapper of the same name, and so does a call whose buffers sit behind an array the
+// seccomp filter cannot see (io.cc: libuv makes recvmmsg and sendmmsg with syscall(), its
+// mmsghdr array on the stack, and bind9's named lost queries to EFAULT); any
 // other number jumps, without a frame of its own, to the C library's syscall(), so that the
 // call is made from the C library's text as before (the raw-fork filter traps a clone made
 // there) and a vfork made this way returns into no frame of the shim's. Before the shim has
@@ -516,13 +522,15 @@ namespace {
 [[maybe_unused]] bool from_shim(const void* ra) noexcept;
 }  // namespace
 
-extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_memory_syscall(
+extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_wrapped_syscall(
     long nr, long a1, long a2, long a3, long a4, long a5, long a6) {
   if (tls_passing_on > 0) return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
   USWAP_DCHECK(!from_shim(__builtin_return_address(0)));
   void* const p = reinterpret_cast<void*>(a1);
   const auto len = static_cast<size_t>(a2);
   auto address = [](void* r) { return r == MAP_FAILED ? -1L : reinterpret_cast<long>(r); };
+  auto iov = [](long a) { return reinterpret_cast<const iovec*>(a); };
+  const int fd = static_cast<int>(a1);
   switch (nr) {
     case SYS_mmap:
       return address(mmap(p, len, static_cast<int>(a3), static_cast<int>(a4),
@@ -551,6 +559,38 @@ extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_memory_sy
                          static_cast<int>(a3));
     case SYS_seccomp:
       return libc_result(seccomp_filter_call(a1, a2, a3));
+    case SYS_readv:
+      return readv(fd, iov(a2), static_cast<int>(a3));
+    case SYS_writev:
+      return writev(fd, iov(a2), static_cast<int>(a3));
+    case SYS_preadv:  // (fd, iov, cnt, pos_l, pos_h): on x86-64 pos_l is the whole offset
+      return preadv(fd, iov(a2), static_cast<int>(a3), a4);
+    case SYS_pwritev:
+      return pwritev(fd, iov(a2), static_cast<int>(a3), a4);
+    case SYS_preadv2:
+      return preadv2(fd, iov(a2), static_cast<int>(a3), a4, static_cast<int>(a6));
+    case SYS_pwritev2:
+      return pwritev2(fd, iov(a2), static_cast<int>(a3), a4, static_cast<int>(a6));
+    case SYS_sendmsg:
+      return sendmsg(fd, reinterpret_cast<const msghdr*>(a2), static_cast<int>(a3));
+    case SYS_recvmsg:
+      return recvmsg(fd, reinterpret_cast<msghdr*>(a2), static_cast<int>(a3));
+    case SYS_sendmmsg:
+      return sendmmsg(fd, reinterpret_cast<mmsghdr*>(a2), static_cast<unsigned>(a3),
+                      static_cast<int>(a4));
+    case SYS_recvmmsg:
+      return recvmmsg(fd, reinterpret_cast<mmsghdr*>(a2), static_cast<unsigned>(a3),
+                      static_cast<int>(a4), reinterpret_cast<timespec*>(a5));
+    case SYS_process_vm_readv:
+      return process_vm_readv(static_cast<pid_t>(a1), iov(a2), static_cast<unsigned long>(a3),
+                              iov(a4), static_cast<unsigned long>(a5),
+                              static_cast<unsigned long>(a6));
+    case SYS_process_vm_writev:
+      return process_vm_writev(static_cast<pid_t>(a1), iov(a2), static_cast<unsigned long>(a3),
+                               iov(a4), static_cast<unsigned long>(a5),
+                               static_cast<unsigned long>(a6));
+    case SYS_vmsplice:
+      return vmsplice(fd, iov(a2), static_cast<size_t>(a3), static_cast<unsigned>(a4));
     default:
       return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
   }
@@ -563,36 +603,44 @@ extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_early_sys
 
 #define USWAP_STR(x) #x
 #define USWAP_XSTR(x) USWAP_STR(x)
-#define USWAP_MEMORY_CALL(nr) "  cmp $" USWAP_XSTR(nr) ", %rdi\n  je 1f\n"
+#define USWAP_WRAPPED(nr) "  cmp $" USWAP_XSTR(nr) ", %rdi\n  je 1f\n"
 // syscall(nr, a1..a6) has the registers and stack of a seven-argument function: the wrappers
 // above take them as they are.
+// clang-format off
 asm(R"(  .text
   .globl syscall
   .type syscall, @function
   .p2align 4
 syscall:
   .cfi_startproc
-)" USWAP_MEMORY_CALL(SYS_mmap) USWAP_MEMORY_CALL(SYS_munmap) USWAP_MEMORY_CALL(SYS_mprotect)
-    USWAP_MEMORY_CALL(SYS_madvise) USWAP_MEMORY_CALL(SYS_mremap) USWAP_MEMORY_CALL(SYS_mlock)
-        USWAP_MEMORY_CALL(SYS_munlock) USWAP_MEMORY_CALL(SYS_mlock2)
-            USWAP_MEMORY_CALL(SYS_mlockall) USWAP_MEMORY_CALL(SYS_close)
-                USWAP_MEMORY_CALL(SYS_close_range) USWAP_MEMORY_CALL(SYS_seccomp) R"(  mov uswap_shim_next_syscall(%rip), %rax
+)"
+  USWAP_WRAPPED(SYS_mmap) USWAP_WRAPPED(SYS_munmap) USWAP_WRAPPED(SYS_mprotect)
+  USWAP_WRAPPED(SYS_madvise) USWAP_WRAPPED(SYS_mremap) USWAP_WRAPPED(SYS_mlock)
+  USWAP_WRAPPED(SYS_munlock) USWAP_WRAPPED(SYS_mlock2) USWAP_WRAPPED(SYS_mlockall)
+  USWAP_WRAPPED(SYS_close) USWAP_WRAPPED(SYS_close_range) USWAP_WRAPPED(SYS_seccomp)
+  USWAP_WRAPPED(SYS_readv) USWAP_WRAPPED(SYS_writev) USWAP_WRAPPED(SYS_preadv)
+  USWAP_WRAPPED(SYS_pwritev) USWAP_WRAPPED(SYS_preadv2) USWAP_WRAPPED(SYS_pwritev2)
+  USWAP_WRAPPED(SYS_sendmsg) USWAP_WRAPPED(SYS_recvmsg) USWAP_WRAPPED(SYS_sendmmsg)
+  USWAP_WRAPPED(SYS_recvmmsg) USWAP_WRAPPED(SYS_process_vm_readv)
+  USWAP_WRAPPED(SYS_process_vm_writev) USWAP_WRAPPED(SYS_vmsplice)
+R"(  mov uswap_shim_next_syscall(%rip), %rax
   test %rax, %rax
   jz 2f
   jmp *%rax
 1:
-  jmp uswap_shim_memory_syscall
+  jmp uswap_shim_wrapped_syscall
 2:
   jmp uswap_shim_early_syscall
   .cfi_endproc
   .size syscall, .-syscall
 )");
-#undef USWAP_MEMORY_CALL
+// clang-format on
+#undef USWAP_WRAPPED
 
 namespace {
 bool from_shim(const void* ra) noexcept {
   static const std::pair<uintptr_t, uintptr_t> text =
-      object_text(reinterpret_cast<uintptr_t>(&uswap_shim_memory_syscall));
+      object_text(reinterpret_cast<uintptr_t>(&uswap_shim_wrapped_syscall));
   const auto a = reinterpret_cast<uintptr_t>(ra);
   return a >= text.first && a < text.second;
 }
