@@ -2,7 +2,12 @@
 
 #include "uswap/base/units.h"
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <utility>
 
 namespace uswap::tools {
@@ -16,6 +21,27 @@ std::vector<std::pair<int, add_command_fn>>& registry() {
 
 command_registrar::command_registrar(int order, add_command_fn add) {
   registry().emplace_back(order, add);
+}
+
+namespace {
+int signal_to_end_by = 0;
+}  // namespace
+
+void end_by_signal(int sig) noexcept { signal_to_end_by = sig; }
+
+void end_as_asked() noexcept {
+  if (signal_to_end_by <= 0) return;
+  std::fflush(nullptr);
+  // A core of uswap's own would be noise: the program's, if any, has been written already.
+  ::prctl(PR_SET_DUMPABLE, 0);
+  struct sigaction sa {};
+  sa.sa_handler = SIG_DFL;
+  ::sigaction(signal_to_end_by, &sa, nullptr);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, signal_to_end_by);
+  ::sigprocmask(SIG_UNBLOCK, &one, nullptr);
+  ::kill(::getpid(), signal_to_end_by);
 }
 
 std::vector<add_command_fn> registered_commands() {

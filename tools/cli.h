@@ -42,6 +42,14 @@ class command_table {
   std::vector<entry> entries_;
 };
 
+// A command whose program was killed by a signal ends the same way: main() kills itself with
+// `sig` once every destructor has run (no core dump of its own), so that whoever waits sees the
+// program's wait status (a shell prints "Segmentation fault", Python's returncode is -11),
+// not an exit with 128 + signal. 0: exit normally.
+void end_by_signal(int sig) noexcept;
+// Called by main() last; returns only if no signal was asked for, or it did not end the process.
+void end_as_asked() noexcept;
+
 // An option taking a size with K/M/G/T suffixes (binary multiples), parsed by uswap::parse_size.
 // The default shown in --help is the current value of `target`.
 CLI::Option* add_size_option(CLI::App& app, const std::string& name, uint64_t& target,

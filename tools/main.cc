@@ -72,7 +72,11 @@ int main(int argc, char** argv) {
     return argc > 1 ? 2 : 1;
   }
   try {
-    return (*fn)();
+    const int status = (*fn)();
+    std::cout.flush();
+    std::cerr.flush();
+    uswap::tools::end_as_asked();
+    return status;
   } catch (const std::exception& e) {
     std::cerr << "uswap: " << e.what() << "\n";
     return 1;

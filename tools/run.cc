@@ -10,7 +10,8 @@
 // The shim, libuswap-preload.so, is found next to this executable (the build puts both in
 // build/bin). It is added to LD_PRELOAD; the settings go in USWAP_* variables; each process image
 // appends a JSON line to a statistics file this command reads after the program exits. The exit
-// status is the program's (128 + signal if it was killed). A program the shim cannot reach
+// status is the program's; a program killed by a signal, uswap run ends by the same signal
+// once it has reported (cli.h end_by_signal; 128 + signal in the report). A program the shim cannot reach
 // (statically linked, setuid, Go: uswap/uffd/routable.h) is refused with exit status 126, or run
 // unrouted with --allow-unrouted; a routed program that execs one is named in the summary.
 // An installed uswap finds the shim in <libdir>/uswap/ instead (find_shim).
@@ -500,6 +501,8 @@ void pass_fd(int fd, const char* var) {
   ::setenv("USWAP_BACKGROUND_RECLAIM", c.background_reclaim ? "1" : "0", 1);
   ::setenv("USWAP_RECLAIM_CLUSTER", std::to_string(c.reclaim_cluster).c_str(), 1);
   ::setenv("USWAP_STATS_FILE", stats_path, 1);
+  // Open too, for the members that chroot or change their user (init.cc open_stats).
+  pass_fd(::open(stats_path, O_WRONLY | O_APPEND | O_CLOEXEC), "USWAP_STATS_FD");
   ::unsetenv("USWAP_SECCOMP");  // a filter of an outer job is not this job's
   if (job_path.empty())
     ::unsetenv("USWAP_JOB");
@@ -521,8 +524,7 @@ void pass_fd(int fd, const char* var) {
   ::_exit(127);
 }
 
-// Waits for the program, passing on the signals sent to uswap run; its exit status (128 +
-// signal if it was killed). The terminal's signals reach the program through its process group.
+// Waits for the program, passing on the signals sent to uswap run; its wait status. The terminal's signals reach the program through its process group.
 // Meanwhile the job's watch runs (a killed member's share comes back at once).
 int wait_for(pid_t pid, job_supervisor* sup) {
   ::signal(SIGINT, SIG_IGN);
@@ -542,7 +544,7 @@ int wait_for(pid_t pid, job_supervisor* sup) {
     if (done < 0 && errno != EINTR) break;
     if (sup) sup->poll(20);
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return status;
 }
 
 // Forks the job's watch, which goes on until the last member ends, detached from the caller:
@@ -648,7 +650,9 @@ int run_sized(const run_config& c) {
                  sup ? sup->backing_fd() : -1);
   run_result r;
   r.keep_all = c.json;
-  r.exit_status = wait_for(pid, sup.get());
+  const int status = wait_for(pid, sup.get());
+  r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (WIFSIGNALED(status)) end_by_signal(WTERMSIG(status));
   // Members that end with the program (killed with it, or exiting a moment later) are not a
   // daemon: a tenth of a second for them.
   for (int i = 0; sup && i < 5; ++i) {

@@ -348,6 +348,16 @@ ctypes.string_at(0)' >/dev/null 2>&1
   [ $? -eq 127 ] && grep -q "cannot run" "$tmp/o" || fail "missing program: $(cat "$tmp/o")"
   "$uswap" run --limit 8M -- sh -c 'exit 7' >"$tmp/o" 2>&1
   [ $? -eq 7 ] || fail "the program's exit status was not passed on"
+  # A program killed by a signal: uswap run ends by the same signal, after its report (which
+  # says 128 + 11), so a parent sees what it would of the program (exit 139 before, which Python
+  # reads as 139, not -11).
+  got=$(python3 -c 'import subprocess, sys
+print(subprocess.run(sys.argv[1:], stderr=subprocess.DEVNULL).returncode)' \
+    "$uswap" run --limit 8M -- sh -c 'kill -SEGV $$')
+  [ "$got" = -11 ] || fail "a program killed by SIGSEGV: uswap run's status seen by a parent $got, not -11"
+  "$uswap" run --limit 8M --json -- sh -c 'kill -TERM $$' >"$tmp/o" 2>"$tmp/e"
+  [ $? -eq 143 ] && [ "$(tail -n 1 "$tmp/e" | jq .exit_status)" = 143 ] ||
+    fail "a program killed by SIGTERM: $(tail -c 300 "$tmp/e")"
   # --stats-dir: the job's files exist while it runs, in cgroup v2's and zram's formats.
   "$uswap" run --limit 8M --stats-dir "$tmp/sd" -- sh -c "sleep 0.7; cat $tmp/sd/memory.max $tmp/sd/memory.stat $tmp/sd/mm_stat" >"$tmp/o" 2>&1
   [ "$(head -n 1 "$tmp/o")" = 8388608 ] || fail "memory.max while the job ran: $(cat "$tmp/o")"
