@@ -560,6 +560,18 @@ C
   else
     fail "cannot build a program linked with jemalloc (libjemalloc-dev, scripts/deps/uffd.list)"
   fi
+  # jemalloc's own interface mixed with malloc's, blocks paged out in between: the shim took
+  # mallocx's blocks (jemalloc's, mapped before the shim's constructor) for glibc's and crashed
+  # (139, "free(): invalid pointer").
+  cc -O2 -o "$tmp/jemix" "$(dirname "${BASH_SOURCE[0]}")/jemalloc_mix_test_program.c" -ljemalloc ||
+    fail "cannot build the jemalloc mixing program"
+  want=$("$tmp/jemix")
+  "$uswap" run --limit 8M --json -- "$tmp/jemix" >"$tmp/o" 2>"$tmp/e"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+    fail "jemalloc's interface mixed with malloc's: status $rc, printed $(cat "$tmp/o"), plain $want: $(tail -c 400 "$tmp/e")"
+  [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 10000 ] ||
+    fail "the jemalloc mixing program's blocks were not paged: $(tail -c 400 "$tmp/e")"
   # A program that sandboxes itself as OpenSSH's pre-authentication child does: a filter that
   # kills the thread on any ioctl or rt_sigreturn, installed with prctl or seccomp(2), after its
   # heap was paged out. The pager's own calls (its userfaultfd ioctls, its handlers' returns)

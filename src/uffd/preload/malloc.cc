@@ -13,6 +13,15 @@
 // accesses while it resolves a fault. In the arena such a block could be evicted, and a fault
 // taken inside fault resolution, holding a page lock, would wait for itself. An allocation whose
 // caller lies in the loader's text is therefore glibc's.
+//
+// jemalloc's own interface (mallocx, rallocx, xallocx, sallocx, dallocx, sdallocx, nallocx) is
+// served here too. A program linked with libjemalloc (bind9) gets its malloc and free from the
+// shim, which comes first; had its mallocx stayed jemalloc's, a block from one side freed by the
+// other (jemalloc documents the two interfaces as interchangeable) would reach an allocator that
+// does not own it, and jemalloc's blocks would sit in extents it mapped before the shim's
+// constructor, outside the arena, unrouted. So every block a program holds is mimalloc's or
+// glibc's, whichever interface it came from; jemalloc's mallctl stays jemalloc's and reports on
+// the little it still holds.
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
@@ -248,4 +257,70 @@ USWAP_EXPORT size_t malloc_usable_size(void* p) {
 USWAP_EXPORT int malloc_trim(size_t) {
   if (ready()) mi_collect(true);
   return 1;
+}
+
+// --- jemalloc's non-standard interface (see the top of the file). Its flags: the low six bits
+// are lg(alignment), MALLOCX_ZERO zero-fills; tcache and arena choices are jemalloc's business
+// and ignored.
+namespace {
+
+constexpr int mallocx_lg_align_mask = 0x3f;
+constexpr int mallocx_zero = 0x40;
+
+size_t mallocx_align(int flags) noexcept {
+  const int lg = flags & mallocx_lg_align_mask;
+  return lg ? size_t{1} << lg : 0;
+}
+
+}  // namespace
+
+USWAP_EXPORT void* mallocx(size_t n, int flags) {
+  const size_t align = mallocx_align(flags);
+  if (!to_mimalloc(USWAP_CALLER)) {
+    void* p = align ? __libc_memalign(align, n) : __libc_malloc(n);
+    if (p && (flags & mallocx_zero)) memset(p, 0, n);
+    return p;
+  }
+  start_wanted_threads();
+  if (flags & mallocx_zero) return align ? mi_zalloc_aligned(n, align) : mi_zalloc(n);
+  return align ? mi_malloc_aligned(n, align) : mi_malloc(n);
+}
+
+USWAP_EXPORT void* rallocx(void* p, size_t n, int flags) {
+  const size_t align = mallocx_align(flags);
+  const size_t old = malloc_usable_size(p);
+  void* q;
+  if (mimalloc_block(p) && (!align || reinterpret_cast<uintptr_t>(p) % align == 0)) {
+    // mi_realloc_aligned keeps the block's offset from the alignment: only an aligned one goes.
+    q = align ? mi_realloc_aligned(p, n, align) : mi_realloc(p, n);
+  } else if (!align) {
+    q = realloc(p, n);  // a glibc block: kept by glibc or moved, as realloc decides
+  } else {
+    q = mallocx(n, flags & ~mallocx_zero);
+    if (!q) return nullptr;
+    memcpy(q, p, std::min(old, n));
+    free(p);
+  }
+  if (q && (flags & mallocx_zero)) {
+    const size_t now = malloc_usable_size(q);
+    if (now > old) memset(static_cast<char*>(q) + old, 0, now - old);
+  }
+  return q;
+}
+
+// In place only: the block keeps its size, which is what jemalloc returns when it cannot grow
+// one ("a value less than size if the allocation could not be adequately grown in place").
+USWAP_EXPORT size_t xallocx(void* p, size_t, size_t, int) { return malloc_usable_size(p); }
+
+USWAP_EXPORT size_t sallocx(const void* p, int) { return malloc_usable_size(const_cast<void*>(p)); }
+
+USWAP_EXPORT void dallocx(void* p, int) { free(p); }
+
+USWAP_EXPORT void sdallocx(void* p, size_t, int) { free(p); }
+
+USWAP_EXPORT size_t nallocx(size_t n, int flags) {
+  const size_t align = mallocx_align(flags);
+  size_t real = mi_good_size(n);
+  if (align) real = (std::max(real, align) + align - 1) & ~(align - 1);
+  return real < n ? 0 : real;
 }
