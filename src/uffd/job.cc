@@ -16,6 +16,7 @@
 #include "uswap/base/atomic_max.h"
 #include "uswap/base/dcheck.h"
 #include "uswap/base/page.h"
+#include "uswap/base/proc.h"
 #include "uswap/sync/futex.h"
 
 namespace uswap {
@@ -38,7 +39,7 @@ uint64_t mono_ns() noexcept {
 uint64_t process_start_time(pid_t pid) noexcept {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = proc_open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[1024];
   const ssize_t n = ::read(fd, buf, sizeof buf - 1);
@@ -161,7 +162,7 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   s->max_members = job_max_members;
   s->signal = sig;
   s->backing_blocks = opts.backing_blocks;
-  if (struct stat ns; ::stat("/proc/self/ns/pid", &ns) == 0) {
+  if (struct stat ns; proc_stat("/proc/self/ns/pid", &ns) == 0) {
     s->pidns_dev = ns.st_dev;
     s->pidns_ino = ns.st_ino;
   }
@@ -331,7 +332,7 @@ void job::leave(unsigned slot) noexcept {
 bool job::in_pid_namespace() const noexcept {
   if (s_->pidns_ino == 0) return true;  // the supervisor could not tell: as before namespaces
   struct stat ns;
-  return ::stat("/proc/self/ns/pid", &ns) == 0 && ns.st_dev == s_->pidns_dev &&
+  return proc_stat("/proc/self/ns/pid", &ns) == 0 && ns.st_dev == s_->pidns_dev &&
          ns.st_ino == s_->pidns_ino;
 }
 

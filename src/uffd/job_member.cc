@@ -18,6 +18,7 @@
 #include "kernel_access.h"
 #include "pager_impl.h"
 #include "sigbus.h"
+#include "uswap/base/proc.h"
 #include "uswap/sync/futex.h"
 
 namespace uswap {
@@ -30,7 +31,7 @@ constexpr int job_signal_magic = 0x75737770;  // "uswp"
 
 void process_comm(char (&out)[16]) noexcept {
   std::memset(out, 0, sizeof out);
-  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  const int fd = proc_open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   const ssize_t n = ::read(fd, out, sizeof out - 1);
   ::close(fd);
@@ -42,7 +43,7 @@ bool read_task_file(pid_t pid, const char* file, char* out, size_t out_len) noex
   char path[80];
   std::snprintf(path, sizeof path, "/proc/%d/task/%d/%s", static_cast<int>(pid),
                 static_cast<int>(pid), file);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = proc_open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const ssize_t n = ::read(fd, out, out_len - 1);
   ::close(fd);

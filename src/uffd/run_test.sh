@@ -572,6 +572,24 @@ C
     fail "jemalloc's interface mixed with malloc's: status $rc, printed $(cat "$tmp/o"), plain $want: $(tail -c 400 "$tmp/e")"
   [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 10000 ] ||
     fail "the jemalloc mixing program's blocks were not paged: $(tail -c 400 "$tmp/e")"
+  # A process that chroots where there is no /proc, then forks (dovecot's imap-login and
+  # anvil chroot): both stay in the job and both leave their statistics. Before, the child left
+  # the job (its /proc/self/ns/pid unreadable) and neither wrote a line (the statistics file
+  # opened by its path).
+  if [ "$(id -u)" = 0 ]; then
+    mkdir -p "$tmp/empty"
+    cc -O2 -o "$tmp/chrooted" "$(dirname "${BASH_SOURCE[0]}")/chroot_test_program.c" ||
+      fail "cannot build the chroot program"
+    want=$("$tmp/chrooted" "$tmp/empty")
+    "$uswap" run --limit 8M --json -- "$tmp/chrooted" "$tmp/empty" >"$tmp/o" 2>"$tmp/e"
+    rc=$?
+    [ $rc -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+      fail "a chrooted program: status $rc, printed $(cat "$tmp/o"), plain $want: $(tail -c 400 "$tmp/e")"
+    [ "$(tail -n 1 "$tmp/e" | jq '.job.processes')" = 2 ] &&
+      [ "$(tail -n 1 "$tmp/e" | jq '[.processes[] | select(.event == "exit" and .program == "chrooted" and .swap_outs > 0)] | length')" = 2 ] &&
+      [ "$(tail -n 1 "$tmp/e" | jq '.job.peak_resident_bytes')" -le $((8 << 20)) ] ||
+      fail "a chrooted program and its child: not both in the job with their statistics: $(tail -c 800 "$tmp/e")"
+  fi
   # A program that sandboxes itself as OpenSSH's pre-authentication child does: a filter that
   # kills the thread on any ioctl or rt_sigreturn, installed with prctl or seccomp(2), after its
   # heap was paged out. The pager's own calls (its userfaultfd ioctls, its handlers' returns)

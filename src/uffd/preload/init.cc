@@ -15,6 +15,7 @@
 //   USWAP_BACKGROUND_RECLAIM  1: a background reclaim thread (pager_options::background_reclaim;
 //                       off by default here, see uswap(1) --background-reclaim)
 //   USWAP_STATS_FILE    where the JSON lines go (stderr summary without it)
+//   USWAP_STATS_FD      that file, open ("N:dev:ino", own_fd.h): used when it is still the same
 //   USWAP_ARENA_BASE    where the arena goes (default 48 TiB); every process of a job uses the
 //                       same range, because a seccomp filter an ancestor installed is inherited
 //                       and tests that range
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
@@ -58,6 +60,7 @@
 #include "uswap/base/fault_inject.h"
 #include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
+#include "uswap/base/proc.h"
 #include "uswap/base/units.h"
 #include "uswap/uffd/routable.h"
 #include "uswap/uffd/shim_arena.h"
@@ -117,7 +120,7 @@ struct proc_status {
   char buf[4096];
   proc_status() noexcept {
     buf[0] = 0;
-    const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    const int fd = uswap::proc_open("/proc/self/status", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     const ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
@@ -165,12 +168,17 @@ void reclaim_sample(void*, uint64_t resident_pages, uint64_t pool_bytes) {
 // --- Statistics lines.
 void program_name(char* out, size_t len) noexcept {
   snprintf(out, len, "?");
-  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  const ssize_t n = ::read(fd, out, len - 1);
-  ::close(fd);
-  if (n <= 0) return;
-  out[n] = 0;
+  const int fd = uswap::proc_open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    // No /proc after a chroot: the calling thread's name, usually the main thread's.
+    char name[17] = {};
+    if (::prctl(PR_GET_NAME, name) == 0 && name[0]) snprintf(out, len, "%s", name);
+  } else {
+    const ssize_t n = ::read(fd, out, len - 1);
+    ::close(fd);
+    if (n <= 0) return;
+    out[n] = 0;
+  }
   out[strcspn(out, "\n")] = 0;
   for (char* p = out; *p; ++p)
     if (*p == '"' || *p == '\\' || static_cast<unsigned char>(*p) < 0x20) *p = '_';
@@ -179,6 +187,10 @@ void program_name(char* out, size_t len) noexcept {
 void append_line(const char* line, size_t n) noexcept {
   if (!g.stats_file) {
     (void)write_line(2, line, n);
+    return;
+  }
+  if (g.stats_fd >= 0) {
+    (void)write_line(g.stats_fd, line, n);
     return;
   }
   const int fd = ::open(g.stats_file, O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -314,7 +326,7 @@ namespace {
 // The same for this image, named by /proc/self/exe (under valgrind, the client's).
 void note_unrouted_self(const char* reason) noexcept {
   char exe[512];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  const ssize_t n = uswap::proc_readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = 0;
   note_unrouted_exec(n > 0 ? exe : "?", reason);
 }
@@ -346,7 +358,7 @@ void note_tracer(int job_signal, uint64_t tracer) noexcept {
   if (tracer == 0) return;
   char path[64], comm[64] = "?", prog[64];
   snprintf(path, sizeof path, "/proc/%llu/comm", static_cast<unsigned long long>(tracer));
-  if (const int fd = ::open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
+  if (const int fd = uswap::proc_open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
     const ssize_t n = ::read(fd, comm, sizeof comm - 1);
     ::close(fd);
     comm[n > 0 ? n : 0] = 0;
@@ -496,6 +508,15 @@ int hand_on(int fd, const char* var) {
   return fd;
 }
 
+// The statistics file: inherited (USWAP_STATS_FD) or opened now by its path, and kept open, so
+// that a process that chroots (dovecot's imap-login and anvil) or becomes a user who may not open
+// it still writes its line at exit; -1 when neither works (the path is tried at each line then).
+int open_stats() {
+  int fd = inherited("USWAP_STATS_FD");
+  if (fd < 0 && g.stats_file) fd = ::open(g.stats_file, O_WRONLY | O_APPEND | O_CLOEXEC);
+  return fd < 0 ? -1 : hand_on(fd, "USWAP_STATS_FD");
+}
+
 // uswap run's job: the segment's descriptor inherited (USWAP_JOB_FD), else opened by its path
 // (USWAP_JOB, /proc/PID/fd/N of the supervisor: found by a process whose parent closed the
 // descriptor, but not by one that changed its user, nor after the supervisor is gone). Without
@@ -571,7 +592,9 @@ __attribute__((constructor)) void shim_init() {
     if (auto ac = uswap::parse_uffd_access(a)) o.access = *ac;
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
   // environment strings were in.
+  uswap::proc_keep_root();  // before anything of the program's runs: it may chroot
   if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
+  g.stats_fd = open_stats();
   if (on_valgrind()) {
     note_unrouted_self("run on valgrind, which emulates neither userfaultfd nor seccomp filters");
     return;

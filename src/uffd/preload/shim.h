@@ -69,6 +69,7 @@ struct shim_state {
   bool seccomp = false;       // kernel access through kernel_access.h (no kernel-mode faults)
   bool sigbus_mode = false;   // the pager owns SIGBUS
   const char* stats_file = nullptr;
+  int stats_fd = -1;  // the statistics file, kept open (init.cc open_stats)
   uint64_t start_ns = 0;
   uint64_t limit = 0;
   // What the pager had reserved when the constructor ended, as the kernel counts it against
