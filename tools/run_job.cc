@@ -23,6 +23,16 @@ namespace uswap::tools {
 
 namespace {
 
+// Whether `pid` has ended (gone, or a zombie); a pid reused since looks alive.
+bool process_ended(pid_t pid) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{fd, POLLIN, 0};
+  const bool ended = ::poll(&p, 1, 0) > 0;
+  ::close(fd);
+  return ended;
+}
+
 uint64_t mono_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -179,9 +189,11 @@ void job_supervisor::watch_new_members() {
     if (m.dead) continue;
     if (m.for_child) {
       // A fork's share for its child: adopted within microseconds, unless the fork failed or
-      // the child died first.
+      // the child died first. A child its parent named and that is gone (or a zombie) goes
+      // back at once; one not named, after a while.
       constexpr uint64_t unadopted_ns = uint64_t{2} * 1000 * 1000 * 1000;
-      if (m.age_ns > unadopted_ns) job_->reap_unadopted(m.slot, unadopted_ns);
+      if (m.age_ns > unadopted_ns || (m.child > 0 && process_ended(m.child)))
+        job_->reap_unadopted(m.slot, m.age_ns > unadopted_ns ? unadopted_ns : 0);
       continue;
     }
     auto it = watched_.find(m.slot);

@@ -290,8 +290,11 @@ status pager::impl::after_fork_child() noexcept {
 
 void pager::prepare_fork() noexcept { impl_->prepare_fork(); }
 
-void pager::fork_returned(bool child_created) noexcept {
+void pager::fork_returned(pid_t child) noexcept {
   impl& m = *impl_;
+  const bool child_created = child > 0;
+  if (child_created && m.fork_child_slot >= 0)
+    if (job_ref jr(m); jr) jr->child_forked(static_cast<unsigned>(m.fork_child_slot), child);
   if (!child_created) {
     if (zram_block_allocator* a = m.store->device().backing_allocator())
       for (uint64_t b : m.fork_blocks) a->release(b);

@@ -61,6 +61,7 @@ uint64_t process_start_time(pid_t pid) noexcept {
 struct alignas(cache_line_size) job::member {
   std::atomic<uint32_t> state;
   std::atomic<int32_t> pid;
+  std::atomic<int32_t> child;  // slot_child: the fork's child once its parent named it, else 0
   uint64_t start_time;
   uint64_t created_ns;
   char comm[16];
@@ -234,6 +235,7 @@ result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start
     member& m = s_->members[i];
     if (m.state.load(std::memory_order_relaxed) != slot_free) continue;
     m.pid.store(pid, std::memory_order_relaxed);
+    m.child.store(0, std::memory_order_relaxed);
     m.start_time = start;
     m.created_ns = mono_ns();
     name_member(m.comm, comm);
@@ -298,6 +300,14 @@ status job::adopt(unsigned slot, pid_t pid, std::string_view comm) {
   m.state.store(slot_live, std::memory_order_release);
   ++s_->members_joined;
   return {};
+}
+
+void job::child_forked(unsigned slot, pid_t child) noexcept {
+  if (slot >= job_max_members || child <= 0) return;
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) == slot_child)
+    m.child.store(child, std::memory_order_relaxed);
 }
 
 void job::reap_unadopted(unsigned slot, uint64_t max_age_ns) noexcept {
@@ -596,6 +606,7 @@ job_view job::view() const {
       mv.pid = m.pid.load(std::memory_order_relaxed);
       mv.dead = st == slot_dead;
       mv.for_child = st == slot_child;
+      if (mv.for_child) mv.child = m.child.load(std::memory_order_relaxed);
       mv.age_ns = mono_ns() - m.created_ns;
       mv.comm.assign(m.comm, strnlen(m.comm, sizeof m.comm));
       mv.usage = m.usage;

@@ -233,7 +233,7 @@ TEST(JobRequests, AMemberThatForksWantsTheThread) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) ::_exit(mismatches(a, a_pages, 1) == 0 ? 0 : 1);
-  m.a->fork_returned(true);  // as the shim's fork() does once the parent is back
+  m.a->fork_returned(pid);  // as the shim's fork() does once the parent is back
   EXPECT_TRUE(m.a->kswapd_wanted().load());
   int st = 0;
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);

@@ -121,6 +121,7 @@ struct job_member_view {
   pid_t pid = 0;      // for a child's slot not yet adopted: the parent's
   bool dead = false;  // gone without leaving, not yet reaped
   bool for_child = false;   // reserved by a parent for the child of its fork, not yet adopted
+  pid_t child = 0;          // for_child: the child, once the parent named it (0: not yet)
   uint64_t age_ns = 0;      // since it was taken (CLOCK_MONOTONIC)
   std::string comm;
   uint64_t usage = 0;  // pages reserved
@@ -218,6 +219,10 @@ class job {
   // The child takes the slot over as its own (its pid and name); EINVAL if the slot is not one
   // reserved for a child.
   status adopt(unsigned slot, pid_t pid, std::string_view comm);
+  // The parent names the child of a slot reserved for it, once fork() returned: the supervisor
+  // can then tell a child that died before it adopted the slot (strace's probe children are
+  // killed at once) from one still on its way. Ignored once the slot is adopted.
+  void child_forked(unsigned slot, pid_t child) noexcept;
   // Supervisor: a slot reserved for a child and not adopted for `max_age_ns` goes back.
   void reap_unadopted(unsigned slot, uint64_t max_age_ns) noexcept;
 

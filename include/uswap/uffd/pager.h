@@ -369,8 +369,9 @@ class pager {
   status after_fork_child() noexcept;
   // In the parent, once fork() returned: what prepare_fork set aside for the child (its share of
   // a job, the backing blocks its copy of the zram device refers to) is the child's when one was
-  // created, and goes back when the fork failed. The shim's fork() calls it.
-  void fork_returned(bool child_created) noexcept;
+  // created (`child` > 0, its pid), and goes back when the fork failed. The shim's fork() calls
+  // it.
+  void fork_returned(pid_t child) noexcept;
 
   // --- A limit shared with other processes (uswap run's job, job.h).
   // Joins the job as a member: from then on the pager's pages are charged to the job, reserved

@@ -457,7 +457,7 @@ bool raw_fork_prepare(void*) {
 void raw_fork_parent(void*, long result) {
   shim_scope s;
   uswap::pager_fork_parent();
-  g.pg->fork_returned(result > 0);
+  g.pg->fork_returned(static_cast<pid_t>(result));
 }
 
 void raw_fork_child(void*) {

@@ -536,7 +536,7 @@ USWAP_EXPORT pid_t fork(void) {
       const int saved = errno;
       shim_scope s;
       if (ctype) (void)g.pg->unpin(ctype, ctype_bytes_read);
-      g.pg->fork_returned(pid > 0);
+      g.pg->fork_returned(pid);
       errno = saved;
     }
     return pid;
