@@ -401,6 +401,40 @@ TEST(Job, AChildNotYetRunningCountsItsCopyOfTheParentsPool) {
   EXPECT_EQ(j->pool_bytes(), 301000u);
 }
 
+// The parent names its child once fork() returned; the supervisor reads it from the view (a
+// named child that is gone frees the share at once). Once adopted, the slot is the child's own
+// and a late name changes nothing; an unadopted share goes back when reaped.
+TEST(Job, AForkParentNamesItsChildUntilTheChildAdoptsTheSlot) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto parent = j->join(::getpid(), "parent");
+  ASSERT_TRUE(parent.ok());
+  auto child = j->reserve_for_child(::getpid(), 100);
+  ASSERT_TRUE(child.ok()) << child.error().to_string();
+  auto slot_view = [&](unsigned slot) {
+    for (const job_member_view& m : j->view().members)
+      if (m.slot == slot) return m;
+    return job_member_view{};
+  };
+  EXPECT_TRUE(slot_view(*child).for_child);
+  EXPECT_EQ(slot_view(*child).child, 0) << "named before the parent named it";
+  j->child_forked(*child, 4242);
+  EXPECT_EQ(slot_view(*child).child, 4242);
+  EXPECT_EQ(slot_view(*child).pid, ::getpid()) << "the slot is still the parent's to name";
+  // Reaped unadopted (the supervisor saw 4242 gone): the share goes back at once.
+  EXPECT_EQ(j->charge(), 100u);
+  j->reap_unadopted(*child, 0);
+  EXPECT_EQ(j->charge(), 0u);
+  // Another fork, adopted first: a late name is ignored.
+  auto second = j->reserve_for_child(::getpid(), 50);
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(j->adopt(*second, ::getpid(), "child").ok());
+  j->child_forked(*second, 4343);
+  EXPECT_FALSE(slot_view(*second).for_child);
+  EXPECT_EQ(slot_view(*second).child, 0);
+  EXPECT_EQ(j->charge(), 50u);
+}
+
 // A parent that evicted for its child hands the reservation it freed to the child directly:
 // the share fits even when a sibling took every free page meanwhile, and the charge does not
 // move; without a donor the same request finds no room.
