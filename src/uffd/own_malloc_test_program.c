@@ -10,6 +10,9 @@
 // process goes through it, the loader's included (each new thread's DTV), so these live in the
 // pager's arena.
 //
+// It links own_malloc_early_lib, whose constructor allocates before the shim's constructor has
+// run: the first chunk is mapped through the shim's mmap before the shim has looked anything up.
+//
 // Usage: own_malloc_test_program THREADS MIB ROUNDS
 // Each of THREADS threads allocates its share of MIB MiB in blocks of 1 to 64 KiB, fills each with
 // a pattern of (thread, block, generation), and for ROUNDS rounds checks every block, frees a
@@ -288,6 +291,11 @@ int main(int argc, char** argv) {
   if (argc != 4) {
     fprintf(stderr, "usage: %s THREADS MIB ROUNDS\n", argv[0]);
     return 2;
+  }
+  extern char* own_malloc_early_block;
+  if (!own_malloc_early_block || strcmp(own_malloc_early_block, "allocated by a constructor") != 0) {
+    fprintf(stderr, "%s: the early constructor's block is lost\n", argv[0]);
+    return 1;
   }
   const unsigned threads = (unsigned)atoi(argv[1]);
   const size_t mib = (size_t)atoll(argv[2]);

@@ -308,6 +308,24 @@ std::string resolve_for_caller(const char* file, const void* caller) {
 }
 
 }  // namespace
+
+void* object_function(const void* in_object, const char* name) noexcept {
+  Dl_info info;
+  link_map* lm = nullptr;
+  if (!dladdr1(in_object, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) || !lm)
+    return nullptr;
+  const dyn_tables t = read_dynamic(lm->l_addr, lm->l_ld);
+  if (!t.symtab || !t.strtab || (!t.gnu_hash && !t.sysv_hash)) return nullptr;
+  const size_t n = t.gnu_hash ? gnu_hash_symbols(t.gnu_hash) : t.sysv_hash[1];
+  for (size_t i = 1; i < n; ++i) {
+    const ElfW(Sym)& s = t.symtab[i];
+    if (s.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s.st_info) != STT_FUNC) continue;
+    if (strcmp(t.strtab + s.st_name, name) == 0)
+      return reinterpret_cast<void*>(lm->l_addr + s.st_value);
+  }
+  return nullptr;
+}
+
 }  // namespace uswap::shim
 
 using namespace uswap::shim;

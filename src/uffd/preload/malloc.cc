@@ -138,9 +138,11 @@ void resolve_libc() {
   libc.mmap = pass_mmap;  // last: lc() resolves again while it is null
   // glibc's own, for glibc's blocks: the next definition would be a malloc the program links
   // (libjemalloc: bind9's named and dig), which cannot size a glibc block and crashed on it.
-  if (void* c = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD))
-    libc.malloc_usable_size = reinterpret_cast<decltype(libc.malloc_usable_size)>(
-        dlsym(c, "malloc_usable_size"));
+  // Not through dlopen("libc.so.6"), which calls malloc, and malloc may be the program's, which
+  // may be what called this: Chromium's PartitionAlloc maps memory inside its lock, the shim's
+  // mmap resolved the C library's then, and the process spun on that lock forever.
+  libc.malloc_usable_size = reinterpret_cast<decltype(libc.malloc_usable_size)>(
+      object_function(reinterpret_cast<const void*>(&__libc_malloc), "malloc_usable_size"));
   if (!libc.malloc_usable_size)
     libc.malloc_usable_size = next_fn<decltype(libc.malloc_usable_size)>("malloc_usable_size");
   libc.sigaction = next_fn<decltype(libc.sigaction)>("sigaction");

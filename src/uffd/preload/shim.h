@@ -176,6 +176,11 @@ inline const libc_fns& lc() noexcept {
 // malloc.cc), the memory calls it makes through syscall() go to the kernel (mmap.cc).
 extern thread_local int tls_passing_on [[gnu::tls_model("initial-exec")]];
 
+// The function `name` as the loaded object holding `in_object` defines it, read from its dynamic
+// symbol table (dlopen.cc), or nullptr. Allocates nothing: it may run inside the program's own
+// malloc (the C library's dlopen and dlsym with a handle call malloc).
+void* object_function(const void* in_object, const char* name) noexcept;
+
 // The executable segment of the loaded object whose text holds `fn`: [lo, hi), or {0, 0}.
 std::pair<uintptr_t, uintptr_t> object_text(uintptr_t fn) noexcept;
 
