@@ -603,6 +603,33 @@ C
       [ "$(tail -n 1 "$tmp/e" | jq '.job.peak_resident_bytes')" -le $((8 << 20)) ] ||
       fail "a chrooted program and its child: not both in the job with their statistics: $(tail -c 800 "$tmp/e")"
   fi
+  # Chromium's probe for seccomp-bpf: a filter install with a null program must fail with
+  # EFAULT, through prctl and through syscall(SYS_seccomp). The shim's sandbox wrappers turned
+  # every failure into EPERM ("Lacking support for seccomp-bpf sandbox").
+  cat >"$tmp/probe.c" <<'C'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/seccomp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+  errno = 0;
+  const int p = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, NULL);
+  const int pe = errno;
+  errno = 0;
+  const long s = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, NULL);
+  printf("prctl %d %s; seccomp %ld %s\n", p, strerror(pe), s, strerror(errno));
+  return 0;
+}
+C
+  cc -O2 -o "$tmp/probe" "$tmp/probe.c" || fail "cannot build the seccomp probe"
+  want=$("$tmp/probe")
+  "$uswap" run --limit 8M -- "$tmp/probe" >"$tmp/o" 2>"$tmp/e"
+  [ "$(cat "$tmp/o")" = "$want" ] && [ "$want" = "prctl -1 Bad address; seccomp -1 Bad address" ] ||
+    fail "the seccomp-bpf probe: printed $(cat "$tmp/o"), plain $want"
   # A program that sandboxes itself as OpenSSH's pre-authentication child does: a filter that
   # kills the thread on any ioctl or rt_sigreturn, installed with prctl or seccomp(2), after its
   # heap was paged out. The pager's own calls (its userfaultfd ioctls, its handlers' returns)

@@ -558,7 +558,7 @@ extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_wrapped_s
       return close_range(static_cast<unsigned>(a1), static_cast<unsigned>(a2),
                          static_cast<int>(a3));
     case SYS_seccomp:
-      return libc_result(seccomp_filter_call(a1, a2, a3));
+      return seccomp_filter_call(a1, a2, a3);
     case SYS_readv:
       return readv(fd, iov(a2), static_cast<int>(a3));
     case SYS_writev:

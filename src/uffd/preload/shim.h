@@ -283,9 +283,9 @@ ssize_t write_line(int fd, const void* buf, size_t n) noexcept;
 // so it makes none; its statistics line is not written.
 inline std::atomic<bool> program_sandboxed{false};
 // seccomp(2) as the program calls it through syscall() (sandbox.cc): a filter it installs gets
-// the pager's allowance in front. A raw result (-errno on failure).
+// the pager's allowance in front. Returns as syscall(2) does (-1 with errno set on failure).
 long seccomp_filter_call(long op, long flags, long args) noexcept;
-// prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, a4, a5) with the same allowance; raw result.
+// prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, a4, a5) with the same allowance; as syscall(2).
 long prctl_filter_call(unsigned long prog, unsigned long a4, unsigned long a5) noexcept;
 // The process unmapped `rejected` reservations placed elsewhere than their mmap hint (mmap.cc):
 // its hinted reservations go to the kernel from now on. Said once, on stderr and as an event.

@@ -245,7 +245,7 @@ USWAP_EXPORT int prctl(int option, ...) {
   va_end(ap);
   // A sandbox the program installs (sandbox.cc).
   if (option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_FILTER && active())
-    return static_cast<int>(libc_result(prctl_filter_call(a3, a4, a5)));
+    return static_cast<int>(prctl_filter_call(a3, a4, a5));
   const int r = real(option, a2, a3, a4, a5);
   // The options that change the caller's capabilities or how a uid change keeps them.
   const bool caps = option == PR_SET_KEEPCAPS || option == PR_SET_SECUREBITS ||
