@@ -585,6 +585,15 @@ C
   joined=$(tail -n 1 "$tmp/e" | jq '.job.processes')
   [ "$joined" -lt 150 ] ||
     fail "children killed at once: $joined of 201 processes joined, the race (a kill before adoption) was not shown"
+  # A clone that shares memory and has a thread pointer of its own (Chromium's chroot helper),
+  # whose child calls _exit: the shim's _exit is not pager code's to run there (SIGSEGV before).
+  cc -O2 -o "$tmp/clonevm" "$(dirname "${BASH_SOURCE[0]}")/clone_vm_test_program.c" ||
+    fail "cannot build the CLONE_VM program"
+  want=$("$tmp/clonevm")
+  "$uswap" run --limit 8M -- "$tmp/clonevm" >"$tmp/o" 2>"$tmp/e"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+    fail "CLONE_VM children with their own TLS: status $rc, printed $(cat "$tmp/o"), plain $want"
   # A process that chroots where there is no /proc, then forks (dovecot's imap-login and
   # anvil chroot): both stay in the job and both leave their statistics. Before, the child left
   # the job (its /proc/self/ns/pid unreadable) and neither wrote a line (the statistics file

@@ -292,7 +292,10 @@ void write_stats(const char* event) noexcept {
 }
 
 void image_ends(const char* event) noexcept {
-  if (!ready()) return;
+  // A child that shares this memory and is not this image (vfork; a clone with CLONE_VM and a
+  // thread pointer of its own, as Chromium's chroot helper, whose TLS block is zeros): nothing
+  // here is its to do, and pager code, which reads TLS first thing, would crash in it.
+  if (!ready() || uswap::raw_syscall(SYS_getpid) != g.pid) return;
   pager_call([event] {  // off a stack in the arena
     write_stats(event);
     // Not in a vfork child, which shares its parent's pager.
