@@ -1,9 +1,7 @@
-// enum_names, mix64, fetch_max, USWAP_DCHECK, own_fd and proc.
+// enum_names, mix64, fetch_max, USWAP_DCHECK and own_fd.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <set>
@@ -15,7 +13,6 @@
 #include "uswap/base/enum_names.h"
 #include "uswap/base/hash.h"
 #include "uswap/base/own_fd.h"
-#include "uswap/base/proc.h"
 
 namespace uswap {
 namespace {
@@ -159,38 +156,4 @@ TEST(OwnFd, APassedOnNameDesignatesTheSameFileOnly) {
   for (const char* bad : {"", "12", "x:1:2", "3:1:2junk", "-1:0:0"})
     EXPECT_EQ(uswap::own_fd_inherited(bad), -1) << bad;
   EXPECT_EQ(uswap::own_fd_inherited(nullptr), -1);
-}
-
-// In a child that chroots into an empty directory: /proc/self is gone for open(2), and still
-// there through the kept root, for this process ("self" resolves per caller).
-TEST(Proc, PathsResolveThroughTheKeptRootAfterAChroot) {
-  if (::geteuid() != 0) GTEST_SKIP() << "chroot needs root";
-  char dir[] = "/tmp/uswap-proc-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    struct stat before;
-    if (!uswap::proc_keep_root() || uswap::proc_stat("/proc/self/ns/pid", &before) != 0) _exit(2);
-    if (::chroot(dir) != 0 || ::chdir("/") != 0) _exit(3);
-    if (::open("/proc/self/comm", O_RDONLY | O_CLOEXEC) >= 0) _exit(4);  // the chroot took it
-    const int fd = uswap::proc_open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-    char comm[32] = {};
-    if (fd < 0 || ::read(fd, comm, sizeof comm - 1) <= 0) _exit(5);
-    struct stat after;
-    if (uswap::proc_stat("/proc/self/ns/pid", &after) != 0 || after.st_ino != before.st_ino)
-      _exit(6);
-    char link[64];
-    const ssize_t n = uswap::proc_readlink("/proc/self", link, sizeof link - 1);
-    if (n <= 0) _exit(7);
-    link[n] = 0;
-    if (std::atol(link) != ::getpid()) _exit(8);  // this process, not the one that kept it
-    _exit(uswap::own_fd(fd) ? 9 : 0);
-  }
-  int st = 0;
-  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
-  ::rmdir(dir);
-  ASSERT_TRUE(WIFEXITED(st));
-  EXPECT_EQ(WEXITSTATUS(st), 0) << "2: no root kept, 3: chroot, 4: /proc still there, 5..8: "
-                                   "a read through the root failed, 9: the wrong descriptor kept";
 }

@@ -309,6 +309,9 @@ void pager::fork_returned(pid_t child) noexcept {
     if (job_ref jr(m); jr) m.want_kswapd(*jr, true);
 }
 void pager::after_fork_parent() noexcept { impl_->after_fork_parent(); }
+void pager::program_sandboxed() noexcept {
+  impl_->vectored_evict.store(false, std::memory_order_relaxed);
+}
 status pager::after_fork_child() noexcept { return impl_->after_fork_child(); }
 
 }  // namespace uswap

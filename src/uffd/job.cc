@@ -16,7 +16,6 @@
 #include "uswap/base/atomic_max.h"
 #include "uswap/base/dcheck.h"
 #include "uswap/base/page.h"
-#include "uswap/base/proc.h"
 #include "uswap/sync/futex.h"
 
 namespace uswap {
@@ -39,7 +38,7 @@ uint64_t mono_ns() noexcept {
 uint64_t process_start_time(pid_t pid) noexcept {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  const int fd = proc_open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[1024];
   const ssize_t n = ::read(fd, buf, sizeof buf - 1);
@@ -163,7 +162,7 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   s->max_members = job_max_members;
   s->signal = sig;
   s->backing_blocks = opts.backing_blocks;
-  if (struct stat ns; proc_stat("/proc/self/ns/pid", &ns) == 0) {
+  if (struct stat ns; ::stat("/proc/self/ns/pid", &ns) == 0) {
     s->pidns_dev = ns.st_dev;
     s->pidns_ino = ns.st_ino;
   }
@@ -339,11 +338,25 @@ void job::leave(unsigned slot) noexcept {
   m.state.store(slot_free, std::memory_order_release);
 }
 
+namespace {
+// What this process (or the parent it was forked from) last read from /proc/self/ns/pid:
+// 1 the job's namespace, 0 another, -1 never read.
+std::atomic<int> last_pidns_seen{-1};
+}  // namespace
+
 bool job::in_pid_namespace() const noexcept {
   if (s_->pidns_ino == 0) return true;  // the supervisor could not tell: as before namespaces
   struct stat ns;
-  return proc_stat("/proc/self/ns/pid", &ns) == 0 && ns.st_dev == s_->pidns_dev &&
-         ns.st_ino == s_->pidns_ino;
+  if (::stat("/proc/self/ns/pid", &ns) == 0) {
+    const bool same = ns.st_dev == s_->pidns_dev && ns.st_ino == s_->pidns_ino;
+    last_pidns_seen.store(same ? 1 : 0, std::memory_order_relaxed);
+    return same;
+  }
+  // No /proc: a process that chrooted (dovecot's login processes). Its fork's child is where its
+  // parent was, unless it is the first process of a new namespace (pid 1). No kept descriptor
+  // of /proc instead: a directory descriptor would let a chrooted sandbox out (Chromium refuses
+  // to run with one).
+  return ::getpid() != 1 && last_pidns_seen.load(std::memory_order_relaxed) == 1;
 }
 
 bool job::still_alive(unsigned slot) const noexcept {
@@ -352,7 +365,9 @@ bool job::still_alive(unsigned slot) const noexcept {
   if (m.state.load(std::memory_order_acquire) != slot_live) return false;
   const pid_t pid = m.pid.load(std::memory_order_relaxed);
   const uint64_t start = process_start_time(pid);
-  return start != 0 && start == m.start_time;
+  // A member that joined without /proc (after a chroot) could not read its start time: alive
+  // while its pid is, reuse of the pid not told apart.
+  return start != 0 && (start == m.start_time || m.start_time == 0);
 }
 
 void job::reap_dead(unsigned slot) noexcept {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,7 +19,6 @@
 #include "kernel_access.h"
 #include "pager_impl.h"
 #include "sigbus.h"
-#include "uswap/base/proc.h"
 #include "uswap/sync/futex.h"
 
 namespace uswap {
@@ -31,8 +31,12 @@ constexpr int job_signal_magic = 0x75737770;  // "uswp"
 
 void process_comm(char (&out)[16]) noexcept {
   std::memset(out, 0, sizeof out);
-  const int fd = proc_open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {  // no /proc after a chroot: the calling thread's name, usually the main one's
+    (void)::prctl(PR_GET_NAME, out);
+    out[sizeof out - 1] = 0;
+    return;
+  }
   const ssize_t n = ::read(fd, out, sizeof out - 1);
   ::close(fd);
   if (n > 0) out[std::strcspn(out, "\n")] = 0;
@@ -43,7 +47,7 @@ bool read_task_file(pid_t pid, const char* file, char* out, size_t out_len) noex
   char path[80];
   std::snprintf(path, sizeof path, "/proc/%d/task/%d/%s", static_cast<int>(pid),
                 static_cast<int>(pid), file);
-  const int fd = proc_open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const ssize_t n = ::read(fd, out, out_len - 1);
   ::close(fd);

@@ -232,7 +232,8 @@ constexpr int max_pin_retries = 4000;  // ~0.2 s of pauses, then ENOMEM
 
 uintptr_t page_end(uintptr_t a) noexcept { return (a | (page_size - 1)) + 1; }
 
-// process_vm_readv refused (a container's seccomp policy): read directly, trusting the pointer.
+// process_vm_readv refused (a container's seccomp policy), or a filter of the program's own that
+// may kill for it (kernel_access_copy_directly): read directly, trusting the pointer.
 std::atomic<bool> pvr_broken{false};
 
 bool read_self(void* dst, uintptr_t src, size_t len) noexcept {
@@ -1929,6 +1930,8 @@ bool syscall_restarts_cleanly(long nr, const long* a) noexcept {
 void kernel_access_forget_pins(uintptr_t addr, uint64_t len) noexcept {
   forget_forever(addr, len);
 }
+
+void kernel_access_copy_directly() noexcept { pvr_broken.store(true, std::memory_order_relaxed); }
 
 void kernel_access_set_quiet_signal(int sig) noexcept {
   quiet_signals.store(sig > 0 && sig < 65 ? bit(sig) : 0, std::memory_order_relaxed);

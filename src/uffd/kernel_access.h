@@ -171,6 +171,12 @@ void kernel_access_forget_pins(uintptr_t addr, uint64_t len) noexcept;
 // 0: none. Any thread, any time.
 void kernel_access_set_quiet_signal(int sig) noexcept;
 
+// The program installed a seccomp filter of its own: the engine copies to and from the program's
+// memory directly from now on, without process_vm_readv/writev, which such a filter may answer
+// by killing the process (Chromium's renderers). A bad pointer then faults rather than failing
+// with EFAULT. Any thread, any time; inherited by fork.
+void kernel_access_copy_directly() noexcept;
+
 // Whether a handler installed with SA_RESTART that interrupts system call `nr` (arguments `a`)
 // while it sleeps leaves no trace the program could see: the call has done nothing yet and is
 // restarted (read, readv, pread, recvfrom without MSG_WAITALL, wait4, waitid, futex, nanosleep,

@@ -453,7 +453,7 @@ void pager::impl::evict_drop(eviction_pass& p) noexcept {
   size_t want = 0;
   for (unsigned i = 0; i < nio; ++i) want += iov[i].iov_len;
   const bool vectored =
-      nio > 1 && self_pidfd >= 0 &&
+      nio > 1 && self_pidfd >= 0 && vectored_evict.load(std::memory_order_relaxed) &&
       ::syscall(SYS_process_madvise, self_pidfd, iov, nio, MADV_DONTNEED, 0) ==
           static_cast<long>(want);
   if (vectored) return;

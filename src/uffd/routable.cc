@@ -11,8 +11,6 @@
 
 #include <algorithm>
 
-#include "uswap/base/proc.h"
-
 namespace uswap {
 
 namespace {
@@ -173,7 +171,7 @@ const char* unroutable_reason(const char* path, bool* preload_breaks) noexcept {
 }
 
 const char* own_runtime_reason() noexcept {
-  const int fd = uswap::proc_open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  const int fd = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   const char* r = elf_reason(fd, nullptr, true);
   ::close(fd);

@@ -644,7 +644,11 @@ C
   # heap was paged out. The pager's own calls (its userfaultfd ioctls, its handlers' returns)
   # pass; the program's policy still holds for the program (getppid refused); the job sets
   # RLIMIT_FSIZE to 0 first, as OpenSSH does, and nothing the shim writes may raise SIGXFSZ.
-  # Killed by SIGSYS (159) before.
+  # Killed by SIGSYS (159) before. The filter also kills on process_madvise, process_vm_* and
+  # mmap with MAP_FIXED_NOREPLACE, as Chromium's renderer policy does: once the program
+  # sandboxed itself the pager evicts with madvise, the shim's readv (its iovec array on the
+  # stack, decoded) copies directly, and a hint near the program's code goes to the kernel as
+  # the program gave it (Chromium's renderers died of each before).
   cat >"$tmp/sandboxed.c" <<'C'
 #define _GNU_SOURCE
 #include <errno.h>
@@ -654,8 +658,12 @@ C
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
   size_t n = 32u << 20, s = 0;
@@ -669,8 +677,21 @@ int main(int argc, char **argv) {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[3])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_FIXED_NOREPLACE, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_THREAD),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
+  int fds[2];
+  if (pipe(fds) != 0 || write(fds[1], "through a sandbox", 17) != 17) return 4;
+  struct iovec *iov = malloc(2 * sizeof *iov);
   struct sock_fprog prog = {sizeof f / sizeof f[0], f};
   struct rlimit zero = {0, 0};
   fflush(stdout);
@@ -680,6 +701,17 @@ int main(int argc, char **argv) {
   if (r != 0) return 3;
   for (int round = 0; round < 2; ++round)
     for (size_t i = 0; i < n; i += 4096) s += p[i];
+  iov[0] = (struct iovec){p + 4096 * 3 - 7, 7};
+  iov[1] = (struct iovec){p + (n / 2), 10};
+  /* A JIT's code area: a hint within a rel32 jump of the program's text, which the shim gives
+     the kernel to place (V8's code range in Chromium's renderers). */
+  void *hint = (void *)(((uintptr_t)&main + (64u << 20)) & ~(uintptr_t)0xfffff);
+  void *code = mmap(hint, 1u << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (code == MAP_FAILED) return 6;
+  struct iovec on_stack[2] = {iov[0], iov[1]};  /* the shim's readv decodes it: read from here */
+  if (readv(fds[0], on_stack, 2) != 17 || memcmp(p + 4096 * 3 - 7, "through", 7) != 0 ||
+      memcmp(p + n / 2, " a sandbox", 10) != 0)
+    return 5;
   errno = 0;
   const long pp = syscall(SYS_getppid);
   printf("sum %zu, getppid %s\n", s, pp == -1 && errno == EPERM ? "refused" : "allowed");

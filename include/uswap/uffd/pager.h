@@ -373,6 +373,11 @@ class pager {
   // it.
   void fork_returned(pid_t child) noexcept;
 
+  // The program installed a seccomp filter of its own (a sandbox): from now on the pager makes
+  // only calls such filters allow to any allocator, madvise rather than process_madvise, since a
+  // call the filter refuses kills the process (Chromium's renderers). Inherited by fork.
+  void program_sandboxed() noexcept;
+
   // --- A limit shared with other processes (uswap run's job, job.h).
   // Joins the job as a member: from then on the pager's pages are charged to the job, reserved
   // in batches (resident <= the reservation <= the job's limit, which takes the place of

@@ -60,7 +60,6 @@
 #include "uswap/base/fault_inject.h"
 #include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
-#include "uswap/base/proc.h"
 #include "uswap/base/units.h"
 #include "uswap/uffd/routable.h"
 #include "uswap/uffd/shim_arena.h"
@@ -120,7 +119,7 @@ struct proc_status {
   char buf[4096];
   proc_status() noexcept {
     buf[0] = 0;
-    const int fd = uswap::proc_open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     const ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
@@ -168,7 +167,7 @@ void reclaim_sample(void*, uint64_t resident_pages, uint64_t pool_bytes) {
 // --- Statistics lines.
 void program_name(char* out, size_t len) noexcept {
   snprintf(out, len, "?");
-  const int fd = uswap::proc_open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+  const int fd = ::open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     // No /proc after a chroot: the calling thread's name, usually the main thread's.
     char name[17] = {};
@@ -329,7 +328,7 @@ namespace {
 // The same for this image, named by /proc/self/exe (under valgrind, the client's).
 void note_unrouted_self(const char* reason) noexcept {
   char exe[512];
-  const ssize_t n = uswap::proc_readlink("/proc/self/exe", exe, sizeof exe - 1);
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = 0;
   note_unrouted_exec(n > 0 ? exe : "?", reason);
 }
@@ -361,7 +360,7 @@ void note_tracer(int job_signal, uint64_t tracer) noexcept {
   if (tracer == 0) return;
   char path[64], comm[64] = "?", prog[64];
   snprintf(path, sizeof path, "/proc/%llu/comm", static_cast<unsigned long long>(tracer));
-  if (const int fd = uswap::proc_open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
+  if (const int fd = ::open(path, O_RDONLY | O_CLOEXEC); fd >= 0) {
     const ssize_t n = ::read(fd, comm, sizeof comm - 1);
     ::close(fd);
     comm[n > 0 ? n : 0] = 0;
@@ -595,7 +594,6 @@ __attribute__((constructor)) void shim_init() {
     if (auto ac = uswap::parse_uffd_access(a)) o.access = *ac;
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
   // environment strings were in.
-  uswap::proc_keep_root();  // before anything of the program's runs: it may chroot
   if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
   g.stats_fd = open_stats();
   if (on_valgrind()) {

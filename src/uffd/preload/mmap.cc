@@ -298,9 +298,13 @@ USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off
   // there, else the arena's as any other.
   if ((hinted && honor_hints.load(std::memory_order_relaxed)) ||
       (addr && !overlaps_arena(addr, len) && near_code(addr, len))) {
+    // The hint as the program gave it, not MAP_FIXED_NOREPLACE: a program's sandbox allows the
+    // flags it uses itself (Chromium's renderers are killed for NOREPLACE). Placed elsewhere,
+    // it goes back and the arena has it.
     const int saved = errno;
-    void* k = lc().mmap(addr, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
-    if (k != MAP_FAILED) return k;  // where the program asked, unrouted
+    void* k = lc().mmap(addr, len, prot, flags, fd, off);
+    if (k == addr) return k;  // where the program asked, unrouted
+    if (k != MAP_FAILED) lc().munmap(k, len);
     errno = saved;
   }
   void* const r = pager_call([&] {
@@ -507,7 +511,8 @@ USWAP_EXPORT int mlockall(int flags) {
 // is a few instructions of assembly: a memory call (or a close, fds.cc; a seccomp, sandbox.cc)
 // goes to the wrapper of the same name, and so does a call whose buffers sit behind an array the
 // seccomp filter cannot see (io.cc: libuv makes recvmmsg and sendmmsg with syscall(), its
-// mmsghdr array on the stack, and bind9's named lost queries to EFAULT); any
+// mmsghdr array on the stack, and bind9's named lost queries to EFAULT), and the signal calls
+// (signals.cc: Chromium resets its child's handlers with syscall(SYS_rt_sigaction)); any
 // other number jumps, without a frame of its own, to the C library's syscall(), so that the
 // call is made from the C library's text as before (the raw-fork filter traps a clone made
 // there) and a vfork made this way returns into no frame of the shim's. Before the shim has
@@ -591,6 +596,12 @@ extern "C" __attribute__((visibility("hidden"), used)) long uswap_shim_wrapped_s
                                static_cast<unsigned long>(a6));
     case SYS_vmsplice:
       return vmsplice(fd, iov(a2), static_cast<size_t>(a3), static_cast<unsigned>(a4));
+    case SYS_rt_sigaction:
+      return rt_sigaction_call(a1, a2, a3, a4);
+    case SYS_rt_sigprocmask:
+      return rt_sigprocmask_call(a1, a2, a3, a4);
+    case SYS_sigaltstack:
+      return sigaltstack(reinterpret_cast<const stack_t*>(a1), reinterpret_cast<stack_t*>(a2));
     default:
       return uswap::raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
   }
@@ -623,6 +634,7 @@ syscall:
   USWAP_WRAPPED(SYS_sendmsg) USWAP_WRAPPED(SYS_recvmsg) USWAP_WRAPPED(SYS_sendmmsg)
   USWAP_WRAPPED(SYS_recvmmsg) USWAP_WRAPPED(SYS_process_vm_readv)
   USWAP_WRAPPED(SYS_process_vm_writev) USWAP_WRAPPED(SYS_vmsplice)
+  USWAP_WRAPPED(SYS_rt_sigaction) USWAP_WRAPPED(SYS_rt_sigprocmask) USWAP_WRAPPED(SYS_sigaltstack)
 R"(  mov uswap_shim_next_syscall(%rip), %rax
   test %rax, %rax
   jz 2f

@@ -21,6 +21,7 @@
 
 #include <atomic>
 
+#include "../kernel_access.h"
 #include "shim.h"
 #include "uswap/base/raw_syscall.h"
 
@@ -130,6 +131,9 @@ long install_program_filter(const sock_fprog* prog, Install install) noexcept {
   p.len = static_cast<unsigned short>(with_prefix(prog, copy));
   p.filter = copy;
   say_once();  // before: the sandbox may forbid what saying it takes
+  // Before too: a pass evicting between the install and this would make a refused call.
+  if (ready()) g.pg->program_sandboxed();
+  uswap::kernel_access_copy_directly();
   const long r = install(&p);
   if (r == 0) program_sandboxed.store(true, std::memory_order_relaxed);
   return r;

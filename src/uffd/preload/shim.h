@@ -267,6 +267,10 @@ void note_unrouted_exec(const char* path, const char* reason) noexcept;
 // entry, kept at the end of the shim's start, so that a program started with an environment
 // without them (env -i, a daemon that scrubs its children's) gets them back and stays in the job.
 void keep_job_environment() noexcept;
+// rt_sigaction(2) and rt_sigprocmask(2) as a program makes them through syscall() (signals.cc),
+// routed as sigaction and pthread_sigmask are; they return as syscall(2) does.
+long rt_sigaction_call(long sig, long act, long old, long set_size) noexcept;
+long rt_sigprocmask_call(long how, long set, long old, long set_size) noexcept;
 // struct sigaction as rt_sigaction(2) takes it (the shim's raw calls, past its own wrapper).
 struct kernel_sigaction {
   void* handler;

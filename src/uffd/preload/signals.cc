@@ -33,6 +33,7 @@
 
 #include "../kernel_access.h"
 #include "shim.h"
+#include "uswap/base/raw_syscall.h"
 
 namespace uswap::shim {
 
@@ -390,3 +391,46 @@ USWAP_EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
         SYS_sigaltstack, reinterpret_cast<long>(ss), reinterpret_cast<long>(old))));
   return lc().sigaltstack(ss, old);
 }
+
+// rt_sigaction(2) and rt_sigprocmask(2) made through syscall() (Chromium resets every handler to
+// SIG_DFL that way in a child it launches): the same routing as the C library's functions, or
+// the pager's SIGSYS would become SIG_DFL and the child's next trapped call would kill it.
+namespace uswap::shim {
+
+long rt_sigaction_call(long sig, long act_p, long old_p, long set_size) noexcept {
+  if (set_size != sizeof(uint64_t)) return fail_with(EINVAL, -1L);
+  const auto* kact = reinterpret_cast<const kernel_sigaction*>(act_p);
+  auto* kold = reinterpret_cast<kernel_sigaction*>(old_p);
+  struct sigaction act {}, old {};
+  if (kact) {
+    act.sa_handler = reinterpret_cast<sighandler_t>(kact->handler);  // or sa_sigaction: a union
+    act.sa_flags = static_cast<int>(kact->flags);
+    sigemptyset(&act.sa_mask);
+    memcpy(&act.sa_mask, &kact->mask, sizeof kact->mask);
+  }
+  const int r = ::sigaction(static_cast<int>(sig), kact ? &act : nullptr, kold ? &old : nullptr);
+  if (r == 0 && kold) {
+    kold->handler = reinterpret_cast<void*>(old.sa_handler);
+    kold->flags = static_cast<unsigned long>(static_cast<unsigned>(old.sa_flags));
+    kold->restorer = reinterpret_cast<void*>(old.sa_restorer);
+    memcpy(&kold->mask, &old.sa_mask, sizeof kold->mask);
+  }
+  return r;
+}
+
+long rt_sigprocmask_call(long how, long set_p, long old_p, long set_size) noexcept {
+  if (set_size != sizeof(uint64_t)) return fail_with(EINVAL, -1L);
+  const auto* set = reinterpret_cast<const uint64_t*>(set_p);
+  uint64_t m;
+  if (set && how != SIG_UNBLOCK && ready()) {
+    auto bit = [](int s) { return uint64_t{1} << (s - 1); };
+    m = *set;
+    if (g.sigbus_mode) m &= ~bit(SIGBUS);
+    if (g.seccomp) m &= ~bit(SIGSYS);
+    if (g.job_signal) m &= ~bit(g.job_signal);
+    set = &m;
+  }
+  return uswap::raw_syscall(SYS_rt_sigprocmask, how, set, old_p, set_size);
+}
+
+}  // namespace uswap::shim
