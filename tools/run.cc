@@ -337,13 +337,13 @@ void run_result::print(std::ostream& os) const {
     else
       os << "nothing watches them (a fork failed): a member killed now keeps its share\n";
   }
-  // Anonymous memory the shim never saw (a runtime's own mmap system calls, as SBCL makes them;
-  // MAP_32BIT; brk) is not held to the limit: named when it is a real part of the job's memory,
+  // Anonymous memory the shim never saw (thread stacks, which glibc maps itself; a runtime's own
+  // mmap system calls, as SBCL makes them; MAP_32BIT; brk) is not held to the limit: named when it is a real part of the job's memory,
   // more than the loader's and the C library's few MiB.
   if (const auto& m = r.most_unrouted; m.bytes > (uint64_t{32} << 20) && m.bytes > m.limit / 4)
     os << "uswap run: not limited: " << m.program << " (pid " << m.pid << ") had " << mib(m.bytes)
-       << " of unrouted anonymous memory at peak, mapped past the shim (its own mmap system "
-          "calls, MAP_32BIT or brk)\n";
+       << " of unrouted anonymous memory at peak, mapped past the shim (thread stacks, its own "
+          "mmap system calls, MAP_32BIT or brk)\n";
 }
 
 // The options only this command checks; an exit status (2) and the message, or 0.
