@@ -343,6 +343,13 @@ ctypes.string_at(0)' >/dev/null 2>&1
   if unshare -U -r true 2>/dev/null; then
     "$uswap" run --limit 8M --background-reclaim -- unshare -U -r sh -c 'echo uid $(id -u)' >"$tmp/o" 2>"$tmp/e"
     [ "$(cat "$tmp/o")" = "uid 0" ] || fail "unshare -U under uswap run: $(cat "$tmp/o") $(tail -c 600 "$tmp/e")"
+    # A new pid namespace (a container, a sandbox): its processes are limited each on its own,
+    # said once for the tree rather than by every process (twice here before).
+    if unshare -Upf -r true 2>/dev/null; then
+      "$uswap" run --limit 8M -- unshare -Upf -r sh -c 'true; ls / >/dev/null; echo in' >"$tmp/o" 2>"$tmp/e"
+      [ "$(cat "$tmp/o")" = in ] && [ "$(grep -c "cannot join the job" "$tmp/e")" = 1 ] ||
+        fail "a pid namespace under uswap run: $(cat "$tmp/o"), $(grep -c "cannot join the job" "$tmp/e") lines"
+    fi
   fi
   "$uswap" run --limit 8M -- /nonexistent/program >"$tmp/o" 2>&1
   [ $? -eq 127 ] && grep -q "cannot run" "$tmp/o" || fail "missing program: $(cat "$tmp/o")"

@@ -548,8 +548,16 @@ void join_job(std::shared_ptr<uswap::job>* shared) {
   g.pg->warm_up();
   install_job_signal((*shared)->signal());
   if (auto st = g.pg->join_job(*shared); !st.ok()) {
-    fprintf(stderr, "uswap: cannot join the job (%s): this process is limited on its own\n",
-            st.to_string().c_str());
+    // Once per tree: in a container or sandbox (a pid namespace of its own) every process
+    // would say the same (USWAP_ALONE_SAID is inherited, and kept as the job's variables are).
+    const char* said = getenv("USWAP_ALONE_SAID");
+    if (!said || strcmp(said, st.to_string().c_str()) != 0) {
+      fprintf(stderr,
+              "uswap: cannot join the job (%s): this process is limited on its own (and so is "
+              "each it starts for the same reason, not said again)\n",
+              st.to_string().c_str());
+      setenv("USWAP_ALONE_SAID", st.to_string().c_str(), 1);
+    }
     return;
   }
   g.job = shared;
