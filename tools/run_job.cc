@@ -193,7 +193,7 @@ void job_supervisor::watch_new_members() {
       // back at once; one not named, after a while.
       constexpr uint64_t unadopted_ns = uint64_t{2} * 1000 * 1000 * 1000;
       if (m.age_ns > unadopted_ns || (m.child > 0 && process_ended(m.child)))
-        job_->reap_unadopted(m.slot, m.age_ns > unadopted_ns ? unadopted_ns : 0);
+        job_->reap_unadopted(m.slot, unadopted_ns, m.child);
       continue;
     }
     auto it = watched_.find(m.slot);

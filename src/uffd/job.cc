@@ -309,12 +309,15 @@ void job::child_forked(unsigned slot, pid_t child) noexcept {
     m.child.store(child, std::memory_order_relaxed);
 }
 
-void job::reap_unadopted(unsigned slot, uint64_t max_age_ns) noexcept {
+void job::reap_unadopted(unsigned slot, uint64_t max_age_ns, pid_t ended_child) noexcept {
   if (slot >= job_max_members) return;
   {
     lock_guard g(*this);
     member& m = s_->members[slot];
-    if (m.state.load(std::memory_order_relaxed) != slot_child || mono_ns() - m.created_ns < max_age_ns)
+    // The slot may have been taken again since the caller looked: by age, or by its child.
+    const bool ended = ended_child > 0 && m.child.load(std::memory_order_relaxed) == ended_child;
+    if (m.state.load(std::memory_order_relaxed) != slot_child ||
+        (!ended && mono_ns() - m.created_ns < max_age_ns))
       return;
     m.state.store(slot_dead, std::memory_order_relaxed);
     ++s_->members_reaped;

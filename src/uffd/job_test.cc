@@ -423,7 +423,9 @@ TEST(Job, AForkParentNamesItsChildUntilTheChildAdoptsTheSlot) {
   EXPECT_EQ(slot_view(*child).pid, ::getpid()) << "the slot is still the parent's to name";
   // Reaped unadopted (the supervisor saw 4242 gone): the share goes back at once.
   EXPECT_EQ(j->charge(), 100u);
-  j->reap_unadopted(*child, 0);
+  j->reap_unadopted(*child, uint64_t{60} * 1000 * 1000 * 1000, 4343);  // not its child
+  EXPECT_EQ(j->charge(), 100u) << "a slot reaped for a child it is not reserved for";
+  j->reap_unadopted(*child, uint64_t{60} * 1000 * 1000 * 1000, 4242);
   EXPECT_EQ(j->charge(), 0u);
   // Another fork, adopted first: a late name is ignored.
   auto second = j->reserve_for_child(::getpid(), 50);

@@ -223,8 +223,9 @@ class job {
   // can then tell a child that died before it adopted the slot (strace's probe children are
   // killed at once) from one still on its way. Ignored once the slot is adopted.
   void child_forked(unsigned slot, pid_t child) noexcept;
-  // Supervisor: a slot reserved for a child and not adopted for `max_age_ns` goes back.
-  void reap_unadopted(unsigned slot, uint64_t max_age_ns) noexcept;
+  // Supervisor: a slot reserved for a child and not adopted for `max_age_ns` goes back, or at
+  // once when it is still reserved for `ended_child` (a child its parent named, seen gone).
+  void reap_unadopted(unsigned slot, uint64_t max_age_ns, pid_t ended_child = 0) noexcept;
 
   // --- Charging (the member's pager).
   // Reserves pages: at least `need`, up to `want` when the job has room; returns what was

@@ -168,26 +168,36 @@ struct shim_exports {
   }
 };
 
+// Each symbol the loaded object holding `in_object` defines, from its dynamic symbol table, to
+// `f(base, symbol, name)` until f returns true. Allocates nothing itself (object_function runs
+// inside the program's malloc).
+template <class F>
+void each_defined_symbol(const void* in_object, F f) {
+  Dl_info info;
+  link_map* lm = nullptr;
+  if (!dladdr1(in_object, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) || !lm) return;
+  const dyn_tables t = read_dynamic(lm->l_addr, lm->l_ld);
+  if (!t.symtab || !t.strtab || (!t.gnu_hash && !t.sysv_hash)) return;
+  const size_t n = t.gnu_hash ? gnu_hash_symbols(t.gnu_hash) : t.sysv_hash[1];
+  for (size_t i = 1; i < n; ++i)
+    if (t.symtab[i].st_shndx != SHN_UNDEF &&
+        f(lm->l_addr, t.symtab[i], t.strtab + t.symtab[i].st_name))
+      return;
+}
+
 const shim_exports& exports() {
   static const shim_exports e = [] {
     shim_exports r;
-    Dl_info info;
-    link_map* self = nullptr;
-    if (!dladdr1(reinterpret_cast<void*>(&uswap_dlopen_deepbind), &info,
-                 reinterpret_cast<void**>(&self), RTLD_DL_LINKMAP) ||
-        !self)
-      return r;
-    const dyn_tables t = read_dynamic(self->l_addr, self->l_ld);
-    if (!t.symtab || !t.strtab || (!t.gnu_hash && !t.sysv_hash)) return r;
-    const size_t n = t.gnu_hash ? gnu_hash_symbols(t.gnu_hash) : t.sysv_hash[1];
-    for (size_t i = 1; i < n; ++i) {
-      const ElfW(Sym)& s = t.symtab[i];
-      const unsigned bind = ELF64_ST_BIND(s.st_info), type = ELF64_ST_TYPE(s.st_info);
-      if (s.st_shndx == SHN_UNDEF || ELF64_ST_VISIBILITY(s.st_other) != STV_DEFAULT) continue;
-      if (bind != STB_GLOBAL && bind != STB_WEAK) continue;
-      if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;  // what it interposes
-      r.names.emplace_back(t.strtab + s.st_name);
-    }
+    each_defined_symbol(reinterpret_cast<void*>(&uswap_dlopen_deepbind),
+                        [&](ElfW(Addr), const ElfW(Sym)& s, const char* name) {
+                          const unsigned bind = ELF64_ST_BIND(s.st_info);
+                          const unsigned type = ELF64_ST_TYPE(s.st_info);
+                          if (ELF64_ST_VISIBILITY(s.st_other) == STV_DEFAULT &&
+                              (bind == STB_GLOBAL || bind == STB_WEAK) &&
+                              (type == STT_FUNC || type == STT_GNU_IFUNC))  // what it interposes
+                            r.names.emplace_back(name);
+                          return false;
+                        });
     std::sort(r.names.begin(), r.names.end());
     r.names.erase(std::unique(r.names.begin(), r.names.end()), r.names.end());
     return r;
@@ -310,20 +320,13 @@ std::string resolve_for_caller(const char* file, const void* caller) {
 }  // namespace
 
 void* object_function(const void* in_object, const char* name) noexcept {
-  Dl_info info;
-  link_map* lm = nullptr;
-  if (!dladdr1(in_object, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) || !lm)
-    return nullptr;
-  const dyn_tables t = read_dynamic(lm->l_addr, lm->l_ld);
-  if (!t.symtab || !t.strtab || (!t.gnu_hash && !t.sysv_hash)) return nullptr;
-  const size_t n = t.gnu_hash ? gnu_hash_symbols(t.gnu_hash) : t.sysv_hash[1];
-  for (size_t i = 1; i < n; ++i) {
-    const ElfW(Sym)& s = t.symtab[i];
-    if (s.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(s.st_info) != STT_FUNC) continue;
-    if (strcmp(t.strtab + s.st_name, name) == 0)
-      return reinterpret_cast<void*>(lm->l_addr + s.st_value);
-  }
-  return nullptr;
+  void* found = nullptr;
+  each_defined_symbol(in_object, [&](ElfW(Addr) base, const ElfW(Sym)& s, const char* n) {
+    if (ELF64_ST_TYPE(s.st_info) != STT_FUNC || strcmp(n, name) != 0) return false;
+    found = reinterpret_cast<void*>(base + s.st_value);
+    return true;
+  });
+  return found;
 }
 
 }  // namespace uswap::shim

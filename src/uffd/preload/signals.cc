@@ -422,12 +422,11 @@ long rt_sigprocmask_call(long how, long set_p, long old_p, long set_size) noexce
   if (set_size != sizeof(uint64_t)) return fail_with(EINVAL, -1L);
   const auto* set = reinterpret_cast<const uint64_t*>(set_p);
   uint64_t m;
-  if (set && how != SIG_UNBLOCK && ready()) {
-    auto bit = [](int s) { return uint64_t{1} << (s - 1); };
-    m = *set;
-    if (g.sigbus_mode) m &= ~bit(SIGBUS);
-    if (g.seccomp) m &= ~bit(SIGSYS);
-    if (g.job_signal) m &= ~bit(g.job_signal);
+  if (set && how != SIG_UNBLOCK) {  // the kernel's 64 bits are the start of a sigset_t
+    sigset_t full, copy;
+    sigemptyset(&full);
+    memcpy(&full, set, sizeof m);
+    memcpy(&m, without_pager_signals(&full, &copy), sizeof m);
     set = &m;
   }
   return uswap::raw_syscall(SYS_rt_sigprocmask, how, set, old_p, set_size);
