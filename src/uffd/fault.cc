@@ -131,9 +131,11 @@ void pager::impl::charge(uint64_t n) noexcept {
         continue;
       }
       // The job is full. A member under its fair share asks the largest one for room and waits
-      // a while, rather than evict the little it has (once per charge).
+      // a while, rather than evict the little it has (once per charge). Members killed since
+      // the supervisor last looked give their share back first.
       if (!waited) {
         waited = true;
+        if (jr->reap_ended_members(jslot) != 0) continue;
         if (wait_for_job_room(*jr, excess)) continue;
       }
     }
@@ -172,9 +174,12 @@ void pager::impl::charge(uint64_t n) noexcept {
     // by another reclaimer that has not finished. Let those finish; if they never free
     // anything, map above the limit rather than fail the fault (a fault cannot fail).
     if (++fruitless >= 16) {
+      // charge(0) settles pages already counted (fork-shared pages become this process's own
+      // over the allowance): the job is told of what is mapped above the reservation.
       if (jr) {
-        jr->force_reserve(jslot, n);
-        reserved.fetch_add(n, std::memory_order_relaxed);
+        const uint64_t over = n ? n : excess;
+        jr->force_reserve(jslot, over);
+        reserved.fetch_add(over, std::memory_order_relaxed);
       }
       const uint64_t now = resident.fetch_add(n, std::memory_order_relaxed) + n;
       fetch_max(peak_resident, now);
@@ -217,22 +222,29 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
 int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra,
                             bool pin, bool* woke) noexcept {
   USWAP_ASSERT_HELD(map_lock);
+  if (shared_pages.load(std::memory_order_relaxed) != 0) reconcile_shared();
   std::atomic<uint64_t>& w = ptes[idx];
   unsigned charged = 0;
   for (;;) {
     uint64_t st = page_lock::load_data(w, std::memory_order_acquire);
     // Charge before taking the page lock: the charge may reclaim, and reclaim must never wait
-    // for a page lock while holding one.
+    // for a page lock while holding one. A write to a fork-shared page charges too: the kernel
+    // gives it a frame of this process's own.
     if (ps_state(st) != PS_MAPPED && charged == 0) {
       charged = readahead_window(idx, end, ra);
       charge(charged);
+    } else if (ps_state(st) == PS_MAPPED && (st & PG_shared) && charged == 0 &&
+               (flags & (FAULT_FLAG_WRITE | FAULT_FLAG_WP))) {
+      charged = 1;
+      charge(1);
     }
     page_lock::lock(w, &page_class);
     st = page_lock::load_data(w);
     if (ps_state(st) == PS_MAPPED) {
-      const int r = resolve_mapped(idx, st, flags, pin, woke);
+      bool used = false;
+      const int r = resolve_mapped(idx, st, flags, pin, woke, charged ? &used : nullptr);
       page_lock::unlock(w);
-      uncharge(charged);
+      uncharge(charged - (used ? 1 : 0));
       return r;
     }
     if (charged != 0) {
@@ -244,10 +256,17 @@ int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahea
 }
 
 int pager::impl::resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin,
-                                bool* woke) noexcept {
+                                bool* woke, bool* charged) noexcept {
   std::atomic<uint64_t>& w = ptes[idx];
   USWAP_ASSERT_HELD(w);  // the page lock
   const bool write = flags & FAULT_FLAG_WRITE;
+  // A write to a fork-shared page (a write pin's included: the system call writes it): the
+  // kernel copies the frame for this process, which is charged here from now on.
+  if ((st & PG_shared) && (write || (flags & FAULT_FLAG_WP))) {
+    unshare_locked(idx, st, charged != nullptr);
+    if (charged) *charged = true;
+    st = page_lock::load_data(w);
+  }
   // A write to a write-protected page: one a sweep protected (write tracking), a clean
   // swap-cache page, or a victim whose eviction failed. Its zram copy, if any, is about to be
   // stale: free it, then let the write through (the ioctl also wakes a sleeping faulter).

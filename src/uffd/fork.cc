@@ -23,6 +23,7 @@
 // no pthread_atfork handler sees, gets no arena at all, so its accesses are SIGSEGV, never zeros.
 // Unless the clone is trapped (kernel_access.h, "Raw forks"): then the same handlers run around
 // it, through pager_fork_prepare/parent/child.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,7 +38,9 @@
 #include "pager_impl.h"
 #include "sigbus.h"
 #include "sys.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/base/own_fd.h"
+#include "uswap/base/raw_syscall.h"
 #include "uswap/sync/tsan.h"
 
 namespace uswap {
@@ -161,6 +164,10 @@ status pager::impl::after_fork_child() noexcept {
   in_fork = false;
   // A remote backing device's connections are the parent's sockets: made anew here.
   store->device().after_fork_child();
+  // The parent's pagemap descriptor reads the parent's page tables (mark_fork_shared opens one).
+  own_fd_release(pagemap_fd);
+  if (pagemap_fd >= 0) ::close(pagemap_fd);
+  pagemap_fd = -1;
   // Every lock of the pager was free at the fork but map_lock, which the parent's forking thread
   // holds and other threads may be queued on: their waiters live on stacks this process does
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.
@@ -286,6 +293,120 @@ status pager::impl::after_fork_child() noexcept {
   start_pool_worker();
   start_kswapd();
   return {};
+}
+
+// --- Fork-shared pages (pager_impl.h). The kernel's memcg charges a frame once, to whoever
+// allocated it, however many processes map it copy-on-write after a fork; its swap cache lets a
+// reclaim unmap the frame from all of them. Here every process has a pager of its own, so a
+// child would otherwise charge again every page it inherited, and its parent evict half of its
+// own before every fork to make room for that (a fork-and-exec included). Instead the child
+// charges nothing for what it inherits: a page becomes its own when it writes it (a
+// write-protect fault: the sweep after the fork protected every page) or when pagemap shows that
+// nobody else maps it any more.
+
+void pager::impl::mark_fork_shared() noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);  // nothing faults, pins or reclaims meanwhile
+  uint64_t n = 0;
+  {
+    std::lock_guard l(lru_lock);
+    for_each_touched(0, nr_pages, [&](uint64_t i) {
+      const uint64_t st = ptes[i].load(std::memory_order_relaxed);
+      if (ps_state(st) != PS_MAPPED || (st & PG_shared)) return;
+      ptes[i].fetch_or(PG_shared, std::memory_order_relaxed);
+      ++n;
+      if (st & PG_lru) lru_del_locked(i);
+    });
+  }
+  shared_pages.fetch_add(n, std::memory_order_relaxed);
+  USWAP_DCHECK(resident.load(std::memory_order_relaxed) == n);  // no charge is in flight
+  resident.fetch_sub(n, std::memory_order_relaxed);
+  peak_resident.store(resident.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  // This process's own descriptor (after_fork_child closed the parent's), opened now, while it
+  // has a /proc (a sandbox may chroot it away later). Without one, a shared page becomes this
+  // process's own only when it writes it.
+  if (n != 0 && pagemap_fd < 0) {
+    const long fd = raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    pagemap_fd = fd >= 0 ? own_fd_take(static_cast<int>(fd)) : -1;
+  }
+}
+
+void pager::impl::own_all_shared() noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);
+  uint64_t n = 0;
+  {
+    std::lock_guard l(lru_lock);
+    for_each_touched(0, nr_pages, [&](uint64_t i) {
+      const uint64_t st = ptes[i].load(std::memory_order_relaxed);
+      if (!(st & PG_shared)) return;
+      ptes[i].fetch_and(~PG_shared, std::memory_order_relaxed);
+      ++n;
+      if (!(st & PG_unevictable)) lru_add_locked(i);
+    });
+  }
+  shared_pages.fetch_sub(n, std::memory_order_relaxed);
+  fetch_max(peak_resident, resident.fetch_add(n, std::memory_order_relaxed) + n);
+}
+
+void pager::impl::unshare_locked(uint64_t idx, uint64_t st, bool charged) noexcept {
+  USWAP_ASSERT_HELD(ptes[idx]);  // the page lock
+  USWAP_DCHECK(ps_state(st) == PS_MAPPED && (st & PG_shared));
+  page_lock::clear_bits(ptes[idx], PG_shared);
+  shared_pages.fetch_sub(1, std::memory_order_relaxed);
+  if (!charged) fetch_max(peak_resident, resident.fetch_add(1, std::memory_order_relaxed) + 1);
+  if (!(st & PG_unevictable)) lru_add(&idx, 1);
+}
+
+void pager::impl::reconcile_shared() noexcept {
+  USWAP_ASSERT_HELD(map_lock);  // the records and the page states' mappings stay
+  if (pagemap_fd < 0) return;
+  const uint64_t now = coarse_clock_ns();
+  uint64_t last = shared_checked_ns.load(std::memory_order_relaxed);
+  if (now - last < shared_check_ns ||
+      !shared_checked_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
+    return;
+  // pagemap: one 64-bit entry per page; bit 63 present, bit 56 mapped exclusively (only this
+  // process maps the frame). Read a chunk's entries where the chunk holds shared pages.
+  constexpr uint64_t present = uint64_t{1} << 63, exclusive = uint64_t{1} << 56;
+  constexpr unsigned per_read = 1u << chunk_shift;
+  staging_buffer buf;
+  if (!buf) return;
+  auto* entries = reinterpret_cast<uint64_t*>(buf.data);
+  auto* found = reinterpret_cast<uint32_t*>(buf.data + per_read * sizeof(uint64_t));
+  const unsigned max_found =
+      static_cast<unsigned>((staging_buffer::pages * page_size - per_read * sizeof(uint64_t)) /
+                            sizeof(uint32_t));
+  unsigned nf = 0;
+  for (uint64_t first = 0; first < nr_pages && nf < max_found; first += per_read) {
+    if (!chunk_was_touched(first)) continue;
+    const uint64_t n = std::min<uint64_t>(per_read, nr_pages - first);
+    bool any = false;
+    for (uint64_t i = first; i < first + n && !any; ++i)
+      any = ptes[i].load(std::memory_order_relaxed) & PG_shared;
+    if (!any) continue;
+    const long got = raw_syscall(SYS_pread64, pagemap_fd, entries, n * sizeof(uint64_t),
+                                 static_cast<off_t>((page_addr(first) >> page_shift) * 8));
+    if (got != static_cast<long>(n * sizeof(uint64_t))) return;
+    for (uint64_t i = 0; i < n && nf < max_found; ++i)
+      if ((ptes[first + i].load(std::memory_order_relaxed) & PG_shared) &&
+          (entries[i] & (present | exclusive)) == (present | exclusive))
+        found[nf++] = static_cast<uint32_t>(first + i);
+  }
+  // A reclaim pass at a time: made this process's own (on the clock, counted over the
+  // allowance), then charged: the charge of nothing more reserves what it can and reclaims the
+  // rest, the pages just made evictable among its victims. (Charged first, a large batch found
+  // a clock with nothing on it and could only map above the limit; made its own all at once,
+  // the process held a whole limit over it until reclaim caught up.)
+  for (unsigned k = 0; k < nf;) {
+    const unsigned end = std::min(nf, k + reclaim_pass);
+    for (; k < end; ++k) {
+      std::atomic<uint64_t>& w = ptes[found[k]];
+      page_lock::lock(w, &page_class);
+      const uint64_t st = page_lock::load_data(w);
+      if (ps_state(st) == PS_MAPPED && (st & PG_shared)) unshare_locked(found[k], st, false);
+      page_lock::unlock(w);
+    }
+    charge(0);
+  }
 }
 
 void pager::prepare_fork() noexcept { impl_->prepare_fork(); }

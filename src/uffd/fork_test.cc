@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "uffd_test_util.h"
+#include "uswap/uffd/job.h"
 
 #if defined(USWAP_TSAN)
 // report_signal_unsafe=0: see region_concurrency_test.cc (a SIGBUS raised by an access to pager
@@ -113,6 +114,77 @@ TEST_P(ForkTest, ChildReadsResidentAndSwappedPagesThenPagesOnItsOwn) {
   // The parent's pages are its own: version 0 still.
   for (uint64_t i = 0; i < 2048; ++i) ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
   EXPECT_EQ(pg->stats().forks, 1u);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+// In a job, a forked child charges nothing for the pages it inherited resident: they are frames
+// its parent charged, shared copy-on-write (pager_impl.h, "Fork-shared pages"), and the parent
+// evicts nothing at the fork to make room for them. The child charges a page when it writes it,
+// and when pagemap shows it maps the frame alone (here: the parent unmapped its copy).
+TEST_P(ForkTest, InAJobAChildChargesOnlyThePagesThatBecomeItsOwn) {
+  job_options jo;
+  jo.limit_pages = 8 * MiB / page_size;
+  auto jc = job::create(jo);
+  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
+  std::shared_ptr<job> j = std::move(jc).value();
+  auto pg = make(8 * MiB, 64 * MiB);
+  ASSERT_TRUE(pg);
+  ASSERT_TRUE(pg->join_job(j).ok());
+  constexpr uint64_t n = 1024;  // 4 MiB: all resident under the 8 MiB limit
+  auto m = pg->map(n * page_size);
+  ASSERT_TRUE(m.ok());
+  auto* a = static_cast<uint8_t*>(*m);
+  for (uint64_t i = 0; i < n; ++i) fill_page(a + i * page_size, i, 0);
+  ASSERT_EQ(pg->stats().resident_pages, n);
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(to_parent), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto check = [&]() -> int {
+      pager_stats s = pg->stats();
+      if (s.shared_pages != n || s.resident_pages != 0) return 10;
+      if (!pg->check_invariants().ok()) return 11;
+      for (uint64_t i = 0; i < n; ++i)
+        if (!page_matches(a + i * page_size, i, 0)) return 12;
+      if (pg->stats().resident_pages != 0) return 13;  // reading charges nothing
+      // Written: a frame of its own each (the kernel copies them), charged here.
+      for (uint64_t i = 0; i < n / 4; ++i) fill_page(a + i * page_size, i, 1);
+      s = pg->stats();
+      if (s.resident_pages != n / 4 || s.shared_pages != n - n / 4) return 14;
+      if (!pg->check_invariants().ok()) return 15;
+      char c = 'u';
+      if (::write(to_parent[1], &c, 1) != 1 || ::read(to_child[0], &c, 1) != 1) return 16;
+      // The parent unmapped its copy: the frames left are this process's alone. The next
+      // fault (a page of a new mapping) lets the pager look again (at most every 20 ms).
+      ::usleep(50 * 1000);
+      auto extra = pg->map(page_size);
+      if (!extra.ok()) return 17;
+      fill_page(static_cast<uint8_t*>(*extra), 0, 2);
+      s = pg->stats();
+      if (s.shared_pages != 0 || s.resident_pages != n + 1) return 18;
+      for (uint64_t i = 0; i < n; ++i)
+        if (!page_matches(a + i * page_size, i, i < n / 4 ? 1 : 0)) return 19;
+      if (!pg->check_invariants().ok()) return 20;
+      return 0;
+    };
+    ::_exit(check());
+  }
+  char c = 0;
+  ASSERT_EQ(::read(to_parent[0], &c, 1), 1) << "the child stopped early";
+  // Nothing was evicted in the parent for the child: its pages are all still resident.
+  EXPECT_EQ(pg->stats().swap_outs, 0u);
+  EXPECT_EQ(pg->stats().resident_pages, n);
+  for (uint64_t i = 0; i < n; ++i) ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
+  ASSERT_TRUE(pg->unmap(a, n * page_size).ok());
+  ASSERT_EQ(::write(to_child[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's return code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+      << " (see the test)";
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) ::close(fd);
   EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
 }
 

@@ -269,7 +269,7 @@ result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t p
   uint64_t lent = 0;
   if (donor.slot < job_max_members)
     lent = std::min({pages, donor.surplus, s_->members[donor.slot].usage});
-  if (s_->charge - lent + pages > s_->limit_pages)
+  if (pages != 0 && s_->charge - lent + pages > s_->limit_pages)
     return error(EAGAIN, "job: the child's share does not fit under the limit");
   auto slot = take_slot_locked(slot_child, parent, 0, "(fork)", pages);
   if (!slot) return slot;
@@ -382,6 +382,31 @@ void job::reap_dead(unsigned slot) noexcept {
     ++s_->members_reaped;
   }
   leave(slot);
+}
+
+unsigned job::reap_ended_members(unsigned self) noexcept {
+  const int saved_errno = errno;
+  unsigned n = 0;
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  for (unsigned i = 0; i < hint; ++i) {
+    member& m = s_->members[i];
+    if (i == self || m.state.load(std::memory_order_acquire) != slot_live) continue;
+    const pid_t pid = m.pid.load(std::memory_order_relaxed);
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    {
+      lock_guard g(*this);
+      // Still that member: it may have left meanwhile and its slot gone to a new one.
+      if (m.state.load(std::memory_order_relaxed) != slot_live ||
+          m.pid.load(std::memory_order_relaxed) != pid)
+        continue;
+      m.state.store(slot_dead, std::memory_order_relaxed);
+      ++s_->members_reaped;
+    }
+    leave(i);
+    ++n;
+  }
+  errno = saved_errno;
+  return n;
 }
 
 uint64_t job::try_reserve(unsigned slot, uint64_t need, uint64_t want) noexcept {

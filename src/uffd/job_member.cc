@@ -458,21 +458,15 @@ void pager::impl::job_make_room_for_fork() noexcept {
 void pager::impl::reserve_child_share() noexcept {
   job_ref jr(*this);
   if (!jr) return;
-  // The child starts with a copy of what is resident: others + this process + the child must
-  // fit. Evict down to half of what the others leave, reserve the child's share; if members
-  // grew meanwhile, evict more and try again.
+  // The child starts with the frames this process charged, shared copy-on-write: it charges a
+  // page only once it is its own (mark_fork_shared), so its share starts empty and nothing is
+  // evicted for it here.
   for (unsigned attempt = 0; attempt < 8; ++attempt) {
-    const uint64_t limit = jr->limit_pages(), all = jr->charge();
-    const uint64_t mine = reserved.load(std::memory_order_relaxed);
-    const uint64_t others = all - std::min(all, mine);
-    const uint64_t fit = limit > others ? (limit - others) / 2 : 0;
-    const uint64_t res = resident.load(std::memory_order_relaxed);
-    if (res > fit) shrink(res - fit, res - fit);
     // The child's copy of the zram device counts as a pool of its own: with a pool limit, this
-    // pool goes down to half of what the others leave (after the eviction above filled it), and
-    // the device may grow to that half only, in both processes (the child's copy inherits the
-    // device's limit), until each has seen the other's published size at a reclaim pass. A
-    // limit of what the others leave would let both store a pass into the whole of it first.
+    // pool goes down to half of what the others leave, and the device may grow to that half
+    // only, in both processes (the child's copy inherits the device's limit), until each has
+    // seen the other's published size at a reclaim pass. A limit of what the others leave would
+    // let both store a pass into the whole of it first.
     if (const uint64_t pool_limit = jr->pool_limit_bytes()) {
       const uint64_t others_pool = others_pool_bytes(*jr);
       const uint64_t half = pool_limit > others_pool ? (pool_limit - others_pool) / 2 : 0;
@@ -480,23 +474,15 @@ void pager::impl::reserve_child_share() noexcept {
       swap_device& dev = store->device();
       (void)dev.set_mem_limit(std::max<uint64_t>({half, dev.stats().mem_used, page_size}));
     }
-    // What the eviction freed is still this process's reservation: it becomes the child's
-    // (busy siblings would take it as free room otherwise, every attempt).
-    const uint64_t now = resident.load(std::memory_order_relaxed);
-    const uint64_t r = reserved.load(std::memory_order_relaxed);
-    USWAP_DCHECK(r == jr->usage(jslot));  // faults (the only other writers) are locked out
-    const uint64_t surplus = r - std::min(r, now);
-    auto slot = jr->reserve_for_child(::getpid(), now, store->device().stats().mem_used,
-                                      {jslot, surplus});
+    USWAP_DCHECK(reserved.load(std::memory_order_relaxed) == jr->usage(jslot));
+    auto slot = jr->reserve_for_child(::getpid(), 0, store->device().stats().mem_used,
+                                      {jslot, 0});
     if (slot) {
-      reserved.fetch_sub(std::min(now, surplus), std::memory_order_relaxed);
-      trim_reservation(*jr, 0);
       child_slot = static_cast<int>(*slot);
       return;
     }
     if (slot.error().code() != EAGAIN) break;  // no slot: the child will be limited alone
   }
-  trim_reservation(*jr, 0);
 }
 
 void pager::impl::job_after_fork_child() noexcept {
@@ -514,31 +500,29 @@ void pager::impl::job_after_fork_child() noexcept {
     // A child in a new pid namespace (clone with CLONE_NEWPID, or after unshare): its pid here
     // names another process for everyone else in the job. Limited alone; its share goes back.
     if (child_slot >= 0) j->leave(static_cast<unsigned>(child_slot));
+    own_all_shared();
     jlink.store(nullptr, std::memory_order_relaxed);
     reserved.store(0, std::memory_order_relaxed);
     child_slot = -1;
     return;
   }
-  const uint64_t res = resident.load(std::memory_order_relaxed);
   if (child_slot >= 0 && j->adopt(static_cast<unsigned>(child_slot), ::getpid(), comm).ok()) {
     jslot = static_cast<unsigned>(child_slot);
+    mark_fork_shared();
     reserved.store(j->usage(jslot), std::memory_order_relaxed);
   } else {
-    // The parent could not reserve a share: join with what fits and count the rest.
+    // The parent could not reserve a share: join anew.
     auto slot = j->join(::getpid(), comm);
     if (!slot) {
+      own_all_shared();
       jlink.store(nullptr, std::memory_order_relaxed);  // limited alone (its limit is the job's)
       reserved.store(0, std::memory_order_relaxed);
       child_slot = -1;
       return;
     }
     jslot = *slot;
-    const uint64_t got = res ? j->try_reserve(jslot, res, res) : 0;
-    if (got < res) {
-      j->force_reserve(jslot, res - got);
-      c.overcharges.fetch_add(1, std::memory_order_relaxed);
-    }
-    reserved.store(res, std::memory_order_relaxed);
+    mark_fork_shared();
+    reserved.store(0, std::memory_order_relaxed);
   }
   child_slot = -1;
   publish_job_stats(*j);

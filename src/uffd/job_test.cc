@@ -309,6 +309,48 @@ TEST(JobConcurrency, AMemberKilledHoldingChargeIsReapedAndReturnsIt) {
   ::close(ready[1]);
 }
 
+// A member that finds the job full reaps, itself, the members whose process is gone (killed and
+// waited for), without waiting for the supervisor; a zombie (its parent has not waited yet) and
+// the asking member itself stay.
+TEST(JobConcurrency, AMemberFindingTheJobFullReapsTheKilledOnesItself) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto self = j->join(::getpid(), "asker");
+  ASSERT_TRUE(self.ok());
+  ASSERT_EQ(j->try_reserve(*self, 100, 100), 100u);
+  pid_t pids[2];
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  for (pid_t& pid : pids) {
+    pid = ::fork();
+    if (pid == 0) {
+      auto s = j->join(::getpid(), "victim");
+      if (!s || j->try_reserve(*s, 400, 400) != 400) ::_exit(1);
+      char c = 1;
+      (void)!::write(ready[1], &c, 1);
+      ::pause();
+      ::_exit(0);
+    }
+    char c;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  }
+  EXPECT_EQ(j->charge(), 900u);
+  for (pid_t pid : pids) ::kill(pid, SIGKILL);
+  // The first one is waited for (its pid is gone), the second stays a zombie for now.
+  ASSERT_EQ(::waitpid(pids[0], nullptr, 0), pids[0]);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pids[1]), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_EQ(j->reap_ended_members(*self), 1u);
+  EXPECT_EQ(j->charge(), 500u);
+  EXPECT_EQ(j->view().members_reaped, 1u);
+  ASSERT_EQ(::waitpid(pids[1], nullptr, 0), pids[1]);
+  EXPECT_EQ(j->reap_ended_members(*self), 1u);
+  EXPECT_EQ(j->charge(), 100u) << "the asker's own share stays";
+  EXPECT_EQ(j->reap_ended_members(*self), 0u);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
 TEST(JobConcurrency, AHolderKilledInsideTheLockLeavesAConsistentJob) {
   auto j = make_job(1000);
   ASSERT_TRUE(j);

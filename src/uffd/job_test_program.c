@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
+ *   job_test_program forktree|forkshare|forkcow|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -13,6 +13,14 @@
  *             of it: the share of the dead must come back at once
  *   pool      (with --pool-limit and --backing) four times the limit of data that compresses to
  *             about half, read back twice: the pool stays at its limit, the rest is written back
+ *   forkshare a parent holding 0.7 of the limit forks two children that read all of it and write
+ *             a tenth of the limit of it each: shared copy-on-write, the parent's frames are
+ *             charged once, so the tree fits (0.9 of the limit) and nothing may be paged out
+ *             (run_test.sh checks), its summed Pss_Anon under the limit and a little
+ *   forkcow   a parent holding 0.9 of the limit forks a child that reads it; the parent then
+ *             rewrites all of it, so the child's inherited frames are its alone and must be
+ *             charged to it (the tree holds 1.8 of the limit otherwise, nothing paged out): the
+ *             job pages out (run_test.sh checks) and the summed Pss_Anon stays near the limit
  *   forkwb    (the same) a child of a fork reads back pages its parent had written back, while
  *             the parent frees them and writes new ones into the same backing file
  *   pipewrite a process holding most of the limit writes half of it into a pipe in one write(2)
@@ -129,6 +137,106 @@ static int tree(const uint64_t *inherited, size_t inherited_bytes, uint64_t inhe
 }
 
 static void forktree(void) { CHECK(tree(NULL, 0, 0, 1, 2, 2) == 0); }
+
+/* The Pss_Anon of process pid in kB (smaps_rollup: a frame shared by n processes counts 1/n in
+ * each, so the sum over a tree is the memory it holds), or -1. */
+static long pss_anon_kb(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Pss_Anon: %ld kB", &kb) == 1) break;
+  fclose(f);
+  return kb;
+}
+
+/* The tree's summed Pss_Anon must stay within `bound` bytes: said on stderr either way. */
+static void check_tree_pss(const pid_t *pids, int n, size_t bound) {
+  long sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const long kb = pss_anon_kb(pids[i]);
+    CHECK(kb >= 0);
+    sum += kb;
+  }
+  fprintf(stderr, "tree Pss_Anon %ld kB (bound %zu kB)\n", sum, bound >> 10);
+  CHECK((size_t)sum * 1024 <= bound);
+}
+
+static void forkshare(void) {
+  const size_t bytes = part(0.7), own = part(0.1);
+  uint64_t *p = fill(bytes, 7);
+  CHECK(p != NULL);
+  int ready[2], go[2];
+  CHECK(pipe(ready) == 0 && pipe(go) == 0);
+  pid_t pids[3] = {getpid(), 0, 0};
+  for (int k = 0; k < 2; ++k) {
+    pids[k + 1] = fork();
+    CHECK(pids[k + 1] >= 0);
+    if (pids[k + 1] == 0) {
+      int bad = 0;
+      for (int r = 0; r < 3; ++r) bad |= !intact(p, bytes, 7);
+      /* This child's tenth: every word flipped (copies of its own), then all read back. */
+      uint64_t *mine = p + (size_t)k * own / 8;
+      for (size_t i = 0; i < own / 8; ++i) mine[i] = ~mine[i];
+      for (size_t i = 0; i < bytes / 8; ++i) {
+        const int flipped = i >= (size_t)k * own / 8 && i < (size_t)(k + 1) * own / 8;
+        const uint64_t want = (i % 4) ? 0 : 7 * 0x9e3779b97f4a7c15ull + i;
+        if (p[i] != (flipped ? ~want : want)) bad = 1;
+      }
+      char c = 'r';
+      if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1) bad = 1;
+      _exit(bad);
+    }
+  }
+  char c[2];
+  CHECK(read(ready[0], c, 2) == 2 || read(ready[0], c + 1, 1) == 1);
+  /* Every process holds its memory now: 0.9 of the limit, plus each one's own malloc and, under
+   * uswap, its pager. */
+  check_tree_pss(pids, 3, limit + (12u << 20));
+  CHECK(write(go[1], "gg", 2) == 2);
+  CHECK(child_ok(pids[1]) && child_ok(pids[2]));
+  CHECK(intact(p, bytes, 7));
+  free(p);
+}
+
+static void forkcow(void) {
+  const size_t bytes = part(0.9);
+  uint64_t *p = fill(bytes, 3);
+  CHECK(p != NULL);
+  int up[2], down[2];
+  CHECK(pipe(up) == 0 && pipe(down) == 0);
+  const pid_t c = fork();
+  CHECK(c >= 0);
+  if (c == 0) {
+    int bad = !intact(p, bytes, 3);
+    char x = 'r';
+    if (write(up[1], &x, 1) != 1 || read(down[0], &x, 1) != 1) bad = 1;
+    /* The parent rewrote its copy: these frames are this child's alone. Its next faults (a
+     * little memory of its own, after the pager's 20 ms between looks) let its pager see that. */
+    usleep(100 * 1000);
+    const size_t small = part(0.05);
+    uint64_t *q = fill(small, 5);
+    if (!q || !intact(p, bytes, 3)) bad = 1;
+    if (write(up[1], &x, 1) != 1 || read(down[0], &x, 1) != 1) bad = 1;
+    if (!intact(p, bytes, 3) || !q || !intact(q, small, 5)) bad = 1;
+    _exit(bad);
+  }
+  char x;
+  CHECK(read(up[0], &x, 1) == 1);
+  for (size_t i = 0; i < bytes / 8; ++i) p[i] = (i % 4) ? 0 : 4 * 0x9e3779b97f4a7c15ull + i;
+  CHECK(write(down[1], &x, 1) == 1);
+  CHECK(read(up[0], &x, 1) == 1);
+  /* 1.85 of the limit written between the two; under uswap what the job could not hold is
+   * paged out (alone, the program holds it all). */
+  const pid_t pids[2] = {getpid(), c};
+  if (getenv("USWAP_LIMIT")) check_tree_pss(pids, 2, limit + limit / 2);
+  CHECK(write(down[1], &x, 1) == 1);
+  CHECK(child_ok(c));
+  CHECK(intact(p, bytes, 4));
+  free(p);
+}
 
 static void hog(void) {
   int ready[2], go[2];
@@ -373,11 +481,15 @@ int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
+    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
     forktree();
+  else if (strcmp(argv[1], "forkshare") == 0)
+    forkshare();
+  else if (strcmp(argv[1], "forkcow") == 0)
+    forkcow();
   else if (strcmp(argv[1], "hog") == 0)
     hog();
   else if (strcmp(argv[1], "killed") == 0)

@@ -160,6 +160,8 @@ pager::impl::~impl() {
   if (stop_fd >= 0) ::close(stop_fd);
   own_fd_release(self_pidfd);
   if (self_pidfd >= 0) ::close(self_pidfd);
+  own_fd_release(pagemap_fd);
+  if (pagemap_fd >= 0) ::close(pagemap_fd);
   // A child that does not own the pager may not have the arena (MADV_DONTFORK): its range may
   // hold something else by now.
   if (base && !child && !base_lost)
@@ -428,7 +430,7 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
         if (st & PG_isolated) ptes[slow[i]].fetch_and(~PG_isolated, std::memory_order_relaxed);
       }
     }
-    uint64_t unmapped = 0, unevictable_gone = 0;
+    uint64_t unmapped = 0, unevictable_gone = 0, shared_gone = 0;
     for (unsigned i = 0; i < ns; ++i) {
       std::atomic<uint64_t>& w = ptes[slow[i]];
       const uint64_t st = page_lock::load_data(w);
@@ -436,7 +438,7 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
         store->release(swap_entry{handles[slow[i]]});
         handles[slow[i]] = 0;
       }
-      if (ps_state(st) == PS_MAPPED) ++unmapped;
+      if (ps_state(st) == PS_MAPPED) ++((st & PG_shared) ? shared_gone : unmapped);
       if (st & PG_unevictable) ++unevictable_gone;
       if (ps_pins(st)) {
         pinned.fetch_sub(ps_pins(st), std::memory_order_relaxed);
@@ -446,6 +448,7 @@ void pager::impl::release_pages(uint64_t first, uint64_t n, bool unmapping) noex
       page_lock::unlock(w);
     }
     uncharge(unmapped);
+    if (shared_gone) shared_pages.fetch_sub(shared_gone, std::memory_order_relaxed);
     if (unevictable_gone) unevictable.fetch_sub(unevictable_gone, std::memory_order_relaxed);
   }
   // Pins for good there went with the pages (kernel_access.h).
@@ -576,6 +579,7 @@ pager_stats pager::stats() const {
   pager_stats s;
   s.limit_pages = m.limit_pages;
   s.resident_pages = m.resident.load(std::memory_order_relaxed);
+  s.shared_pages = m.shared_pages.load(std::memory_order_relaxed);
   s.peak_resident_pages = m.peak_resident.load(std::memory_order_relaxed);
   s.mapped_bytes = m.mapped_pages.load(std::memory_order_relaxed) << page_shift;
   s.foreign_bytes = m.foreign_pages.load(std::memory_order_relaxed) << page_shift;
@@ -675,7 +679,7 @@ status pager::check_invariants() const {
   if (mapped_records != m.mapped_pages.load(std::memory_order_relaxed)) bad += "mapped_pages; ";
   if (foreign_records != m.foreign_pages.load(std::memory_order_relaxed)) bad += "foreign_pages; ";
 
-  uint64_t mapped = 0, with_handle = 0, on_lru = 0, pins = 0, unevictable = 0;
+  uint64_t mapped = 0, with_handle = 0, on_lru = 0, pins = 0, unevictable = 0, shared = 0;
   auto mit = m.mappings.begin();
   m.for_each_touched(0, m.nr_pages, [&](uint64_t i) {
     const uint64_t st = m.ptes[i].load(std::memory_order_relaxed);
@@ -691,12 +695,18 @@ status pager::check_invariants() const {
     const bool readable = mit->second.prot & PROT_READ;
     switch (ps_state(st)) {
       case PS_MAPPED:
-        ++mapped;
+        if (st & PG_shared)
+          ++shared;
+        else
+          ++mapped;
         if (st & PG_lru) ++on_lru;
         if (st & PG_unevictable) {
           ++unevictable;
           if (readable) fail(i, "unevictable in a readable mapping");
           if (st & PG_lru) fail(i, "unevictable but on the clock");
+        } else if (st & PG_shared) {
+          if (st & PG_lru) fail(i, "fork-shared but on the clock");
+          if (!readable) fail(i, "evictable in a mapping without PROT_READ");
         } else {
           if (!readable) fail(i, "evictable in a mapping without PROT_READ");
           if (!(st & PG_lru)) fail(i, "mapped but not on the clock");
@@ -711,13 +721,13 @@ status pager::check_invariants() const {
         ++with_handle;
         if (m.handles[i] == 0) fail(i, "swapped out without a handle");
         if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active | PG_stamp_exact |
-                  PG_unevictable))
+                  PG_unevictable | PG_shared))
           fail(i, "swapped out with mapped-page flags");
         if (ps_pins(st)) fail(i, "swapped out while pinned");
         break;
       case PS_NONE:
         if (st & (PG_lru | PG_uffd_wp | PG_swapcache | PG_referenced | PG_active | PG_stamp_exact |
-                  PG_unevictable))
+                  PG_unevictable | PG_shared))
           fail(i, "unmapped with mapped-page flags");
         if (ps_pins(st)) fail(i, "unmapped while pinned");
         break;
@@ -748,6 +758,9 @@ status pager::check_invariants() const {
     bad += "resident " + std::to_string(resident) + " but " + std::to_string(mapped) +
            " pages mapped; ";
   if (unevictable != m.unevictable.load(std::memory_order_relaxed)) bad += "unevictable count; ";
+  if (shared != m.shared_pages.load(std::memory_order_relaxed))
+    bad += "shared_pages " + std::to_string(m.shared_pages.load(std::memory_order_relaxed)) +
+           " but " + std::to_string(shared) + " pages fork-shared; ";
   if (pins != m.pinned.load(std::memory_order_relaxed)) bad += "pin count mismatch; ";
   const uint64_t started = m.sweep_started.load(std::memory_order_relaxed);
   if (m.sweep_done.load(std::memory_order_relaxed) > started ||

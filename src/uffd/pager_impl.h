@@ -15,15 +15,15 @@
 //   bits 0-1   PS_NONE (reads as zeros: no memory, no slot), PS_MAPPED (a PTE exists: a private
 //              page or the zero page), PS_SWAPPED (no PTE; handles[i] is the swap entry that
 //              holds the contents in the swap backend)
-//   bits 2-9   PG_unevictable, PG_referenced, PG_uffd_wp, PG_swapcache (MAPPED and handles[i]
+//   bits 2-10  PG_unevictable, PG_referenced, PG_uffd_wp, PG_swapcache (MAPPED and handles[i]
 //              still holds identical contents; implies PG_uffd_wp), PG_lru, PG_isolated,
-//              PG_active, PG_stamp_exact (below)
+//              PG_active, PG_stamp_exact (below), PG_shared (below)
 //   bits 16-31 pin count
 //   bits 32-61 SWAPPED / NONE after eviction: the eviction's nonresident_age (mod 2^30, the
 //              workingset shadow); MAPPED: the write stamp (below)
 //   bits 62-63 page lock (held, waiters): uswap::bit_lock
-// Who may change what: the state, PG_uffd_wp, PG_swapcache, the pin count, bits 32-61 and
-// handles[i]: the page lock's holder (or map_lock's writer); PG_lru and the clock links: under
+// Who may change what: the state, PG_uffd_wp, PG_swapcache, PG_shared, the pin count, bits 32-61
+// and handles[i]: the page lock's holder (or map_lock's writer); PG_lru and the clock links: under
 // lru_lock; PG_isolated: set under lru_lock, cleared under it or by the page lock's holder that
 // owns the isolation; PG_referenced and PG_active: set by the page lock's holder, cleared under
 // lru_lock or by that holder. Every change is an atomic read-modify-write of the bits it names,
@@ -41,9 +41,17 @@
 // page lock, eviction treats a PTE as write-protected when PG_uffd_wp is set or D > stamp
 // (1 <= (D - stamp) mod 2^30 < 2^29, and S - D < 2^28).
 //
-// Invariants (quiescent; check_invariants verifies them): resident == pages in PS_MAPPED (+
-// charges in flight); PG_lru <=> on the clock <=> counted in lru_nr; PG_lru => PS_MAPPED; no
-// PG_isolated; PS_MAPPED => PG_lru or PG_unevictable, not both; a handle is held exactly by
+// Fork-shared pages (docs/design/uffd.md, "Fork"): in a job, a forked child's pages are the
+// frames its parent charged, shared copy-on-write. They carry PG_shared: not charged here, not on
+// the clock (evicting one frees no memory while the parent maps it), counted in shared_pages.
+// One becomes this process's own, charged and on the clock, when it is written here (the
+// kernel copies it) or when /proc/self/pagemap says it is mapped here alone (the parent wrote,
+// dropped or exited: reconcile_shared).
+//
+// Invariants (quiescent; check_invariants verifies them): resident == pages in PS_MAPPED without
+// PG_shared (+ charges in flight); shared_pages == pages with PG_shared, all PS_MAPPED; PG_lru
+// <=> on the clock <=> counted in lru_nr; PG_lru => PS_MAPPED; no PG_isolated; PS_MAPPED =>
+// PG_lru or (PG_unevictable or PG_shared), not both; a handle is held exactly by
 // PS_SWAPPED pages and PS_MAPPED pages with PG_swapcache, and the swap backend stores exactly that
 // many pages; a page outside every mapping has the word 0; mappings, free extents and foreign
 // ranges are disjoint and cover the arena.
@@ -147,6 +155,9 @@ inline constexpr uint64_t PG_active = uint64_t{1} << 8;
 // sweeps up to the stamp had finished before it began), so with stamp == sweep_started no sweep
 // has touched the PTE since. Lets pin(write) skip the unprotecting ioctl.
 inline constexpr uint64_t PG_stamp_exact = uint64_t{1} << 9;
+// PS_MAPPED: a frame another member of the job charged, shared copy-on-write since a fork (see
+// "Fork-shared pages" above).
+inline constexpr uint64_t PG_shared = uint64_t{1} << 10;
 inline constexpr unsigned SHADOW_SHIFT = 32;
 inline constexpr uint64_t SHADOW_MAX = (uint64_t{1} << 30) - 1;
 inline constexpr uint64_t SHADOW_MASK = SHADOW_MAX << SHADOW_SHIFT;
@@ -303,6 +314,11 @@ struct pager::impl {
   alignas(cache_line_size) std::atomic<uint64_t> resident{0};
   std::atomic<uint64_t> peak_resident{0};
   std::atomic<uint64_t> pinned{0};
+  // Pages with PG_shared, and their reconciliation with /proc/self/pagemap (reconcile_shared):
+  // this process's descriptor of it (-1: none, or not opened yet) and when it last ran.
+  std::atomic<uint64_t> shared_pages{0};
+  int pagemap_fd = -1;
+  std::atomic<uint64_t> shared_checked_ns{0};
   // Evictions so far (the kernel's lruvec->nonresident_age): a refault's distance is how many
   // pages were evicted between its eviction and its refault.
   std::atomic<uint64_t> nonresident_age{0};
@@ -520,9 +536,24 @@ struct pager::impl {
                    pid_t tid = 0) noexcept;
   int fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra, bool pin,
                  bool* woke) noexcept;
-  int resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin, bool* woke) noexcept;
+  // `charged`: the caller charged one page for a shared page's write (set true when it was used).
+  int resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin, bool* woke,
+                     bool* charged = nullptr) noexcept;
   int resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned charged, bool pin,
                       readahead_state& ra, bool* woke) noexcept;
+  // --- Fork-shared pages (fork.cc; see the top of this file). mark_fork_shared: a forked
+  // child staying in its parent's job (write held) takes every mapped page as shared.
+  // unshare_locked: page st (lock held, PG_shared) becomes this process's own; `charged`: the
+  // caller charged it, else it is counted over the allowance until the next charge reserves
+  // it. reconcile_shared (read held, no page lock): the shared pages pagemap shows mapped here
+  // alone become this process's own, at most every shared_check_ns.
+  void mark_fork_shared() noexcept;
+  // A child leaving its parent's job (limited alone from now on): every shared page it
+  // inherited is charged here (write held).
+  void own_all_shared() noexcept;
+  void unshare_locked(uint64_t idx, uint64_t st, bool charged) noexcept;
+  void reconcile_shared() noexcept;
+  static constexpr uint64_t shared_check_ns = 20 * 1000 * 1000;
   unsigned readahead_window(uint64_t idx, uint64_t end, readahead_state& ra) const noexcept;
 
   // --- Write stamps (fault.cc). The stamp bits to store after a writable event on a page
@@ -542,7 +573,8 @@ struct pager::impl {
 
   // --- The charge (fault.cc). With a job, charge reserves from it in batches, and when the job
   // is full either evicts this pager's own pages or, under a fair share, asks the largest member
-  // for room and waits for it a while.
+  // for room and waits for it a while. charge(0) brings pages already counted in resident
+  // (fork-shared pages made this process's own) within the allowance.
   void charge(uint64_t n) noexcept;
   void uncharge(uint64_t n) noexcept {
     if (n) resident.fetch_sub(n, std::memory_order_relaxed);

@@ -1110,6 +1110,17 @@ job)
   forktree)
     [ "$outs" -gt 0 ] || fail "nothing was paged"
     [ "$(jq .job.processes <<<"$json")" -ge 5 ] || fail "fewer than 5 processes joined" ;;
+  forkshare)
+    # Two readers of 0.7 of the limit, 0.1 written by each: 0.9 in all once the frames the
+    # three share are charged once. Charged once per process (or evicted at each fork to make
+    # room for a child's copy), the job paged.
+    [ "$(jq .job.processes <<<"$json")" -ge 3 ] || fail "fewer than 3 processes joined"
+    [ "$outs" -eq 0 ] || fail "the job paged $outs pages out: the frames its processes share were charged more than once" ;;
+  forkcow)
+    # The parent rewrote the 0.9 of the limit its child inherited: the child's frames are its
+    # own now, 1.8 of the limit in the tree, so the job had to page (the program checked the
+    # tree's Pss_Anon). Left uncharged, nothing would have been paged.
+    [ "$outs" -gt 0 ] || fail "nothing was paged: the child's frames it alone maps were never charged" ;;
   hog)
     [ "$outs" -gt 0 ] || fail "nothing was paged"
     # The hog (the child, the higher pid) faults nothing after filling its memory: it swaps out

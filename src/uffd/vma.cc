@@ -16,6 +16,7 @@
 #include "kernel_access.h"
 #include "pager_impl.h"
 #include "sys.h"
+#include "uswap/base/atomic_max.h"
 #include "uswap/base/fault_inject.h"
 
 namespace uswap {
@@ -177,7 +178,7 @@ void pager::impl::set_unevictable(uint64_t first, uint64_t last, bool on) noexce
       unevictable.fetch_add(1, std::memory_order_relaxed);
     } else {
       ptes[i].fetch_and(~PG_unevictable, std::memory_order_relaxed);
-      lru_add_locked(i);
+      if (!(st & PG_shared)) lru_add_locked(i);  // a fork-shared page stays off the clock
       unevictable.fetch_sub(1, std::memory_order_relaxed);
     }
   });
@@ -490,15 +491,21 @@ int pager::impl::move_pages(uint64_t src, uint64_t dst, uint64_t n, int prot) no
       ws.store(0, std::memory_order_relaxed);
       return;
     }
-    // PS_MAPPED: copy the contents to the new place; the charge moves with the page.
+    // PS_MAPPED: copy the contents to the new place; the charge moves with the page. A
+    // fork-shared page's copy is a frame of this process's own: charged from now on (over the
+    // allowance until the next charge reserves it: no reclaim may run under the write lock).
     copy_page_out(buf.data, reinterpret_cast<const void*>(page_addr(i)));
     uint64_t done = 0;
     const uint64_t f = finished_before();
     const int r = uffd->copy(page_addr(j), buf.data, page_size, false, &done);
+    if (st & PG_shared) {
+      shared_pages.fetch_sub(1, std::memory_order_relaxed);
+      if (r == 0) fetch_max(peak_resident, resident.fetch_add(1, std::memory_order_relaxed) + 1);
+    }
     if (r != 0) {
       err = err ? err : r;
       // The page is lost to the move; uncharge it (the source is released below).
-      uncharge(1);
+      if (!(st & PG_shared)) uncharge(1);
     } else {
       uint64_t next = PS_MAPPED | PG_referenced | write_stamp(f);
       if (readable) {

@@ -17,10 +17,10 @@
 // in the segment); a member without one serves it at its next fault, or from a signal when it
 // is idle in a system call that the signal cannot disturb (job_member.cc, quiet_to_interrupt).
 //
-// fork: a member about to fork reserves its child's share (the copy of its resident pages) in a
-// slot of its own (reserve_for_child), evicting first what would not fit and lending the child
-// the reservation that eviction freed, so a busy sibling cannot take it; the child adopts that
-// slot, so the reservation is never the parent's and never missing. A slot no child adopted
+// fork: a member about to fork reserves its child a slot of its own (reserve_for_child); the
+// child adopts it, so the child is a member from its first instruction. The pager's child
+// charges its inherited pages only as they become its own (pager_impl.h, "Fork-shared pages"),
+// so its share starts empty; reserve_for_child can also lend a share that must exist at once. A slot no child adopted
 // (the fork failed, the child died at once) is reaped by the supervisor after a while.
 //
 // Members leave at exit and before exec, returning their usage. One that dies without leaving
@@ -206,6 +206,11 @@ class job {
   bool still_alive(unsigned slot) const noexcept;
   // Supervisor: the member of `slot` died without leaving: its usage goes back at once.
   void reap_dead(unsigned slot) noexcept;
+  // A member (`self`) that found the job full: the members whose process no longer exists (killed,
+  // and waited for by their parent) go as reap_dead would have them, without waiting for the
+  // supervisor's next look (up to 200 ms after a member it had not seen yet). A zombie, or a
+  // pid used again, stays. Returns how many went. Async-signal-safe.
+  unsigned reap_ended_members(unsigned self) noexcept;
 
   // --- fork.
   // A slot holding `pages` for the child of a fork `parent` is about to make; EAGAIN when they

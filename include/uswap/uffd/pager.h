@@ -221,6 +221,8 @@ struct pager_stats {
   uint64_t mappings = 0;             // mapping records (after merging neighbours alike)
   uint64_t foreign_bytes = 0;        // arena bytes held by mappings the pager does not manage
   uint64_t unevictable_pages = 0;    // resident pages of mappings without PROT_READ
+  uint64_t shared_pages = 0;         // mapped, shared copy-on-write with the job member this
+                                     // process forked from and charged there, not in resident
   uint64_t faults = 0;               // missing-page faults resolved (not counting readahead)
   uint64_t wp_faults = 0;            // write-protect faults resolved
   uint64_t zero_fills = 0;           // pages first mapped as zeros (UFFDIO_ZEROPAGE or COPY)
