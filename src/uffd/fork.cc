@@ -324,7 +324,9 @@ void pager::impl::mark_fork_shared() noexcept {
   // This process's own descriptor (after_fork_child closed the parent's), opened now, while it
   // has a /proc (a sandbox may chroot it away later). Without one, a shared page becomes this
   // process's own only when it writes it.
-  if (n != 0 && pagemap_fd < 0) {
+  // Not in a program that installed a seccomp filter of its own (vectored_evict is false
+  // there): its policy may kill for the calls this needs.
+  if (n != 0 && pagemap_fd < 0 && vectored_evict.load(std::memory_order_relaxed)) {
     const long fd = raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     pagemap_fd = fd >= 0 ? own_fd_take(static_cast<int>(fd)) : -1;
   }
@@ -358,7 +360,7 @@ void pager::impl::unshare_locked(uint64_t idx, uint64_t st, bool charged) noexce
 
 void pager::impl::reconcile_shared() noexcept {
   USWAP_ASSERT_HELD(map_lock);  // the records and the page states' mappings stay
-  if (pagemap_fd < 0) return;
+  if (pagemap_fd < 0 || !vectored_evict.load(std::memory_order_relaxed)) return;
   const uint64_t now = coarse_clock_ns();
   uint64_t last = shared_checked_ns.load(std::memory_order_relaxed);
   if (now - last < shared_check_ns ||

@@ -456,7 +456,8 @@ struct pager::impl {
   // A pidfd of this process, for process_madvise(MADV_DONTNEED) of a whole eviction pass with one
   // TLB flush; -1 when the kernel lacks it (per-run madvise then).
   int self_pidfd = -1;
-  // False once the program sandboxed itself (pager::program_sandboxed): per-run madvise then.
+  // False once the program sandboxed itself (pager::program_sandboxed): per-run madvise then,
+  // and no pagemap reads (reconcile_shared).
   std::atomic<bool> vectored_evict{true};
 
   // handler_thread mode.

@@ -19,9 +19,11 @@
 #   --plain-only      only the plain runs: measure peak RSS and time, check exit status and output
 #   --keep            keep the scratch directory (its path is printed)
 #   --timeout-factor N, --min-timeout S: the uswap run may take N times as long as the plain
-#                     run (default 20), at least S seconds (default 120: it is there to
+#                     run (default 20), at least S seconds (default 300: it is there to
 #                     catch a stuck run, whose stacks it prints, not a slow one on a loaded
-#                     machine), at most 240 s
+#                     machine; on a contended host page faults and TLB flushes cost several
+#                     times what they do on a quiet one, and luajit at half its peak took
+#                     54 s on one day and 218 s on another on the same VM), at most 480 s
 #   CASE              case names (cases/NAME.sh); default: every case
 # Exit status: 0 when every case passed, 1 when one failed, 2 on bad usage. Interrupt it with
 # Ctrl-C, or a signal to its process group (kill -TERM -PGID): the case's runs and servers are
@@ -63,7 +65,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 uswap="" run_user="" results=${USWAP_COMPAT_RESULTS:-} append=0 cases_dir=$here/cases
-uswap_args=() plain_only=0 keep=0 timeout_factor=20 min_timeout=120 list=0 names=()
+uswap_args=() plain_only=0 keep=0 timeout_factor=20 min_timeout=300 list=0 names=()
 usage() { sed -n '2,/^[^#]/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -363,7 +365,7 @@ run_case() {
     fi
     local t
     t=$(awk -v w="$plain_wall" -v f="${case_timeout_factor:-$timeout_factor}" -v m="$min_timeout" \
-          -v cap="${case_max_timeout:-240}" 'BEGIN { t = int(w * f) + 1; if (t < m) t = m; if (t > cap) t = cap; print t }')
+          -v cap="${case_max_timeout:-480}" 'BEGIN { t = int(w * f) + 1; if (t < m) t = m; if (t > cap) t = cap; print t }')
     run_one uswap "$t" "$bin" run ${uswap_args[@]+"${uswap_args[@]}"} --limit "$limit" --json --
     u_rc=$rc u_wall=$wall u_peak=$((peak_kb * 1024))
     manifest uswap >"$dir/uswap.manifest"
