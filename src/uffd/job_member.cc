@@ -187,9 +187,11 @@ void pager::impl::serve_job_request_locked(job& j) noexcept {
   j.clear_signalled(jslot);
   const uint64_t want = j.take_reclaim_request(jslot);
   if (want != 0) {
+    // Counted when taken: the asker may have its room (and look at the count) before the whole
+    // of it is evicted.
+    job_requests_served.fetch_add(1, std::memory_order_relaxed);
     const uint64_t n = std::min(want, resident.load(std::memory_order_relaxed));
     if (n != 0) shrink(n, n);
-    job_requests_served.fetch_add(1, std::memory_order_relaxed);
   }
   trim_reservation(j, 0);
   publish_job_stats(j);
