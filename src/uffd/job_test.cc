@@ -34,6 +34,27 @@ std::unique_ptr<job> make_job(uint64_t limit_pages, uint64_t pool_limit = 0) {
   return j ? std::move(*j) : nullptr;
 }
 
+// Forks a member that joins `j`, reserves `pages` and waits in pause() until killed; returns its
+// pid once it holds them, or -1.
+pid_t fork_member_holding(job& j, uint64_t pages) {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    auto s = j.join(::getpid(), "victim");
+    if (!s || j.try_reserve(*s, pages, pages) != pages) ::_exit(1);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c = 0;
+  const bool held = pid > 0 && ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  ::close(ready[1]);
+  return held ? pid : -1;
+}
+
 // Runs fn in a child process; returns its exit status (fn's return value).
 template <class F>
 int in_child(F fn) {
@@ -275,19 +296,8 @@ TEST(JobConcurrency, ProcessesReservingTogetherNeverPassTheLimit) {
 TEST(JobConcurrency, AMemberKilledHoldingChargeIsReapedAndReturnsIt) {
   auto j = make_job(1000);
   ASSERT_TRUE(j);
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    auto s = j->join(::getpid(), "victim");
-    if (!s || j->try_reserve(*s, 700, 700) != 700) ::_exit(1);
-    char c = 1;
-    (void)!::write(ready[1], &c, 1);
-    ::pause();
-    ::_exit(0);
-  }
-  char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  const pid_t pid = fork_member_holding(*j, 700);
+  ASSERT_GT(pid, 0);
   job_view v = j->view();
   ASSERT_EQ(v.members.size(), 1u);
   const unsigned slot = v.members[0].slot;
@@ -305,8 +315,6 @@ TEST(JobConcurrency, AMemberKilledHoldingChargeIsReapedAndReturnsIt) {
   auto s = j->join(::getpid(), "next");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(j->try_reserve(*s, 1000, 1000), 1000u);
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 // A member that finds the job full reaps, itself, the members whose process is gone (killed and
@@ -319,20 +327,9 @@ TEST(JobConcurrency, AMemberFindingTheJobFullReapsTheKilledOnesItself) {
   ASSERT_TRUE(self.ok());
   ASSERT_EQ(j->try_reserve(*self, 100, 100), 100u);
   pid_t pids[2];
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
   for (pid_t& pid : pids) {
-    pid = ::fork();
-    if (pid == 0) {
-      auto s = j->join(::getpid(), "victim");
-      if (!s || j->try_reserve(*s, 400, 400) != 400) ::_exit(1);
-      char c = 1;
-      (void)!::write(ready[1], &c, 1);
-      ::pause();
-      ::_exit(0);
-    }
-    char c;
-    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    pid = fork_member_holding(*j, 400);
+    ASSERT_GT(pid, 0);
   }
   EXPECT_EQ(j->charge(), 900u);
   for (pid_t pid : pids) ::kill(pid, SIGKILL);
@@ -347,8 +344,6 @@ TEST(JobConcurrency, AMemberFindingTheJobFullReapsTheKilledOnesItself) {
   EXPECT_EQ(j->reap_ended_members(*self), 1u);
   EXPECT_EQ(j->charge(), 100u) << "the asker's own share stays";
   EXPECT_EQ(j->reap_ended_members(*self), 0u);
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 TEST(JobConcurrency, AHolderKilledInsideTheLockLeavesAConsistentJob) {
