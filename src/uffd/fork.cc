@@ -150,6 +150,16 @@ void pager::impl::after_fork_parent() noexcept {
   // The child's now, unless fork() says it failed (fork_returned).
   fork_child_slot = child_slot;
   child_slot = -1;
+  // A child in the job shares this process's frames from now on (spare_shared). The
+  // descriptor is opened after the fork, so the child does not inherit it.
+  if (fork_child_slot >= 0 && vectored_evict.load(std::memory_order_relaxed)) {
+    spare_shared_victims = true;
+    if (pagemap_fd < 0) {
+      const long fd =
+          raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+      pagemap_fd = fd >= 0 ? own_fd_take(static_cast<int>(fd)) : -1;
+    }
+  }
   set_arena_fork_flag(false);
   in_fork = false;
   pool_mu.unlock();
@@ -168,6 +178,7 @@ status pager::impl::after_fork_child() noexcept {
   own_fd_release(pagemap_fd);
   if (pagemap_fd >= 0) ::close(pagemap_fd);
   pagemap_fd = -1;
+  spare_shared_victims = false;
   // Every lock of the pager was free at the fork but map_lock, which the parent's forking thread
   // holds and other threads may be queued on: their waiters live on stacks this process does
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.
@@ -272,7 +283,7 @@ status pager::impl::after_fork_child() noexcept {
   // The child's own statistics start now.
   for (std::atomic<uint64_t>* ctr :
        {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
-        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated,
+        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated, &c.shared_spared,
         &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
         &c.wp_sweep_failures, &c.evict_wp_pages, &c.evict_wp_calls, &c.forks, &c.major_faults,
         &c.pgsteal_kswapd, &c.pgsteal_direct, &c.kswapd_wakeups})
@@ -409,6 +420,46 @@ void pager::impl::reconcile_shared() noexcept {
     }
     charge(0);
   }
+}
+
+// The kernel's reclaim unmaps a shared frame from every process that maps it (try_to_unmap
+// through the anon_vma) and frees it. A parent here can only drop its own mapping: while a child
+// still maps the frame that frees nothing, and the child then charges the frame as its own
+// (reconcile_shared), so the job is no further below its limit and the parent refaults the page
+// later. Such victims go back on the clock; a pass that found nothing else evicts them all the
+// same, as a charge must be able to make progress.
+unsigned pager::impl::spare_shared(uint32_t* v, unsigned n) noexcept {
+  USWAP_ASSERT_HELD(map_lock);  // pagemap_fd stays
+  if (pagemap_fd < 0 || !vectored_evict.load(std::memory_order_relaxed)) return n;
+  constexpr uint64_t present = uint64_t{1} << 63, exclusive = uint64_t{1} << 56;
+  constexpr unsigned window = 64;  // entries per read: a reclaim cluster or two
+  uint64_t entries[window];
+  bool shared[max_reclaim_pass];
+  unsigned nshared = 0;
+  for (unsigned i = 0; i < n;) {
+    const uint64_t base = v[i];
+    const uint64_t len = std::min<uint64_t>(window, v[n - 1] - base + 1);
+    const long got = raw_syscall(SYS_pread64, pagemap_fd, entries, len * sizeof(uint64_t),
+                                 static_cast<off_t>((page_addr(base) >> page_shift) * 8));
+    if (got != static_cast<long>(len * sizeof(uint64_t))) return n;  // unknown: evict them all
+    for (; i < n && v[i] < base + len; ++i) {
+      shared[i] = (entries[v[i] - base] & (present | exclusive)) == present;
+      nshared += shared[i];
+    }
+  }
+  if (nshared == 0 || nshared == n) return n;
+  unsigned kept = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    USWAP_ASSERT_HELD(ptes[v[i]]);
+    if (shared[i]) {
+      putback(&v[i], 1);
+      page_lock::unlock(ptes[v[i]]);
+    } else {
+      v[kept++] = v[i];
+    }
+  }
+  c.shared_spared.fetch_add(nshared, std::memory_order_relaxed);
+  return kept;
 }
 
 void pager::prepare_fork() noexcept { impl_->prepare_fork(); }

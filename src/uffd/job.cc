@@ -67,6 +67,9 @@ struct alignas(cache_line_size) job::member {
   uint64_t usage;  // under the job lock
   std::atomic<uint64_t> usage_seen;  // a copy for lock-free readers
   alignas(cache_line_size) std::atomic<uint64_t> reclaim_request;
+  // What the member took of its requests and is evicting now (take_reclaim_request until
+  // reclaim_served): other askers do not ask for it again.
+  std::atomic<uint64_t> reclaim_serving;
   std::atomic<uint32_t> signalled;
   // The member's reclaim thread sleeps on this word (a futex other processes wake) while
   // `listening`; a request bumps it.
@@ -241,6 +244,7 @@ result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start
     m.usage = usage;
     m.usage_seen.store(usage, std::memory_order_relaxed);
     m.reclaim_request.store(0, std::memory_order_relaxed);
+    m.reclaim_serving.store(0, std::memory_order_relaxed);
     m.signalled.store(0, std::memory_order_relaxed);
     m.kswapd_listening.store(0, std::memory_order_relaxed);
     m.last_active_ns.store(0, std::memory_order_relaxed);
@@ -473,9 +477,18 @@ std::optional<job_target> job::request_reclaim(unsigned slot, uint64_t n) noexce
     }
   }
   if (best == job_max_members) return std::nullopt;
-  // Ask for what the victim holds above its fair share, at least n.
-  s_->members[best].reclaim_request.fetch_add(std::min(best_usage - fair + n, best_usage),
-                                              std::memory_order_relaxed);
+  // Ask for what the victim holds above its fair share, at least n. Askers at the same time
+  // want the same pages above that share: each adds its own n, not the share again, nor what
+  // the victim is evicting already for a request it took (else a parent asked by its two
+  // children at once evicted twice what it held above its share, and read it back later).
+  member& v = s_->members[best];
+  const uint64_t above = best_usage - fair;
+  const uint64_t serving = v.reclaim_serving.load(std::memory_order_relaxed);
+  const uint64_t ask = std::min((above > serving ? above - serving : 0) + n, best_usage);
+  uint64_t cur = v.reclaim_request.load(std::memory_order_relaxed);
+  while (!v.reclaim_request.compare_exchange_weak(
+      cur, std::min(std::max(cur + n, ask), best_usage), std::memory_order_relaxed)) {
+  }
   s_->reclaim_requests.fetch_add(1, std::memory_order_relaxed);
   return job_target{best, s_->members[best].pid.load(std::memory_order_relaxed)};
 }
@@ -485,9 +498,15 @@ bool job::has_reclaim_request(unsigned slot) const noexcept {
 }
 
 uint64_t job::take_reclaim_request(unsigned slot) noexcept {
-  std::atomic<uint64_t>& r = s_->members[slot].reclaim_request;
-  if (r.load(std::memory_order_relaxed) == 0) return 0;
-  return r.exchange(0, std::memory_order_relaxed);
+  member& m = s_->members[slot];
+  if (m.reclaim_request.load(std::memory_order_relaxed) == 0) return 0;
+  const uint64_t want = m.reclaim_request.exchange(0, std::memory_order_relaxed);
+  m.reclaim_serving.fetch_add(want, std::memory_order_relaxed);
+  return want;
+}
+
+void job::reclaim_served(unsigned slot) noexcept {
+  s_->members[slot].reclaim_serving.store(0, std::memory_order_relaxed);
 }
 
 bool job::mark_signalled(unsigned slot) noexcept {

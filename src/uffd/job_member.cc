@@ -193,7 +193,8 @@ void pager::impl::serve_job_request_locked(job& j) noexcept {
     const uint64_t n = std::min(want, resident.load(std::memory_order_relaxed));
     if (n != 0) shrink(n, n);
   }
-  trim_reservation(j, 0);
+  trim_reservation(j, 0);  // the room is the job's before the request counts as served
+  if (want != 0) j.reclaim_served(jslot);
   publish_job_stats(j);
 }
 

@@ -379,6 +379,32 @@ TEST(JobConcurrency, AHolderKilledInsideTheLockLeavesAConsistentJob) {
   ::close(slot_pipe[1]);
 }
 
+// Two members short of room at once want the same pages above the hog's share: the hog is
+// asked for them once, plus what each of the two needs; while it evicts a request it took,
+// another asker adds only what it needs.
+TEST(Job, AskersAtOnceAskForTheShareAboveOnce) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto hog = j->join(::getpid(), "hog");
+  auto a = j->join(::getpid(), "a");
+  auto b = j->join(::getpid(), "b");
+  ASSERT_TRUE(hog.ok() && a.ok() && b.ok());
+  ASSERT_EQ(j->try_reserve(*hog, 700, 700), 700u);
+  ASSERT_EQ(j->try_reserve(*a, 100, 100), 100u);
+  ASSERT_EQ(j->try_reserve(*b, 100, 100), 100u);
+  ASSERT_EQ(j->request_reclaim(*a, 32)->slot, *hog);
+  ASSERT_EQ(j->request_reclaim(*b, 40)->slot, *hog);
+  EXPECT_EQ(j->take_reclaim_request(*hog), 700u - 333u + 32u + 40u);
+  // Taken, being evicted: the usage has not dropped yet.
+  ASSERT_EQ(j->request_reclaim(*a, 16)->slot, *hog);
+  EXPECT_EQ(j->take_reclaim_request(*hog), 16u);
+  j->reclaim_served(*hog);
+  // Served and the usage unchanged (the hog found nothing to evict): asked in full again.
+  ASSERT_EQ(j->request_reclaim(*b, 8)->slot, *hog);
+  EXPECT_EQ(j->take_reclaim_request(*hog), 700u - 333u + 8u);
+  EXPECT_EQ(j->view().reclaim_requests, 4u);
+}
+
 TEST(Job, AMemberUnderItsFairShareAsksTheLargestAboveIt) {
   auto j = make_job(1000);
   ASSERT_TRUE(j);

@@ -597,6 +597,7 @@ pager_stats pager::stats() const {
   s.reclaim_passes = ld(m.c.reclaim_passes);
   s.pages_scanned = ld(m.c.scanned);
   s.pages_rotated = ld(m.c.rotated);
+  s.shared_spared = ld(m.c.shared_spared);
   s.overcharges = ld(m.c.overcharges);
   s.pgsteal_kswapd = ld(m.c.pgsteal_kswapd);
   s.pgsteal_direct = ld(m.c.pgsteal_direct);

@@ -319,6 +319,9 @@ struct pager::impl {
   std::atomic<uint64_t> shared_pages{0};
   int pagemap_fd = -1;
   std::atomic<uint64_t> shared_checked_ns{0};
+  // Set (map_lock held for writing) once this process forked a child into its job: its victims
+  // may be frames that child still maps, which evicting here would not free (spare_shared).
+  bool spare_shared_victims = false;
   // Evictions so far (the kernel's lruvec->nonresident_age): a refault's distance is how many
   // pages were evicted between its eviction and its refault.
   std::atomic<uint64_t> nonresident_age{0};
@@ -364,6 +367,7 @@ struct pager::impl {
     std::atomic<uint64_t> faults{0}, wp_faults{0}, zero_fills{0}, swap_ins{0}, readahead{0};
     std::atomic<uint64_t> swap_outs{0}, clean_evictions{0}, zero_evictions{0};
     std::atomic<uint64_t> reclaim_passes{0}, scanned{0}, rotated{0}, overcharges{0};
+    std::atomic<uint64_t> shared_spared{0};
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0}, evict_wp_calls{0};
     std::atomic<uint64_t> forks{0};
@@ -554,6 +558,10 @@ struct pager::impl {
   void own_all_shared() noexcept;
   void unshare_locked(uint64_t idx, uint64_t st, bool charged) noexcept;
   void reconcile_shared() noexcept;
+  // The parent's side (map_lock held, the victims v[0, n) sorted, locked and isolated): puts
+  // back the victims that pagemap shows another process of the job maps too (a child that
+  // inherited them), unless that is all of them; returns how many are left, compacted in v.
+  unsigned spare_shared(uint32_t* v, unsigned n) noexcept;
   static constexpr uint64_t shared_check_ns = 20 * 1000 * 1000;
   unsigned readahead_window(uint64_t idx, uint64_t end, readahead_state& ra) const noexcept;
 

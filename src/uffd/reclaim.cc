@@ -258,6 +258,7 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
   if (nb) putback(busy, nb);
   if (nl == 0) return 0;
   std::sort(victims, victims + nl);
+  if (spare_shared_victims) nl = spare_shared(victims, nl);
   return evict(victims, nl);
 }
 

@@ -249,13 +249,16 @@ class job {
   uint64_t fair_share() const noexcept;
   // When `slot` holds less than its fair share (limit / live members): the member with the
   // largest usage above a fair share, asked to reclaim what it holds above it and at least `n`
-  // pages. Nothing when `slot` holds a fair share or more (it should evict its own) or nobody
-  // holds more than one.
+  // pages; what others asked of it already, or it took and is evicting, counts towards the
+  // share above (each asker adds its own `n`). Nothing when `slot` holds a fair share or more
+  // (it should evict its own) or nobody holds more than one.
   std::optional<job_target> request_reclaim(unsigned slot, uint64_t n) noexcept;
   // Whether others asked this member to reclaim (one relaxed load: the fault path's check).
   bool has_reclaim_request(unsigned slot) const noexcept;
-  // Pages others asked this member to reclaim, taken (the request is cleared).
+  // Pages others asked this member to reclaim, taken (the request is cleared); they count as
+  // being evicted for request_reclaim until reclaim_served (after the member returned the room).
   uint64_t take_reclaim_request(unsigned slot) noexcept;
+  void reclaim_served(unsigned slot) noexcept;
   // Whether a signal was sent to this member and not yet taken; the sender sets it, the member
   // clears it (so a busy member gets one signal, not one per request).
   bool mark_signalled(unsigned slot) noexcept;
