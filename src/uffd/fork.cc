@@ -426,8 +426,8 @@ void pager::impl::reconcile_shared() noexcept {
 // through the anon_vma) and frees it. A parent here can only drop its own mapping: while a child
 // still maps the frame that frees nothing, and the child then charges the frame as its own
 // (reconcile_shared), so the job is no further below its limit and the parent refaults the page
-// later. Such victims go back on the clock; a pass that found nothing else evicts them all the
-// same, as a charge must be able to make progress.
+// later. Such victims go back on the clock (shrink takes them all the same after a lap that
+// found nothing else: a charge must be able to make progress).
 unsigned pager::impl::spare_shared(uint32_t* v, unsigned n) noexcept {
   USWAP_ASSERT_HELD(map_lock);  // pagemap_fd stays
   if (pagemap_fd < 0 || !vectored_evict.load(std::memory_order_relaxed)) return n;
@@ -447,7 +447,7 @@ unsigned pager::impl::spare_shared(uint32_t* v, unsigned n) noexcept {
       nshared += shared[i];
     }
   }
-  if (nshared == 0 || nshared == n) return n;
+  if (nshared == 0) return n;
   unsigned kept = 0;
   for (unsigned i = 0; i < n; ++i) {
     USWAP_ASSERT_HELD(ptes[v[i]]);

@@ -2,6 +2,7 @@
 // arena, resident and swapped-out pages alike; the parent's other threads keep faulting through
 // the fork; fork advice (dontfork / wipeonfork) holds; a raw clone() child gets no arena.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -178,6 +179,85 @@ TEST_P(ForkTest, InAJobAChildChargesOnlyThePagesThatBecomeItsOwn) {
   EXPECT_EQ(pg->stats().resident_pages, n);
   for (uint64_t i = 0; i < n; ++i) ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
   ASSERT_TRUE(pg->unmap(a, n * page_size).ok());
+  ASSERT_EQ(::write(to_child[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's return code " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1)
+      << " (see the test)";
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) ::close(fd);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
+// How many of the n pages at p this process has present (/proc/self/pagemap bit 63), or -1.
+int64_t present_pages(const void* p, uint64_t n) {
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  std::vector<uint64_t> e(n);
+  const off_t off = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page_size * 8);
+  const ssize_t got = ::pread(fd, e.data(), n * 8, off);
+  ::close(fd);
+  if (got != static_cast<ssize_t>(n * 8)) return -1;
+  int64_t k = 0;
+  for (uint64_t v : e) k += (v >> 63) & 1;
+  return k;
+}
+
+// A parent in a job cannot unmap its children's copies of a frame, so evicting a page its child
+// still maps would free nothing: reclaim passes over such victims while it finds others, and
+// takes them only when a lap found nothing else.
+TEST_P(ForkTest, AParentPassesOverVictimsItsChildStillMaps) {
+  job_options jo;
+  jo.limit_pages = 16 * MiB / page_size;
+  auto jc = job::create(jo);
+  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
+  std::shared_ptr<job> j = std::move(jc).value();
+  auto pg = make(16 * MiB, 64 * MiB);
+  ASSERT_TRUE(pg);
+  ASSERT_TRUE(pg->join_job(j).ok());
+  constexpr uint64_t n = 512;
+  auto ma = pg->map(n * page_size);
+  ASSERT_TRUE(ma.ok());
+  auto* a = static_cast<uint8_t*>(*ma);  // inherited by the child: the older half of the clock
+  for (uint64_t i = 0; i < n; ++i) fill_page(a + i * page_size, i, 0);
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(to_parent), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto check = [&]() -> int {
+      for (uint64_t i = 0; i < n; ++i)
+        if (!page_matches(a + i * page_size, i, 0)) return 10;
+      char c = 'r';
+      if (::write(to_parent[1], &c, 1) != 1 || ::read(to_child[0], &c, 1) != 1) return 11;
+      for (uint64_t i = 0; i < n; ++i)
+        if (!page_matches(a + i * page_size, i, 0)) return 12;
+      return pg->check_invariants().ok() ? 0 : 13;
+    };
+    ::_exit(check());
+  }
+  char c = 0;
+  ASSERT_EQ(::read(to_parent[0], &c, 1), 1) << "the child stopped early";
+  auto mb = pg->map(n * page_size);
+  ASSERT_TRUE(mb.ok());
+  auto* b = static_cast<uint8_t*>(*mb);  // this process's alone
+  for (uint64_t i = 0; i < n; ++i) fill_page(b + i * page_size, n + i, 0);
+  ASSERT_EQ(present_pages(a, n), static_cast<int64_t>(n));
+
+  // The hand meets the shared pages first: they are put back, the pages of b go.
+  EXPECT_GE(pg->reclaim(n / 2), n / 2);
+  EXPECT_GT(pg->stats().shared_spared, 0u);
+  EXPECT_EQ(present_pages(a, n), static_cast<int64_t>(n)) << "a page the child maps was evicted";
+  EXPECT_LE(present_pages(b, n), static_cast<int64_t>(n / 2));
+  // Nothing else left: after a lap of them, the shared pages go too.
+  pg->reclaim(2 * n);
+  EXPECT_LT(present_pages(a, n), static_cast<int64_t>(n / 4));
+  EXPECT_LT(pg->stats().resident_pages, n / 4);
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
+    ASSERT_TRUE(page_matches(b + i * page_size, n + i, 0)) << i;
+  }
   ASSERT_EQ(::write(to_child[1], &c, 1), 1);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);

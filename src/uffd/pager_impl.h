@@ -322,6 +322,7 @@ struct pager::impl {
   // Set (map_lock held for writing) once this process forked a child into its job: its victims
   // may be frames that child still maps, which evicting here would not free (spare_shared).
   bool spare_shared_victims = false;
+  std::atomic<uint64_t> spare_run{0};  // shrink: pages put back since others were found
   // Evictions so far (the kernel's lruvec->nonresident_age): a refault's distance is how many
   // pages were evicted between its eviction and its refault.
   std::atomic<uint64_t> nonresident_age{0};
@@ -559,8 +560,8 @@ struct pager::impl {
   void unshare_locked(uint64_t idx, uint64_t st, bool charged) noexcept;
   void reconcile_shared() noexcept;
   // The parent's side (map_lock held, the victims v[0, n) sorted, locked and isolated): puts
-  // back the victims that pagemap shows another process of the job maps too (a child that
-  // inherited them), unless that is all of them; returns how many are left, compacted in v.
+  // back the victims that pagemap shows another process maps too (a child that inherited
+  // them); returns how many are left, compacted in v (all of them when pagemap cannot be read).
   unsigned spare_shared(uint32_t* v, unsigned n) noexcept;
   static constexpr uint64_t shared_check_ns = 20 * 1000 * 1000;
   unsigned readahead_window(uint64_t idx, uint64_t end, readahead_state& ra) const noexcept;
@@ -701,7 +702,9 @@ struct pager::impl {
   void lru_add(const uint64_t* idx, unsigned n) noexcept;
   // Evicts at least nr_min pages (fewer only when nothing more is evictable), at most nr_max.
   uint64_t shrink(uint64_t nr_min, uint64_t nr_max) noexcept;
-  unsigned shrink_batch(unsigned batch) noexcept;
+  // spare: put back victims a forked child still maps (spare_shared), counted in *spared.
+  unsigned shrink_batch(unsigned batch, bool spare, unsigned* spared) noexcept;
+  uint64_t lap_pages() noexcept;  // pages on the clock
   // Pages a scan gave a second chance, for isolate_cluster: a one-hash Bloom filter on the
   // stack (a false yes leaves a neighbour on the clock, nothing worse).
   struct spared_filter {

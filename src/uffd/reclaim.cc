@@ -81,6 +81,11 @@ void pager::impl::lru_add(const uint64_t* idx, unsigned n) noexcept {
   }
 }
 
+uint64_t pager::impl::lap_pages() noexcept {
+  std::lock_guard g(lru_lock);
+  return lru_nr;
+}
+
 uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   USWAP_ASSERT_HELD(map_lock);  // reclaim runs under it: the mappings cannot change
   c.reclaim_passes.fetch_add(1, std::memory_order_relaxed);
@@ -94,16 +99,27 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
   // A pass scans at most four times what it wants: the budget counts passes of the first size
   // asked for (a small ask, a few pages short of a fork's share, scans as far as a large one).
   const uint64_t first_want = std::max<uint64_t>(1, std::min<uint64_t>(reclaim_pass, nr_max));
-  uint64_t fruitless_budget;
-  {
-    std::lock_guard g(lru_lock);
-    fruitless_budget = lru_nr / (4 * first_want) + 2;
-  }
+  uint64_t fruitless_budget = lap_pages() / (4 * first_want) + 2;
+  // A parent that forked into the job passes over victims its children still map
+  // (spare_shared), and a pass that put back such pages is not fruitless: the hand moved past
+  // them. spare_run counts the pages put back since a pass last found others; once that is a
+  // lap of the clock, passes take them all the same for a lap of scanning, then look again.
   while (total < nr_min) {
     const auto want = static_cast<unsigned>(std::min<uint64_t>(reclaim_pass, nr_max - total));
-    const unsigned got = shrink_batch(want);
+    const uint64_t lap = spare_shared_victims ? lap_pages() : 0;
+    const uint64_t run = spare_run.load(std::memory_order_relaxed);
+    const bool spare = spare_shared_victims && run < lap;
+    const uint64_t scanned = c.scanned.load(std::memory_order_relaxed);
+    unsigned spared = 0;
+    const unsigned got = shrink_batch(want, spare, &spared);
     total += got;
-    if (got == 0 && fruitless_budget-- == 0) break;
+    if (spare) {
+      spare_run.store(got != 0 ? 0 : run + spared, std::memory_order_relaxed);
+    } else if (spare_shared_victims) {
+      const uint64_t now = run + c.scanned.load(std::memory_order_relaxed) - scanned;
+      spare_run.store(now >= 2 * lap ? 0 : now, std::memory_order_relaxed);
+    }
+    if (spared == 0 && got == 0 && fruitless_budget-- == 0) break;
   }
   if (opts.reclaim_hook)
     opts.reclaim_hook(opts.reclaim_hook_arg, resident.load(std::memory_order_relaxed),
@@ -175,7 +191,7 @@ bool pager::impl::sweep() noexcept {
   return true;
 }
 
-unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
+unsigned pager::impl::shrink_batch(unsigned batch, bool spare, unsigned* nspared) noexcept {
   // With write tracking, a sweep twice per lap of the hand: it gives every page written since
   // the last one a write-protect fault on its next write (a reference), and makes this and the
   // following passes' victims write-protected already.
@@ -258,7 +274,11 @@ unsigned pager::impl::shrink_batch(unsigned batch) noexcept {
   if (nb) putback(busy, nb);
   if (nl == 0) return 0;
   std::sort(victims, victims + nl);
-  if (spare_shared_victims) nl = spare_shared(victims, nl);
+  if (spare) {
+    const unsigned kept = spare_shared(victims, nl);
+    *nspared = nl - kept;
+    if ((nl = kept) == 0) return 0;
+  }
   return evict(victims, nl);
 }
 
