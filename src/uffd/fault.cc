@@ -190,16 +190,25 @@ void pager::impl::charge(uint64_t n) noexcept {
   }
 }
 
-unsigned pager::impl::readahead_window(uint64_t idx, uint64_t end,
+unsigned pager::impl::readahead_window(uint64_t idx, uint64_t start, uint64_t end,
                                        readahead_state& ra) const noexcept {
-  // A fault on the page right after the last run continues a sequential stream: double its
-  // window up to readahead_max. Anything else starts over with one page.
-  if (ra.owner == this && idx == ra.next)
-    ra.window = std::min(ra.window * 2, opts.readahead_max);
-  else
+  // A fault on the page right after the last run continues a stream going up, one on the page
+  // right before it a stream going down (a list freed from its end, as CPython's list_dealloc
+  // does): double its window up to readahead_max. Anything else starts over with one page.
+  const bool ours = ra.owner == this;
+  if (ours && idx == ra.next) {
+    ra.window = ra.down ? 2 : std::min(ra.window * 2, opts.readahead_max);
+    ra.down = false;
+  } else if (ours && ra.first != UINT64_MAX && idx + 1 == ra.first) {
+    ra.window = ra.down ? std::min(ra.window * 2, opts.readahead_max) : 2;
+    ra.down = true;
+  } else {
     ra.window = 1;
+    ra.down = false;
+  }
   ra.owner = this;
-  return static_cast<unsigned>(std::min<uint64_t>(ra.window, end - idx));
+  return static_cast<unsigned>(
+      std::min<uint64_t>(ra.window, ra.down ? idx - start + 1 : end - idx));
 }
 
 int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra, bool* woke,
@@ -216,11 +225,11 @@ int pager::impl::handle_fault(uintptr_t addr, unsigned flags, readahead_state& r
     if (free_extents.run_at(idx) != 0) return 0;
     return EFAULT;
   }
-  return fault_page(idx, it->first + it->second.pages, flags, ra, false, woke);
+  return fault_page(idx, it->first, it->first + it->second.pages, flags, ra, false, woke);
 }
 
-int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra,
-                            bool pin, bool* woke) noexcept {
+int pager::impl::fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned flags,
+                            readahead_state& ra, bool pin, bool* woke) noexcept {
   USWAP_ASSERT_HELD(map_lock);
   if (shared_pages.load(std::memory_order_relaxed) != 0) reconcile_shared();
   std::atomic<uint64_t>& w = ptes[idx];
@@ -231,7 +240,7 @@ int pager::impl::fault_page(uint64_t idx, uint64_t end, unsigned flags, readahea
     // for a page lock while holding one. A write to a fork-shared page charges too: the kernel
     // gives it a frame of this process's own.
     if (ps_state(st) != PS_MAPPED && charged == 0) {
-      charged = readahead_window(idx, end, ra);
+      charged = readahead_window(idx, start, end, ra);
       charge(charged);
     } else if (ps_state(st) == PS_MAPPED && (st & PG_shared) && charged == 0 &&
                (flags & (FAULT_FLAG_WRITE | FAULT_FLAG_WP))) {
@@ -323,14 +332,15 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
                                  bool pin, readahead_state& ra, bool* woke) noexcept {
   USWAP_ASSERT_HELD(ptes[idx]);  // the page lock
   const uint64_t kind = ps_state(st);  // PS_NONE or PS_SWAPPED
-  // The run: this page and the following ones of the same kind, as far as the window reaches
-  // and their locks can be had without waiting (readahead is opportunistic). run[0, k) are
-  // locked from here to the end.
+  // The run: this page and the following ones of the same kind (the preceding ones for a
+  // stream going down), as far as the window reaches and their locks can be had without
+  // waiting (readahead is opportunistic). run[0, k) ascends and is locked from here to the end.
+  const bool down = ra.down && charged > 1;
   uint64_t run[max_readahead];
   run[0] = idx;
   unsigned k = 1;
   while (k < charged) {
-    const uint64_t j = idx + k;
+    const uint64_t j = down ? idx - k : idx + k;
     std::atomic<uint64_t>& wj = ptes[j];
     uint64_t sj = page_lock::load_data(wj);
     if (ps_state(sj) != kind) break;
@@ -342,8 +352,16 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     }
     run[k++] = j;
   }
+  if (down) std::reverse(run, run + k);  // the faulting page last
+  // Back to the faulting page alone (its lock kept, the others' let go).
+  auto fault_page_only = [&] {
+    for (unsigned i = 0; i < k; ++i)
+      if (run[i] != idx) page_lock::unlock(ptes[run[i]]);
+    run[0] = idx;
+    k = 1;
+  };
 
-  const uintptr_t addr = page_addr(idx);
+  uintptr_t addr = page_addr(run[0]);
   int err = 0;
   uint64_t done = 0;
   bool keep = false;  // the pages keep their slots (mapped write-protected: the swap cache)
@@ -353,8 +371,8 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
   // the whole run with ENOENT: the run shrinks to the faulting page and is tried again.
   auto shrink_run_on_enoent = [&](int e) {
     if (e != ENOENT || done != 0 || k == 1) return false;
-    for (unsigned i = 1; i < k; ++i) page_lock::unlock(ptes[run[i]]);
-    k = 1;
+    fault_page_only();
+    addr = page_addr(idx);
     return true;
   };
   if (kind == PS_NONE) {
@@ -370,6 +388,12 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
       for (; loaded < k; ++loaded)
         if (store->load(swap_entry{handles[run[loaded]]}, buf.data + loaded * page_size) != 0)
           break;
+      if (loaded < k && run[0] != idx) {
+        // A page before the faulting one failed to load (a stream going down): that one alone.
+        fault_page_only();
+        addr = page_addr(idx);
+        loaded = store->load(swap_entry{handles[idx]}, buf.data) == 0 ? 1 : 0;
+      }
     }
     if (!buf) {
       err = ENOMEM;
@@ -436,7 +460,10 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
                           STAMP_MASK,
                       flags);
   }
-  ra.next = idx + mapped;
+  // The stream's position: a run going down mapped from its lowest page, so a short one may
+  // have stopped before the faulting page (whose access then faults again).
+  ra.first = mapped > 0 ? run[0] : UINT64_MAX;
+  ra.next = run[0] + mapped;
   for (unsigned i = 0; i < mapped; ++i) touch_chunk(run[i]);
   if (mapped > 0) {
     *woke = true;

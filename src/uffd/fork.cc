@@ -373,14 +373,21 @@ void pager::impl::reconcile_shared() noexcept {
   USWAP_ASSERT_HELD(map_lock);  // the records and the page states' mappings stay
   if (pagemap_fd < 0 || !vectored_evict.load(std::memory_order_relaxed)) return;
   const uint64_t now = coarse_clock_ns();
-  uint64_t last = shared_checked_ns.load(std::memory_order_relaxed);
-  if (now - last < shared_check_ns ||
-      !shared_checked_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
+  uint64_t next = shared_next_ns.load(std::memory_order_relaxed);
+  if (now < next || !shared_next_ns.compare_exchange_strong(next, now + shared_check_ns,
+                                                           std::memory_order_relaxed))
     return;
+
   // pagemap: one 64-bit entry per page; bit 63 present, bit 56 mapped exclusively (only this
   // process maps the frame). Read a chunk's entries where the chunk holds shared pages.
   constexpr uint64_t present = uint64_t{1} << 63, exclusive = uint64_t{1} << 56;
   constexpr unsigned per_read = 1u << chunk_shift;
+  auto clock_ns = [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);  // the coarse clock's tick would read as 4 ms spent
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+  };
+  const uint64_t started = clock_ns();
   staging_buffer buf;
   if (!buf) return;
   auto* entries = reinterpret_cast<uint64_t*>(buf.data);
@@ -404,6 +411,10 @@ void pager::impl::reconcile_shared() noexcept {
           (entries[i] & (present | exclusive)) == (present | exclusive))
         found[nf++] = static_cast<uint32_t>(first + i);
   }
+  // A look reads the page tables under every chunk holding shared pages (some milliseconds for
+  // a few hundred MiB): the next one waits long enough to keep looking under 1/20 of the time.
+  if (const uint64_t spent = clock_ns() - started; spent * shared_check_share > shared_check_ns)
+    shared_next_ns.store(now + spent * shared_check_share, std::memory_order_relaxed);
   // A reclaim pass at a time: made this process's own (on the clock, counted over the
   // allowance), then charged: the charge of nothing more reserves what it can and reclaims the
   // rest, the pages just made evictable among its victims. (Charged first, a large batch found

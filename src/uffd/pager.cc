@@ -494,7 +494,7 @@ status pager::pin(const void* addr, uint64_t len, bool write) {
   readahead_state ra;
   for (uint64_t idx = first; idx <= last; ++idx) {
     bool woke = false;
-    int r = m.fault_page(idx, idx + 1, write ? FAULT_FLAG_WRITE : 0, ra, true, &woke);
+    int r = m.fault_page(idx, idx, idx + 1, write ? FAULT_FLAG_WRITE : 0, ra, true, &woke);
     if (r == 0) {
       // Keep write-protect sweeps off the page, or wait out one that may not have seen the pin.
       r = m.settle_pin(idx, write);

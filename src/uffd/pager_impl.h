@@ -223,12 +223,16 @@ inline constexpr uint64_t wp_fault_share = 16;
 inline constexpr unsigned FAULT_FLAG_WRITE = 1;
 inline constexpr unsigned FAULT_FLAG_WP = 2;  // a write-protect fault on a present page
 
-// One stream of faults for readahead: the next page a sequential stream would fault and the
-// window it has earned (the kernel's per-VMA swap readahead state, kept per thread here).
+// One stream of faults for readahead: the page a stream going up would fault next, the first
+// page of the last run (one going down faults the page before it), the window the stream has
+// earned and its direction (the kernel's per-VMA swap readahead state, swap_ra_info, which
+// reads backwards too; kept per thread here).
 struct readahead_state {
   const void* owner = nullptr;
   uint64_t next = UINT64_MAX;
+  uint64_t first = UINT64_MAX;
   unsigned window = 1;
+  bool down = false;
 };
 
 // The pager whose map_lock this thread holds for writing across a fork (prepare_fork to
@@ -315,10 +319,10 @@ struct pager::impl {
   std::atomic<uint64_t> peak_resident{0};
   std::atomic<uint64_t> pinned{0};
   // Pages with PG_shared, and their reconciliation with /proc/self/pagemap (reconcile_shared):
-  // this process's descriptor of it (-1: none, or not opened yet) and when it last ran.
+  // this process's descriptor of it (-1: none, or not opened yet) and when it may run next.
   std::atomic<uint64_t> shared_pages{0};
   int pagemap_fd = -1;
-  std::atomic<uint64_t> shared_checked_ns{0};
+  std::atomic<uint64_t> shared_next_ns{0};  // coarse_clock_ns: the earliest next look
   // Set (map_lock held for writing) once this process forked a child into its job: its victims
   // may be frames that child still maps, which evicting here would not free (spare_shared).
   bool spare_shared_victims = false;
@@ -540,8 +544,9 @@ struct pager::impl {
   // `tid`: the faulting thread, for a handler thread (0 when the faulting thread resolves it).
   int handle_fault(uintptr_t addr, unsigned flags, readahead_state& ra, bool* woke,
                    pid_t tid = 0) noexcept;
-  int fault_page(uint64_t idx, uint64_t end, unsigned flags, readahead_state& ra, bool pin,
-                 bool* woke) noexcept;
+  // [start, end): the mapping around idx, as far as readahead may reach.
+  int fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned flags, readahead_state& ra,
+                 bool pin, bool* woke) noexcept;
   // `charged`: the caller charged one page for a shared page's write (set true when it was used).
   int resolve_mapped(uint64_t idx, uint64_t st, unsigned flags, bool pin, bool* woke,
                      bool* charged = nullptr) noexcept;
@@ -552,7 +557,8 @@ struct pager::impl {
   // unshare_locked: page st (lock held, PG_shared) becomes this process's own; `charged`: the
   // caller charged it, else it is counted over the allowance until the next charge reserves
   // it. reconcile_shared (read held, no page lock): the shared pages pagemap shows mapped here
-  // alone become this process's own, at most every shared_check_ns.
+  // alone become this process's own, at most every shared_check_ns, and further apart when a
+  // look takes more than 1/shared_check_share of that.
   void mark_fork_shared() noexcept;
   // A child leaving its parent's job (limited alone from now on): every shared page it
   // inherited is charged here (write held).
@@ -564,7 +570,9 @@ struct pager::impl {
   // them); returns how many are left, compacted in v (all of them when pagemap cannot be read).
   unsigned spare_shared(uint32_t* v, unsigned n) noexcept;
   static constexpr uint64_t shared_check_ns = 20 * 1000 * 1000;
-  unsigned readahead_window(uint64_t idx, uint64_t end, readahead_state& ra) const noexcept;
+  static constexpr uint64_t shared_check_share = 20;  // looks take at most 1/20 of the time
+  unsigned readahead_window(uint64_t idx, uint64_t start, uint64_t end,
+                            readahead_state& ra) const noexcept;
 
   // --- Write stamps (fault.cc). The stamp bits to store after a writable event on a page
   // whose lock the caller holds.

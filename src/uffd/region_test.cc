@@ -60,6 +60,29 @@ TEST_P(RegionTest, SequentialWriteOfFourTimesTheLimitReadsBack) {
   EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
 }
 
+// Readahead follows a stream going down as well as one going up (CPython frees a list from its
+// end): reading a swapped-out region either way costs a fraction of a fault per page.
+TEST_P(RegionTest, ReadaheadFollowsStreamsGoingDownAndUp) {
+  auto r = make(16 * MiB, 2 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  for (const bool down : {true, false}) {
+    const pager_stats before = r->owner().stats();
+    for (uint64_t k = 0; k < pages; ++k) {
+      const uint64_t i = down ? pages - 1 - k : k;
+      ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+    }
+    const pager_stats after = r->owner().stats();
+    const uint64_t ins = after.swap_ins - before.swap_ins;
+    const uint64_t faults = after.faults - before.faults;
+    EXPECT_GE(ins, pages / 2) << (down ? "down: " : "up: ") << describe(after);
+    EXPECT_LT(faults * 3, ins) << (down ? "down: " : "up: ") << describe(after);
+  }
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
 TEST_P(RegionTest, RandomReadsAndWritesMatchAShadowCopy) {
   auto r = make(8 * MiB, 1 * MiB);
   ASSERT_TRUE(r);
