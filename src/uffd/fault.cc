@@ -244,16 +244,21 @@ int pager::impl::fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned
       charge(charged);
     } else if (ps_state(st) == PS_MAPPED && (st & PG_shared) && charged == 0 &&
                (flags & (FAULT_FLAG_WRITE | FAULT_FLAG_WP))) {
-      charged = 1;
-      charge(1);
+      charged = pin ? 1 : shared_write_window(idx, start, end);
+      charge(charged);
     }
     page_lock::lock(w, &page_class);
     st = page_lock::load_data(w);
     if (ps_state(st) == PS_MAPPED) {
       bool used = false;
+      const bool shared_write =
+          (st & PG_shared) && (flags & (FAULT_FLAG_WRITE | FAULT_FLAG_WP)) && !pin;
       const int r = resolve_mapped(idx, st, flags, pin, woke, charged ? &used : nullptr);
       page_lock::unlock(w);
-      uncharge(charged - (used ? 1 : 0));
+      unsigned spent = used ? 1 : 0;
+      if (r == 0 && used && shared_write && charged > spent)
+        spent += unshare_around(idx, start, end, charged - spent);
+      uncharge(charged - spent);
       return r;
     }
     if (charged != 0) {

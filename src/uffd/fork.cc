@@ -283,7 +283,7 @@ status pager::impl::after_fork_child() noexcept {
   // The child's own statistics start now.
   for (std::atomic<uint64_t>* ctr :
        {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
-        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated, &c.shared_spared,
+        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated, &c.shared_spared, &c.shared_write_around,
         &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
         &c.wp_sweep_failures, &c.evict_wp_pages, &c.evict_wp_calls, &c.forks, &c.major_faults,
         &c.pgsteal_kswapd, &c.pgsteal_direct, &c.kswapd_wakeups})
@@ -431,6 +431,71 @@ void pager::impl::reconcile_shared() noexcept {
     }
     charge(0);
   }
+}
+
+// A child writes what it inherited in runs (an interpreter's reference counts, a heap being
+// rebuilt): one write-protect fault per page would cost a signal and an ioctl on top of the
+// kernel's copy each. The write faults in the page's window: its shared neighbours become this
+// process's own and writable at once [the fault-around of do_read_fault, for copies]. A
+// neighbour never written is then charged here and in its parent both, which errs towards
+// reclaiming more, never towards passing the limit.
+unsigned pager::impl::shared_write_window(uint64_t idx, uint64_t start,
+                                          uint64_t end) const noexcept {
+  const uint64_t lo = std::max<uint64_t>(start, idx & ~uint64_t{shared_write_around - 1});
+  const uint64_t hi = std::min<uint64_t>(end, (idx | (shared_write_around - 1)) + 1);
+  unsigned n = 0;
+  for (uint64_t j = lo; j < hi; ++j) {
+    const uint64_t st = ptes[j].load(std::memory_order_relaxed);
+    n += ps_state(st) == PS_MAPPED && (st & PG_shared);
+  }
+  return std::max(n, 1u);
+}
+
+unsigned pager::impl::unshare_around(uint64_t idx, uint64_t start, uint64_t end,
+                                     unsigned budget) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
+  const uint64_t lo = std::max<uint64_t>(start, idx & ~uint64_t{shared_write_around - 1});
+  const uint64_t hi = std::min<uint64_t>(end, (idx | (shared_write_around - 1)) + 1);
+  uint64_t run[shared_write_around];
+  unsigned k = 0;
+  // Opportunistic, as readahead: pages whose lock is taken are left to their own faults.
+  for (uint64_t j = lo; j < hi && k < budget; ++j) {
+    if (j == idx) continue;
+    std::atomic<uint64_t>& wj = ptes[j];
+    uint64_t sj = wj.load(std::memory_order_relaxed);
+    if (ps_state(sj) != PS_MAPPED || !(sj & PG_shared) || ps_pins(sj)) continue;
+    if (!page_lock::try_lock(wj, &page_class)) continue;
+    sj = page_lock::load_data(wj);
+    if (ps_state(sj) != PS_MAPPED || !(sj & PG_shared) || ps_pins(sj)) {
+      page_lock::unlock(wj);
+      continue;
+    }
+    run[k++] = j;
+  }
+  const uint64_t f = finished_before();  // for the write stamps, as any unprotecting event
+  unsigned done = 0;
+  for (unsigned i = 0; i < k;) {
+    unsigned m = 1;  // a run of consecutive pages: one ioctl
+    while (i + m < k && run[i + m] == run[i] + m) ++m;
+    const bool ok = uffd->writeprotect(page_addr(run[i]), m * page_size, false) == 0;
+    for (unsigned e = i + m; i < e; ++i) {
+      std::atomic<uint64_t>& wj = ptes[run[i]];
+      if (ok) {
+        const uint64_t sj = page_lock::load_data(wj);
+        unshare_locked(run[i], sj, true);
+        // Writable from now on, unseen: a kept swap copy would go stale.
+        if (sj & PG_swapcache) {
+          store->release(swap_entry{handles[run[i]]});
+          handles[run[i]] = 0;
+        }
+        page_lock::update(wj, PG_uffd_wp | PG_swapcache | STAMP_MASK, write_stamp(f));
+        ++done;
+      }
+      page_lock::unlock(wj);
+    }
+  }
+  c.shared_write_around.fetch_add(done, std::memory_order_relaxed);
+  return done;
 }
 
 // The kernel's reclaim unmaps a shared frame from every process that maps it (try_to_unmap

@@ -598,6 +598,7 @@ pager_stats pager::stats() const {
   s.pages_scanned = ld(m.c.scanned);
   s.pages_rotated = ld(m.c.rotated);
   s.shared_spared = ld(m.c.shared_spared);
+  s.shared_write_around = ld(m.c.shared_write_around);
   s.overcharges = ld(m.c.overcharges);
   s.pgsteal_kswapd = ld(m.c.pgsteal_kswapd);
   s.pgsteal_direct = ld(m.c.pgsteal_direct);

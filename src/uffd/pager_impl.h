@@ -372,7 +372,7 @@ struct pager::impl {
     std::atomic<uint64_t> faults{0}, wp_faults{0}, zero_fills{0}, swap_ins{0}, readahead{0};
     std::atomic<uint64_t> swap_outs{0}, clean_evictions{0}, zero_evictions{0};
     std::atomic<uint64_t> reclaim_passes{0}, scanned{0}, rotated{0}, overcharges{0};
-    std::atomic<uint64_t> shared_spared{0};
+    std::atomic<uint64_t> shared_spared{0}, shared_write_around{0};
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0}, evict_wp_calls{0};
     std::atomic<uint64_t> forks{0};
@@ -565,6 +565,16 @@ struct pager::impl {
   void own_all_shared() noexcept;
   void unshare_locked(uint64_t idx, uint64_t st, bool charged) noexcept;
   void reconcile_shared() noexcept;
+  // A write to a shared page: the shared pages of its aligned window of shared_write_around
+  // (within [start, end)), to charge, at least 1. unshare_around (map_lock held, no page lock,
+  // idx's write resolved): up to `budget` of them become this process's own, charged (the
+  // caller charged them) and writable, so that writing them costs the kernel's copy alone;
+  // returns how many.
+  unsigned shared_write_window(uint64_t idx, uint64_t start, uint64_t end) const noexcept;
+  unsigned unshare_around(uint64_t idx, uint64_t start, uint64_t end, unsigned budget) noexcept;
+  static constexpr unsigned shared_write_around = 16;
+  // A job's request is served in steps of this many pages, each returned to the job at once.
+  static constexpr uint64_t job_serve_step = 1024;
   // The parent's side (map_lock held, the victims v[0, n) sorted, locked and isolated): puts
   // back the victims that pagemap shows another process maps too (a child that inherited
   // them); returns how many are left, compacted in v (all of them when pagemap cannot be read).

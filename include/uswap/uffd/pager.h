@@ -235,6 +235,7 @@ struct pager_stats {
   uint64_t pages_scanned = 0;        // clock hand steps
   uint64_t pages_rotated = 0;        // second chances given
   uint64_t shared_spared = 0;        // victims kept because a forked child maps their frame too
+  uint64_t shared_write_around = 0;  // inherited pages made own and writable with a neighbour's write
   uint64_t overcharges = 0;          // faults mapped above the limit because nothing was evictable
   uint64_t pgsteal_kswapd = 0;       // pages evicted by background reclaim (of swap_outs and the
                                      // clean and zero evictions)
