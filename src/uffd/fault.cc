@@ -234,6 +234,7 @@ int pager::impl::fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned
   if (shared_pages.load(std::memory_order_relaxed) != 0) reconcile_shared();
   std::atomic<uint64_t>& w = ptes[idx];
   unsigned charged = 0;
+  bool readahead_charged = false;  // `charged` is a readahead window (else a shared write's)
   for (;;) {
     uint64_t st = page_lock::load_data(w, std::memory_order_acquire);
     // Charge before taking the page lock: the charge may reclaim, and reclaim must never wait
@@ -241,6 +242,7 @@ int pager::impl::fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned
     // gives it a frame of this process's own.
     if (ps_state(st) != PS_MAPPED && charged == 0) {
       charged = readahead_window(idx, start, end, ra);
+      readahead_charged = true;
       charge(charged);
     } else if (ps_state(st) == PS_MAPPED && (st & PG_shared) && charged == 0 &&
                (flags & (FAULT_FLAG_WRITE | FAULT_FLAG_WP))) {
@@ -261,11 +263,15 @@ int pager::impl::fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned
       uncharge(charged - spent);
       return r;
     }
-    if (charged != 0) {
+    if (charged != 0 && readahead_charged) {
       return resolve_missing(idx, st, flags & FAULT_FLAG_WRITE, charged, pin, ra, woke);
     }
-    // It was mapped when we looked and is not any more (evicted meanwhile): charge and retry.
+    // It was mapped when we looked and is not any more (evicted meanwhile): charge and retry,
+    // for a readahead window (a shared write's charge covers pages that may lie past the
+    // mapping's end).
     page_lock::unlock(w);
+    uncharge(charged);
+    charged = 0;
   }
 }
 
