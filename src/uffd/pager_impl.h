@@ -44,9 +44,11 @@
 // Fork-shared pages (docs/design/uffd.md, "Fork"): in a job, a forked child's pages are the
 // frames its parent charged, shared copy-on-write. They carry PG_shared: not charged here, not on
 // the clock (evicting one frees no memory while the parent maps it), counted in shared_pages.
-// One becomes this process's own, charged and on the clock, when it is written here (the
-// kernel copies it) or when /proc/self/pagemap says it is mapped here alone (the parent wrote,
-// dropped or exited: reconcile_shared).
+// One becomes this process's own, charged and on the clock, when it or a shared page of its
+// aligned window of shared_write_around is written here (the kernel copies it; unshare_around)
+// or when /proc/self/pagemap says it is mapped here alone (the parent wrote, dropped or exited:
+// reconcile_shared). The parent's reclaim passes over victims a child still maps
+// (spare_shared).
 //
 // Invariants (quiescent; check_invariants verifies them): resident == pages in PS_MAPPED without
 // PG_shared (+ charges in flight); shared_pages == pages with PG_shared, all PS_MAPPED; PG_lru
