@@ -154,11 +154,7 @@ void pager::impl::after_fork_parent() noexcept {
   // descriptor is opened after the fork, so the child does not inherit it.
   if (fork_child_slot >= 0 && vectored_evict.load(std::memory_order_relaxed)) {
     spare_shared_victims = true;
-    if (pagemap_fd < 0) {
-      const long fd =
-          raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-      pagemap_fd = fd >= 0 ? own_fd_take(static_cast<int>(fd)) : -1;
-    }
+    open_pagemap();
   }
   set_arena_fork_flag(false);
   in_fork = false;
@@ -337,10 +333,14 @@ void pager::impl::mark_fork_shared() noexcept {
   // process's own only when it writes it.
   // Not in a program that installed a seccomp filter of its own (vectored_evict is false
   // there): its policy may kill for the calls this needs.
-  if (n != 0 && pagemap_fd < 0 && vectored_evict.load(std::memory_order_relaxed)) {
-    const long fd = raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    pagemap_fd = fd >= 0 ? own_fd_take(static_cast<int>(fd)) : -1;
-  }
+  if (n != 0 && vectored_evict.load(std::memory_order_relaxed)) open_pagemap();
+}
+
+void pager::impl::open_pagemap() noexcept {
+  USWAP_ASSERT_HELD_WRITE(map_lock);  // readers use pagemap_fd under map_lock
+  if (pagemap_fd >= 0) return;
+  const long fd = raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  pagemap_fd = fd >= 0 ? own_fd_take(static_cast<int>(fd)) : -1;
 }
 
 void pager::impl::own_all_shared() noexcept {
@@ -382,12 +382,7 @@ void pager::impl::reconcile_shared() noexcept {
   // process maps the frame). Read a chunk's entries where the chunk holds shared pages.
   constexpr uint64_t present = uint64_t{1} << 63, exclusive = uint64_t{1} << 56;
   constexpr unsigned per_read = 1u << chunk_shift;
-  auto clock_ns = [] {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);  // the coarse clock's tick would read as 4 ms spent
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-  };
-  const uint64_t started = clock_ns();
+  const uint64_t started = clock_ns();  // the coarse clock's tick would read as 4 ms spent
   staging_buffer buf;
   if (!buf) return;
   auto* entries = reinterpret_cast<uint64_t*>(buf.data);
@@ -439,10 +434,17 @@ void pager::impl::reconcile_shared() noexcept {
 // process's own and writable at once [the fault-around of do_read_fault, for copies]. A
 // neighbour never written is then charged here and in its parent both, which errs towards
 // reclaiming more, never towards passing the limit.
+namespace {
+// idx's aligned window of pager::impl::shared_write_around pages, within [start, end).
+std::pair<uint64_t, uint64_t> write_window(uint64_t idx, uint64_t start, uint64_t end) {
+  constexpr uint64_t w = pager::impl::shared_write_around;
+  return {std::max<uint64_t>(start, idx & ~(w - 1)), std::min<uint64_t>(end, (idx | (w - 1)) + 1)};
+}
+}  // namespace
+
 unsigned pager::impl::shared_write_window(uint64_t idx, uint64_t start,
                                           uint64_t end) const noexcept {
-  const uint64_t lo = std::max<uint64_t>(start, idx & ~uint64_t{shared_write_around - 1});
-  const uint64_t hi = std::min<uint64_t>(end, (idx | (shared_write_around - 1)) + 1);
+  const auto [lo, hi] = write_window(idx, start, end);
   unsigned n = 0;
   for (uint64_t j = lo; j < hi; ++j) {
     const uint64_t st = ptes[j].load(std::memory_order_relaxed);
@@ -454,8 +456,7 @@ unsigned pager::impl::shared_write_window(uint64_t idx, uint64_t start,
 unsigned pager::impl::unshare_around(uint64_t idx, uint64_t start, uint64_t end,
                                      unsigned budget) noexcept {
   USWAP_ASSERT_HELD(map_lock);
-  const uint64_t lo = std::max<uint64_t>(start, idx & ~uint64_t{shared_write_around - 1});
-  const uint64_t hi = std::min<uint64_t>(end, (idx | (shared_write_around - 1)) + 1);
+  const auto [lo, hi] = write_window(idx, start, end);
   uint64_t run[shared_write_around];
   unsigned k = 0;
   // Opportunistic, as readahead: pages whose lock is taken are left to their own faults.

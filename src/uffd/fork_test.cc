@@ -2,7 +2,6 @@
 // arena, resident and swapped-out pages alike; the parent's other threads keep faulting through
 // the fork; fork advice (dontfork / wipeonfork) holds; a raw clone() child gets no arena.
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -73,6 +72,18 @@ class ForkTest : public ::testing::TestWithParam<fault_mode> {
   std::shared_ptr<pager> make(uint64_t limit, uint64_t max) {
     return make_pager(options(GetParam(), limit, max));
   }
+  // A pager (64 MiB of arena) that is the only member of a job limited to `limit`, which it
+  // also has as its own limit; nullptr (the test has failed) otherwise.
+  std::shared_ptr<pager> make_in_job(uint64_t limit) {
+    job_options jo;
+    jo.limit_pages = limit / page_size;
+    auto jc = job::create(jo);
+    EXPECT_TRUE(jc.ok()) << jc.error().to_string();
+    if (!jc.ok()) return nullptr;
+    auto pg = make(limit, 64 * MiB);
+    if (!pg || !pg->join_job(std::move(jc).value()).ok()) return nullptr;
+    return pg;
+  }
   // A pager with a 1 MiB limit and 2048 pages mapped, written with version 0: most of them
   // swapped out, some resident. nullptr (the test has failed) otherwise.
   uint8_t* map_mostly_swapped(std::shared_ptr<pager>& pg) {
@@ -123,14 +134,8 @@ TEST_P(ForkTest, ChildReadsResidentAndSwappedPagesThenPagesOnItsOwn) {
 // evicts nothing at the fork to make room for them. The child charges a page when it writes it,
 // and when pagemap shows it maps the frame alone (here: the parent unmapped its copy).
 TEST_P(ForkTest, InAJobAChildChargesOnlyThePagesThatBecomeItsOwn) {
-  job_options jo;
-  jo.limit_pages = 8 * MiB / page_size;
-  auto jc = job::create(jo);
-  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
-  std::shared_ptr<job> j = std::move(jc).value();
-  auto pg = make(8 * MiB, 64 * MiB);
+  auto pg = make_in_job(8 * MiB);
   ASSERT_TRUE(pg);
-  ASSERT_TRUE(pg->join_job(j).ok());
   constexpr uint64_t n = 1024;  // 4 MiB: all resident under the 8 MiB limit
   auto m = pg->map(n * page_size);
   ASSERT_TRUE(m.ok());
@@ -195,32 +200,12 @@ TEST_P(ForkTest, InAJobAChildChargesOnlyThePagesThatBecomeItsOwn) {
   EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
 }
 
-// How many of the n pages at p this process has present (/proc/self/pagemap bit 63), or -1.
-int64_t present_pages(const void* p, uint64_t n) {
-  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  std::vector<uint64_t> e(n);
-  const off_t off = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page_size * 8);
-  const ssize_t got = ::pread(fd, e.data(), n * 8, off);
-  ::close(fd);
-  if (got != static_cast<ssize_t>(n * 8)) return -1;
-  int64_t k = 0;
-  for (uint64_t v : e) k += (v >> 63) & 1;
-  return k;
-}
-
 // A parent in a job cannot unmap its children's copies of a frame, so evicting a page its child
 // still maps would free nothing: reclaim passes over such victims while it finds others, and
 // takes them only when a lap found nothing else.
 TEST_P(ForkTest, AParentPassesOverVictimsItsChildStillMaps) {
-  job_options jo;
-  jo.limit_pages = 16 * MiB / page_size;
-  auto jc = job::create(jo);
-  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
-  std::shared_ptr<job> j = std::move(jc).value();
-  auto pg = make(16 * MiB, 64 * MiB);
+  auto pg = make_in_job(16 * MiB);
   ASSERT_TRUE(pg);
-  ASSERT_TRUE(pg->join_job(j).ok());
   constexpr uint64_t n = 512;
   auto ma = pg->map(n * page_size);
   ASSERT_TRUE(ma.ok());
@@ -249,16 +234,16 @@ TEST_P(ForkTest, AParentPassesOverVictimsItsChildStillMaps) {
   ASSERT_TRUE(mb.ok());
   auto* b = static_cast<uint8_t*>(*mb);  // this process's alone
   for (uint64_t i = 0; i < n; ++i) fill_page(b + i * page_size, n + i, 0);
-  ASSERT_EQ(present_pages(a, n), static_cast<int64_t>(n));
+  ASSERT_EQ(resident_pages(a, n * page_size), n);
 
   // The hand meets the shared pages first: they are put back, the pages of b go.
   EXPECT_GE(pg->reclaim(n / 2), n / 2);
   EXPECT_GT(pg->stats().shared_spared, 0u);
-  EXPECT_EQ(present_pages(a, n), static_cast<int64_t>(n)) << "a page the child maps was evicted";
-  EXPECT_LE(present_pages(b, n), static_cast<int64_t>(n / 2));
+  EXPECT_EQ(resident_pages(a, n * page_size), n) << "a page the child maps was evicted";
+  EXPECT_LE(resident_pages(b, n * page_size), n / 2);
   // Nothing else left: after a lap of them, the shared pages go too.
   pg->reclaim(2 * n);
-  EXPECT_LT(present_pages(a, n), static_cast<int64_t>(n / 4));
+  EXPECT_LT(resident_pages(a, n * page_size), n / 4);
   EXPECT_LT(pg->stats().resident_pages, n / 4);
   for (uint64_t i = 0; i < n; ++i) {
     ASSERT_TRUE(page_matches(a + i * page_size, i, 0)) << i;

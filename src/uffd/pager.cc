@@ -45,12 +45,6 @@ constexpr int staging_pool_slots = 64;
 constexpr size_t staging_bytes = staging_buffer::pages * page_size;
 std::atomic<void*> staging_pool[staging_pool_slots];
 
-uint64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -384,7 +378,7 @@ void pager::impl::handler_loop(int stop) noexcept {
       unsigned flags = 0;
       if (mf & UFFD_PAGEFAULT_FLAG_WRITE) flags |= FAULT_FLAG_WRITE;
       if (mf & UFFD_PAGEFAULT_FLAG_WP) flags |= FAULT_FLAG_WP | FAULT_FLAG_WRITE;
-      const uint64_t t0 = now_ns();
+      const uint64_t t0 = clock_ns();
       bool woke = false;
       const int r =
           handle_fault(addr, flags, streams[static_cast<unsigned>(tid) % 64], &woke, tid);
@@ -392,7 +386,7 @@ void pager::impl::handler_loop(int stop) noexcept {
       // SIGBUS, as the kernel would deliver it.
       if (r != 0) ::syscall(SYS_tgkill, pid, tid, SIGBUS);
       (void)uffd->wake(addr & page_mask, page_size);
-      note_fault_ns(now_ns() - t0);
+      note_fault_ns(clock_ns() - t0);
     }
   }
 }

@@ -567,6 +567,8 @@ struct pager::impl {
   void own_all_shared() noexcept;
   void unshare_locked(uint64_t idx, uint64_t st, bool charged) noexcept;
   void reconcile_shared() noexcept;
+  // This process's /proc/self/pagemap descriptor, opened once (write held; -1 if it cannot be).
+  void open_pagemap() noexcept;
   // A write to a shared page: the shared pages of its aligned window of shared_write_around
   // (within [start, end)), to charge, at least 1. unshare_around (map_lock held, no page lock,
   // idx's write resolved): up to `budget` of them become this process's own, charged (the
@@ -804,6 +806,13 @@ unsigned current_fork_generation() noexcept;
 void note_fork_handlers();
 void fork_register(pager::impl* p);
 void fork_unregister(pager::impl* p) noexcept;
+
+// CLOCK_MONOTONIC in ns (a vDSO read): fault latencies, the pagemap looks' cost.
+inline uint64_t clock_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // CLOCK_MONOTONIC_COARSE in ns (a vDSO read): the job's idleness test.
 inline uint64_t coarse_clock_ns() noexcept {

@@ -61,12 +61,6 @@ thread_local readahead_state tls_ra [[gnu::tls_model("initial-exec")]];
 thread_local uintptr_t tls_copying_page [[gnu::tls_model("initial-exec")]] = 0;
 thread_local int tls_pager_depth [[gnu::tls_model("initial-exec")]] = 0;
 
-uint64_t now_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 unsigned fault_flags(void* ucv) noexcept {
 #if defined(__x86_64__)
   // The page-fault error code the kernel saved for the signal: bit 0 the page was present (so
@@ -121,7 +115,7 @@ void sigbus_action(int sig, siginfo_t* si, void* uc) {
     s.inflight.fetch_add(1, std::memory_order_seq_cst);
     pager::impl* p = s.owner.load(std::memory_order_seq_cst);
     if (p && addr >= p->base && addr < p->base + (p->nr_pages << page_shift)) {
-      const uint64_t t0 = now_ns();
+      const uint64_t t0 = clock_ns();
       if ((addr & page_mask) == tls_copying_page) {
         // This thread is copying this page out for an eviction and it has no PTE: the program
         // dropped it with a raw MADV_DONTNEED. It reads as zeros now, as that call promises.
@@ -132,7 +126,7 @@ void sigbus_action(int sig, siginfo_t* si, void* uc) {
         bool woke = false;
         r = p->handle_fault(addr, fault_flags(uc), tls_ra, &woke);
       }
-      p->note_fault_ns(now_ns() - t0);
+      p->note_fault_ns(clock_ns() - t0);
     }
     s.inflight.fetch_sub(1, std::memory_order_release);
     break;
