@@ -28,20 +28,36 @@ alignas(4096) uint8_t zero_pages[max_readahead * page_size];
 // outnumbered by writes to swap-cache pages (each a write-protect fault that found the copy
 // stale). Python writes a reference count into every object it reads, so nearly every read
 // refault used to cost a write-protect fault for nothing. The counters halve once their sum
-// passes 64k, so the choice follows the program's current phase.
-bool pager::impl::swapcache_pays() const noexcept {
-  return swapcache_written.load(std::memory_order_relaxed) <=
-         2 * swapcache_clean.load(std::memory_order_relaxed) + 64;
+// passes 64k, so the choice follows the program's current phase. While it does not pay, no page
+// keeps a slot, so neither counter moves: the verdict would stand for the rest of the process's
+// life (redis-server's BGSAVE child, which only reads, inherited it from its writing parent and
+// compressed every page it read again). So every swapcache_fade read refaults made without the
+// cache halve the counters too. The verdict turns at the boundary, so one halving turns the cache
+// back on: in a phase that still writes, that costs some 64 write-protect faults per
+// swapcache_fade read refaults; in one that only reads, the cache is back within swapcache_fade.
+// A forked child starts with none of its parent's verdict (fork.cc).
+bool pager::impl::swapcache_pays() noexcept {
+  if (swapcache_written.load(std::memory_order_relaxed) <=
+      2 * swapcache_clean.load(std::memory_order_relaxed) + 64)
+    return true;
+  if (swapcache_skipped.fetch_add(1, std::memory_order_relaxed) % swapcache_fade ==
+      swapcache_fade - 1)
+    halve_swapcache_counters();
+  return false;
 }
 
 void pager::impl::note_swapcache_written() noexcept {
   if (swapcache_written.fetch_add(1, std::memory_order_relaxed) +
-          swapcache_clean.load(std::memory_order_relaxed) > (uint64_t{1} << 16)) {
-    swapcache_written.store(swapcache_written.load(std::memory_order_relaxed) / 2,
-                            std::memory_order_relaxed);
-    swapcache_clean.store(swapcache_clean.load(std::memory_order_relaxed) / 2,
+          swapcache_clean.load(std::memory_order_relaxed) > (uint64_t{1} << 16))
+    halve_swapcache_counters();
+}
+
+void pager::impl::halve_swapcache_counters() noexcept {
+  // Racy (a concurrent increment may be lost): they only steer a heuristic.
+  swapcache_written.store(swapcache_written.load(std::memory_order_relaxed) / 2,
                           std::memory_order_relaxed);
-  }
+  swapcache_clean.store(swapcache_clean.load(std::memory_order_relaxed) / 2,
+                        std::memory_order_relaxed);
 }
 
 uint64_t pager::impl::write_stamp(uint64_t finished_before) noexcept {

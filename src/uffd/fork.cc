@@ -175,6 +175,10 @@ status pager::impl::after_fork_child() noexcept {
   if (pagemap_fd >= 0) ::close(pagemap_fd);
   pagemap_fd = -1;
   spare_shared_victims = false;
+  // The swap cache's verdict is the parent's: a child's accesses are its own (redis-server's
+  // BGSAVE child only reads what its parent wrote).
+  swapcache_written.store(0, std::memory_order_relaxed);
+  swapcache_clean.store(0, std::memory_order_relaxed);
   // Every lock of the pager was free at the fork but map_lock, which the parent's forking thread
   // holds and other threads may be queued on: their waiters live on stacks this process does
   // not run. A fresh lock, taken by this thread (the child's only one) for the rebuild.

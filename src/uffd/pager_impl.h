@@ -342,10 +342,13 @@ struct pager::impl {
   // (written by the sweeper, under sweep_mu).
   std::atomic<unsigned> sweep_interval{1};
   // Whether read refaults keep their slots (fault.cc, swapcache_pays): writes that found a
-  // swap-cache copy stale, and evictions a kept copy made free.
-  std::atomic<uint64_t> swapcache_written{0}, swapcache_clean{0};
-  bool swapcache_pays() const noexcept;
+  // swap-cache copy stale, evictions a kept copy made free, and read refaults that kept no slot
+  // because it did not pay (every swapcache_fade of them halve the other two).
+  std::atomic<uint64_t> swapcache_written{0}, swapcache_clean{0}, swapcache_skipped{0};
+  static constexpr uint64_t swapcache_fade = 4096;
+  bool swapcache_pays() noexcept;
   void note_swapcache_written() noexcept;
+  void halve_swapcache_counters() noexcept;
   uint64_t wp_faults_at_sweep = 0, faults_at_sweep = 0;
   std::atomic<bool> sweep_wanted{true};          // the first reclaim sweeps first
 

@@ -176,6 +176,55 @@ TEST_P(RegionTest, CleanRefaultedPagesAreDroppedWithoutCompression) {
   EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
 }
 
+// The swap cache turned off by a phase of writes comes back when the program only reads again
+// (redis-server's BGSAVE child after its parent's writes): a phase's verdict must not stand
+// for the rest of the process's life.
+TEST_P(RegionTest, SwapCacheComesBackWhenWritesStop) {
+  pager_options o;
+  o.readahead_max = 1;  // one read refault per page, the unit the verdict fades by
+  auto r = make(4 * MiB, 1 * MiB, o);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  // Every page read, then written: the read refaults that kept their slots did so for nothing,
+  // and after some 64 of them the others keep none. (Fewer than swapcache_fade read refaults
+  // from here to the second read-only pass's end: the verdict has not faded yet.)
+  for (uint64_t i = 0; i < pages; ++i) {
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+    fill_page(base + i * page_size, i, 1);
+  }
+  const uint64_t version = 1;
+  auto read_pass = [&] {
+    const uint64_t outs = r->owner().stats().swap_outs;
+    for (uint64_t i = 0; i < pages; ++i)
+      if (!page_matches(base + i * page_size, i, version)) return UINT64_MAX;
+    return r->owner().stats().swap_outs - outs;
+  };
+  // The first read-only pass evicts what the writes left dirty; the second shows the verdict:
+  // its pages were mapped without their slots, so evicting them compresses them again.
+  ASSERT_NE(read_pass(), UINT64_MAX);
+  pager_stats s = r->owner().stats();
+  const uint64_t second = read_pass();
+  ASSERT_NE(second, UINT64_MAX);
+  EXPECT_GE(second, pages / 2) << "the writes did not turn the swap cache off: " << describe(s);
+  // Read-only passes until one compresses nothing: the verdict faded (4096 read refaults
+  // without the cache halve its counters, and one halving turns it back on; 48 passes allowed).
+  int passes = 0;
+  uint64_t outs = second;
+  while (outs != 0 && passes < 48) {
+    outs = read_pass();
+    ASSERT_NE(outs, UINT64_MAX) << "contents differ after " << passes << " passes";
+    ++passes;
+  }
+  const pager_stats t = r->owner().stats();
+  EXPECT_EQ(outs, 0u) << "the swap cache never came back: " << describe(t);
+  EXPECT_GT(t.clean_evictions, s.clean_evictions) << describe(t);
+  for (uint64_t i = 0; i < pages; ++i)
+    ASSERT_TRUE(page_matches(base + i * page_size, i, version)) << "page " << i;
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
 // The clock with write tracking keeps a page that is written all the time, while a stream of
 // other pages passes through; without tracking the hot page is evicted whenever the hand finds
 // it unreferenced (its refault then activates it, which buys it one more lap).
