@@ -37,8 +37,8 @@ alignas(4096) uint8_t zero_pages[max_readahead * page_size];
 // swapcache_fade read refaults; in one that only reads, the cache is back within swapcache_fade.
 // A forked child starts with none of its parent's verdict (fork.cc).
 bool pager::impl::swapcache_pays() noexcept {
-  if (swapcache_written.load(std::memory_order_relaxed) <=
-      2 * swapcache_clean.load(std::memory_order_relaxed) + 64)
+  if (4 * swapcache_written.load(std::memory_order_relaxed) <=
+      swapcache_clean.load(std::memory_order_relaxed) + 64)
     return true;
   if (swapcache_skipped.fetch_add(1, std::memory_order_relaxed) % swapcache_fade ==
       swapcache_fade - 1)
