@@ -24,16 +24,16 @@ alignas(4096) uint8_t zero_pages[max_readahead * page_size];
 
 }  // namespace
 
-// The swap cache pays when clean evictions (a kept slot spared a compression) are not
-// outnumbered by writes to swap-cache pages (each a write-protect fault that found the copy
-// stale). Python writes a reference count into every object it reads, so nearly every read
+// The swap cache pays when clean evictions (a kept slot spared a compression) outnumber writes
+// to swap-cache pages (each a write-protect fault that found the copy stale) four to one: a
+// write-protect fault costs several compressions (a signal or a wake-up, an ioctl, a TLB flush). Python writes a reference count into every object it reads, so nearly every read
 // refault used to cost a write-protect fault for nothing. The counters halve once their sum
 // passes 64k, so the choice follows the program's current phase. While it does not pay, no page
 // keeps a slot, so neither counter moves: the verdict would stand for the rest of the process's
 // life (redis-server's BGSAVE child, which only reads, inherited it from its writing parent and
 // compressed every page it read again). So every swapcache_fade read refaults made without the
 // cache halve the counters too. The verdict turns at the boundary, so one halving turns the cache
-// back on: in a phase that still writes, that costs some 64 write-protect faults per
+// back on: in a phase that still writes, that costs some tens of write-protect faults per
 // swapcache_fade read refaults; in one that only reads, the cache is back within swapcache_fade.
 // A forked child starts with none of its parent's verdict (fork.cc).
 bool pager::impl::swapcache_pays() noexcept {
