@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -206,12 +207,42 @@ void pager::impl::charge(uint64_t n) noexcept {
   }
 }
 
-unsigned pager::impl::readahead_window(uint64_t idx, uint64_t start, uint64_t end,
+unsigned pager::impl::fault_around_window(uint64_t idx, uint64_t start, uint64_t end,
+                                          uint64_t* lowest) const noexcept {
+  const uint64_t size = std::min<uint64_t>(fault_around_pages, std::bit_floor(opts.readahead_max));
+  if (size < 2) return 1;
+  const uint64_t cluster = idx / size;
+  // An entry: (cluster + 1) << 22 | the cluster's recent faults (1..3) << 20 | their last
+  // fault's swapin_seq, low 20 bits.
+  constexpr uint64_t seq_mask = (uint64_t{1} << 20) - 1;
+  const uint64_t seq = swapin_seq.fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& e = recent_clusters[cluster % fault_around_slots];
+  const uint64_t was = e.load(std::memory_order_relaxed);
+  const bool recent = (was >> 22) == cluster + 1 && ((seq - was) & seq_mask) <= fault_around_recent;
+  const uint64_t faults = recent ? std::min<uint64_t>(((was >> 20) & 3) + 1, 3) : 1;
+  e.store(((cluster + 1) << 22) | (faults << 20) | (seq & seq_mask), std::memory_order_relaxed);
+  if (faults < fault_around_faults) return 1;
+  // The swapped pages on both sides of idx, up to the cluster's and the mapping's bounds (read
+  // without their locks: resolve_missing takes the ones it can and checks them again).
+  const uint64_t lo = std::max(start, cluster * size);
+  const uint64_t hi = std::min(end, cluster * size + size);
+  uint64_t a = idx;
+  uint64_t b = idx + 1;
+  while (a > lo && ps_state(page_lock::load_data(ptes[a - 1])) == PS_SWAPPED) --a;
+  while (b < hi && ps_state(page_lock::load_data(ptes[b])) == PS_SWAPPED) ++b;
+  *lowest = a;
+  return static_cast<unsigned>(b - a);
+}
+
+unsigned pager::impl::readahead_window(uint64_t idx, uint64_t start, uint64_t end, uint64_t kind,
                                        readahead_state& ra) const noexcept {
   // A fault on the page right after the last run continues a stream going up, one on the page
   // right before it a stream going down (a list freed from its end, as CPython's list_dealloc
-  // does): double its window up to readahead_max. Anything else starts over with one page.
+  // does): double its window up to readahead_max. Anything else starts over with one page, or
+  // for a swap-in with its cluster's swapped pages around it when that cluster is recent
+  // (fault_around_window).
   const bool ours = ra.owner == this;
+  ra.around = false;
   if (ours && idx == ra.next) {
     ra.window = ra.down ? 2 : std::min(ra.window * 2, opts.readahead_max);
     ra.down = false;
@@ -221,6 +252,13 @@ unsigned pager::impl::readahead_window(uint64_t idx, uint64_t start, uint64_t en
   } else {
     ra.window = 1;
     ra.down = false;
+    if (kind == PS_SWAPPED) {
+      if (const unsigned n = fault_around_window(idx, start, end, &ra.around_lo); n > 1) {
+        ra.owner = this;
+        ra.around = true;
+        return n;
+      }
+    }
   }
   ra.owner = this;
   return static_cast<unsigned>(
@@ -257,7 +295,7 @@ int pager::impl::fault_page(uint64_t idx, uint64_t start, uint64_t end, unsigned
     // for a page lock while holding one. A write to a fork-shared page charges too: the kernel
     // gives it a frame of this process's own.
     if (ps_state(st) != PS_MAPPED && charged == 0) {
-      charged = readahead_window(idx, start, end, ra);
+      charged = readahead_window(idx, start, end, ps_state(st), ra);
       readahead_charged = true;
       charge(charged);
     } else if (ps_state(st) == PS_MAPPED && (st & PG_shared) && charged == 0 &&
@@ -362,24 +400,35 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
   // The run: this page and the following ones of the same kind (the preceding ones for a
   // stream going down), as far as the window reaches and their locks can be had without
   // waiting (readahead is opportunistic). run[0, k) ascends and is locked from here to the end.
+  // A fault-around run (ra.around) is [ra.around_lo, ra.around_lo + charged), idx within it:
+  // the pages below idx are taken going down, then those above it going up.
   const bool down = ra.down && charged > 1;
+  const bool around = ra.around && charged > 1;
   uint64_t run[max_readahead];
   run[0] = idx;
   unsigned k = 1;
-  while (k < charged) {
-    const uint64_t j = down ? idx - k : idx + k;
+  auto take = [&](uint64_t j) {
     std::atomic<uint64_t>& wj = ptes[j];
-    uint64_t sj = page_lock::load_data(wj);
-    if (ps_state(sj) != kind) break;
-    if (!page_lock::try_lock(wj, &page_class)) break;
-    sj = page_lock::load_data(wj);
-    if (ps_state(sj) != kind) {
+    if (ps_state(page_lock::load_data(wj)) != kind) return false;
+    if (!page_lock::try_lock(wj, &page_class)) return false;
+    if (ps_state(page_lock::load_data(wj)) != kind) {
       page_lock::unlock(wj);
-      break;
+      return false;
     }
     run[k++] = j;
+    return true;
+  };
+  if (around) {
+    for (uint64_t j = idx; j > ra.around_lo && k < charged && take(j - 1); --j) {
+    }
+    for (uint64_t j = idx + 1; j < ra.around_lo + charged && k < charged && take(j); ++j) {
+    }
+    std::sort(run, run + k);
+  } else {
+    while (k < charged && take(down ? idx - k : idx + k)) {
+    }
+    if (down) std::reverse(run, run + k);  // the faulting page last
   }
-  if (down) std::reverse(run, run + k);  // the faulting page last
   // Back to the faulting page alone (its lock kept, the others' let go).
   auto fault_page_only = [&] {
     for (unsigned i = 0; i < k; ++i)

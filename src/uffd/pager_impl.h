@@ -235,7 +235,25 @@ struct readahead_state {
   uint64_t first = UINT64_MAX;
   unsigned window = 1;
   bool down = false;
+  bool around = false;  // this fault reads its swap cluster around the page (fault_around)
+  uint64_t around_lo = 0;  // and that run's lowest page
 };
+
+// Swap-in fault-around: a swap-in fault outside any stream on a page whose aligned cluster of
+// fault_around_pages (at most readahead_max) took two other swap-in faults, each within
+// fault_around_recent swap-in faults of the process before the next, reads the cluster's
+// swapped pages next to it with the same ioctl. A program whose accesses scatter within
+// clusters (GNU sort comparing lines) faults each cluster about three times instead of once
+// per page; one whose accesses scatter over the whole heap seldom meets a recent cluster and
+// reads ahead nothing. One recent fault is not enough: a program with a random working set a
+// little larger than its limit (a Python dict) meets it often, and the pages read ahead then
+// push out as many useful ones as they bring. The kernel reads swap around a fault the same way
+// (swap_vma_readahead's window, sized by its readahead hits, which uswap cannot see on mapped
+// pages: the recent fault stands in for the hit).
+inline constexpr unsigned fault_around_pages = 8;
+inline constexpr uint64_t fault_around_recent = 256;
+inline constexpr uint64_t fault_around_faults = 3;  // this fault and two recent ones before it
+inline constexpr unsigned fault_around_slots = 512;  // the table of recent clusters
 
 // The pager whose map_lock this thread holds for writing across a fork (prepare_fork to
 // after_fork_*), or nullptr. glibc's fork touches the program's memory between the prepare
@@ -332,6 +350,11 @@ struct pager::impl {
   // Evictions so far (the kernel's lruvec->nonresident_age): a refault's distance is how many
   // pages were evicted between its eviction and its refault.
   std::atomic<uint64_t> nonresident_age{0};
+  // Clusters of recent swap-in faults (fault_around): direct-mapped by cluster, each entry
+  // (cluster + 1) << 22 | its recent faults (1..3) << 20 | the low 20 bits of swapin_seq at
+  // the last of them. Racy by design: a lost or stale entry only changes one readahead decision.
+  mutable std::atomic<uint64_t> recent_clusters[fault_around_slots]{};
+  mutable std::atomic<uint64_t> swapin_seq{0};
 
   // Write-protect sweeps (see above). sweep_mu is only try-locked by a sweep: reclaim never waits
   // for it, so it may run in any fault.
@@ -588,8 +611,13 @@ struct pager::impl {
   unsigned spare_shared(uint32_t* v, unsigned n) noexcept;
   static constexpr uint64_t shared_check_ns = 20 * 1000 * 1000;
   static constexpr uint64_t shared_check_share = 20;  // looks take at most 1/20 of the time
-  unsigned readahead_window(uint64_t idx, uint64_t start, uint64_t end,
+  unsigned readahead_window(uint64_t idx, uint64_t start, uint64_t end, uint64_t kind,
                             readahead_state& ra) const noexcept;
+  // fault_around for a swap-in fault on idx outside a stream: the run of swapped pages around
+  // idx within its cluster and [start, end), its length returned and its lowest page in
+  // *lowest; 1 (and *lowest untouched) when the cluster took no recent swap-in fault.
+  unsigned fault_around_window(uint64_t idx, uint64_t start, uint64_t end,
+                               uint64_t* lowest) const noexcept;
 
   // --- Write stamps (fault.cc). The stamp bits to store after a writable event on a page
   // whose lock the caller holds.

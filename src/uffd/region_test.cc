@@ -83,6 +83,52 @@ TEST_P(RegionTest, ReadaheadFollowsStreamsGoingDownAndUp) {
   EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
 }
 
+// Swap-in fault-around: a fault on a swapped-out page of a cluster that took another swap-in
+// fault shortly before reads the cluster's swapped pages around it with the same call; faults
+// that never come back to a cluster read nothing ahead.
+TEST_P(RegionTest, FaultAroundReadsARecentClusterOnly) {
+  auto r = make(32 * MiB, 2 * MiB);
+  ASSERT_TRUE(r);
+  auto* base = static_cast<uint8_t*>(r->data());
+  const uint64_t pages = r->size() / page_size;
+  for (uint64_t i = 0; i < pages; ++i) fill_page(base + i * page_size, i, 0);
+  std::mt19937_64 rng(7);
+  auto shuffled = [&](uint64_t first, uint64_t n) {
+    std::vector<uint64_t> v(n);
+    for (uint64_t i = 0; i < n; ++i) v[i] = first + i;
+    std::shuffle(v.begin(), v.end(), rng);
+    return v;
+  };
+  // One page of each of 512 clusters, each cluster once: nothing is read ahead.
+  pager_stats before = r->owner().stats();
+  for (uint64_t c : shuffled(0, 512)) {
+    const uint64_t i = c * 8 + 3;
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+  }
+  pager_stats after = r->owner().stats();
+  EXPECT_GE(after.swap_ins - before.swap_ins, 500u) << describe(after);
+  EXPECT_EQ(after.readahead_pages, before.readahead_pages) << describe(after);
+  // Every page of 256 other clusters, scattered within each: the third fault in a cluster (on
+  // page 3, after pages 0 and 7) reads its swapped neighbours, pages 1-6.
+  before = after;
+  constexpr uint64_t clusters = 256;
+  for (uint64_t c : shuffled(512, clusters)) {
+    for (uint64_t off : {0, 7, 3, 5, 1, 6, 2, 4}) {
+      const uint64_t i = c * 8 + off;
+      ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+    }
+  }
+  after = r->owner().stats();
+  const uint64_t ins = after.swap_ins - before.swap_ins;
+  const uint64_t faults = after.faults - before.faults;
+  EXPECT_GE(ins, clusters * 8 - 8) << describe(after);
+  EXPECT_LE(faults, clusters * 3 + 8) << describe(after);
+  EXPECT_GE(after.readahead_pages - before.readahead_pages, clusters * 5 - 8) << describe(after);
+  for (uint64_t i = 0; i < pages; ++i)
+    ASSERT_TRUE(page_matches(base + i * page_size, i, 0)) << "page " << i;
+  EXPECT_TRUE(r->owner().check_invariants().ok()) << r->owner().check_invariants().to_string();
+}
+
 TEST_P(RegionTest, RandomReadsAndWritesMatchAShadowCopy) {
   auto r = make(8 * MiB, 1 * MiB);
   ASSERT_TRUE(r);
@@ -338,6 +384,7 @@ TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
     pager_options o;
     o.track_writes = false;
     o.reclaim_cluster = cluster;
+    o.readahead_max = 1;  // no fault-around: the victims of the shuffled writes are scattered
     auto r = make(16 * MiB, 4 * MiB, o);
     auto* base = static_cast<uint8_t*>(r->data());
     const uint64_t pages = r->size() / page_size;

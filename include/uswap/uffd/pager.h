@@ -29,7 +29,8 @@
 //     [the unevictable LRU];
 //   - refault [do_swap_page]: the slot is decompressed and mapped with UFFDIO_COPY; a read refault
 //     keeps the slot while the page stays clean [swap cache]; readahead [swap_vma_readahead,
-//     fault-around] resolves up to `readahead_max` pages of a sequential run with one ioctl.
+//     fault-around] resolves up to `readahead_max` pages of a sequential run with one ioctl,
+//     or the swapped pages around a fault in a cluster of 8 that faulted twice recently.
 //
 // Who resolves faults (fault_mode):
 //   - sigbus: UFFD_FEATURE_SIGBUS. The faulting thread itself takes SIGBUS and resolves its fault
@@ -184,7 +185,8 @@ struct pager_options {
   // faulting thread's own, in program order.
   bool background_reclaim = false;
   // Largest readahead / fault-around window in pages, 1..16; 1 turns readahead off. Default 8
-  // (the kernel's page-cluster 3).
+  // (the kernel's page-cluster 3); fault-around's cluster is the largest power of two within it,
+  // at most 8.
   unsigned readahead_max = 8;
   // Write-protect sweeps twice per lap of the clock, to see pages' next writes and to evict
   // without a write-protect call per victim (see above). false: no sweeps; references come from
