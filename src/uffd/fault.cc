@@ -27,7 +27,8 @@ alignas(4096) uint8_t zero_pages[max_readahead * page_size];
 
 // The swap cache pays when clean evictions (a kept slot spared a compression) outnumber writes
 // to swap-cache pages (each a write-protect fault that found the copy stale) four to one: a
-// write-protect fault costs several compressions (a signal or a wake-up, an ioctl, a TLB flush). Python writes a reference count into every object it reads, so nearly every read
+// write-protect fault costs several compressions (a signal or a wake-up, an ioctl, a TLB
+// flush). Python writes a reference count into every object it reads, so nearly every read
 // refault used to cost a write-protect fault for nothing. The counters halve once their sum
 // passes 64k, so the choice follows the program's current phase. While it does not pay, no page
 // keeps a slot, so neither counter moves: the verdict would stand for the rest of the process's
