@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -408,8 +409,10 @@ TEST_P(RegionTest, EvictionWriteProtectsAWindowsVictimsWithOneCall) {
       << describe(windows) << " calls " << windows.evict_wp_calls;
 }
 
-// Waits (up to 30 s) until background reclaim has left at least `room` pages under the limit;
-// the statistics then.
+// Waits (up to 30 s) until background reclaim has left at least `room` pages under the limit,
+// then stops the thread and returns the statistics. The thread counts a pass's steals after the
+// pass has uncharged its pages, so room can show before pgsteal_kswapd does (a thread preempted
+// in between, as under a loaded CI): joining it settles every count.
 pager_stats wait_for_room(pager& pg, uint64_t room) {
   pager_stats s = pg.stats();
   for (int ms = 0; ms < 30'000 && s.resident_pages + room > s.limit_pages; ++ms) {
@@ -417,7 +420,8 @@ pager_stats wait_for_room(pager& pg, uint64_t room) {
     ::nanosleep(&one_ms, nullptr);
     s = pg.stats();
   }
-  return s;
+  pg.stop_background_reclaim();
+  return pg.stats();
 }
 
 // Background reclaim: a writer that stops inside the low watermark (a few pages under the limit)
@@ -499,6 +503,8 @@ TEST_P(RegionTest, AForkedChildReclaimsInTheBackgroundToo) {
   if (pid == 0) {
     for (uint64_t i = 0; i < filled; ++i) fill_page(base + i * page_size, i, 1);
     const pager_stats s = wait_for_room(r->owner(), 32);
+    if (s.pgsteal_kswapd < 24 || s.pgsteal_direct != 0)
+      std::fprintf(stderr, "child: %s\n", describe(s).c_str());
     if (s.pgsteal_kswapd < 24) ::_exit(1);
     if (s.pgsteal_direct != 0) ::_exit(2);
     for (uint64_t i = 0; i < filled; ++i)
