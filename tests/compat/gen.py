@@ -7,6 +7,7 @@
 #   text   about N words of Zipf-distributed vocabulary, 12 words a line (compressible prose)
 #   json   a JSON array of N objects {"id","k","v","tags"} (for jq)
 import random
+import signal
 import sys
 
 
@@ -64,4 +65,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # A reader that has what it wants (`gen.py text ... | head -c N`) ends the output quietly,
+    # as for any other generator in a pipeline, not with a BrokenPipeError traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()
