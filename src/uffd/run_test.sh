@@ -6,6 +6,9 @@
 #   run_test.sh shim    USWAP SHIM_TEST_PROGRAM          the shim's promises, checked inside C
 #   run_test.sh ownmalloc USWAP OWN_MALLOC_PROGRAM   a program that defines malloc itself
 #   run_test.sh cli     USWAP STATIC_PROGRAM             errors, refusals and the summary
+#   run_test.sh programs USWAP                           programs that do what few do: scrubbed
+#                       environments, MAP_FIXED by the arena, jemalloc, sandboxes, raw clones,
+#                       plugins, a setuid program, a full arena
 #   run_test.sh job     USWAP JOB_PROGRAM MODE           processes sharing one --limit
 #   run_test.sh nbd     USWAP SORT_PROGRAM               --backing an NBD export (nbdkit memory):
 #                       the sort's output, pages on every tier; the server restarted, stopped
@@ -505,6 +508,8 @@ C
   [ "$(tail -n 1 "$tmp/e" | jq -r '.unrouted_execs[0].reason')" = \
     "a Go program (raw system calls and its own memory manager)" ] ||
     fail "the summary did not name the cgo-like program unrouted: $(tail -c 600 "$tmp/e")"
+  ;;
+programs)
   # The job follows a program started with an environment scrubbed of it (env -i, LD_PRELOAD
   # and USWAP_LIMIT unset): it is paged like the others (it ran unlimited, silently, before).
   printf '#include <stdio.h>\n#include <stdlib.h>\nint main(void) { size_t n = 48u << 20, s = 0; unsigned char *p = malloc(n); for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i >> 12); for (size_t i = 0; i < n; i += 4096) s += p[i]; printf("sum %%zu\\n", s); return 0; }\n' >"$tmp/alloc48.c"
@@ -1249,7 +1254,7 @@ nbd)
     fail "no message names the lost server: $(tail -c 800 "$tmp/paged.err")"
   ;;
 *)
-  echo "usage: $0 sort|shim|cli|job|nbd ..."
+  echo "usage: $0 sort|shim|ownmalloc|cli|programs|job|nbd|faultinject ..."
   exit 2
   ;;
 esac
