@@ -59,8 +59,8 @@
 #   cost=SECONDS  optional: about how long the case runs; CTest starts the costly ones first
 #   limit_share=N optional: the limit is 1/N of the plain peak instead of half (a case whose
 #                 failure showed only under harder pressure)
-#   case_timeout_factor, case_max_timeout   optional: this case's own --timeout-factor and cap
-#                 (default 240 s)
+#   case_timeout_factor, case_min_timeout, case_max_timeout   optional: this case's own
+#                 --timeout-factor, --min-timeout and cap (default 480 s)
 #   compat_gen KIND SEED COUNT   (for prepare) deterministic data from gen.py
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -294,7 +294,7 @@ run_case() {
   IN=$dir/in
   mkdir -p "$IN"
   description="" packages=() program="" command=() outputs=() case_env=() expect_exit=0
-  case_timeout_factor="" case_max_timeout="" slow="" cost="" limit_share=2
+  case_timeout_factor="" case_min_timeout="" case_max_timeout="" slow="" cost="" limit_share=2
   reasons=()
   local version="" limit=0 plain_rc="" plain_wall=0 plain_peak=0 u_rc="" u_wall=0 u_peak=0
   local json_line="" procs_json="[]" unrouted_json="[]" swap_outs_total=0 max_zram=0 max_hwm=0
@@ -364,8 +364,9 @@ run_case() {
       bin=$scratch/bin/$(basename "$uswap")
     fi
     local t
-    t=$(awk -v w="$plain_wall" -v f="${case_timeout_factor:-$timeout_factor}" -v m="$min_timeout" \
-          -v cap="${case_max_timeout:-480}" 'BEGIN { t = int(w * f) + 1; if (t < m) t = m; if (t > cap) t = cap; print t }')
+    t=$(awk -v w="$plain_wall" -v f="${case_timeout_factor:-$timeout_factor}" \
+          -v m="${case_min_timeout:-$min_timeout}" -v cap="${case_max_timeout:-480}" \
+          'BEGIN { t = int(w * f) + 1; if (t < m) t = m; if (t > cap) t = cap; print t }')
     run_one uswap "$t" "$bin" run ${uswap_args[@]+"${uswap_args[@]}"} --limit "$limit" --json --
     u_rc=$rc u_wall=$wall u_peak=$((peak_kb * 1024))
     manifest uswap >"$dir/uswap.manifest"

@@ -1,4 +1,8 @@
 # perl: a hash of 500,000 records read from a file, sorted keys, MD5 over them, a word count.
+# A hang detector, not a speed test: at half its peak every pass pages the working set, and a
+# CI run took 270 s of the 300 s floor under uswap. 600 s leaves a slower host room.
+case_min_timeout=600
+case_max_timeout=600
 description="perl: hash of 500k records, sort, Digest::MD5"
 packages=(perl)
 program="perl"
