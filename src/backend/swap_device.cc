@@ -50,11 +50,14 @@ class zram_swap_device final : public swap_device {
   uint64_t compact() override { return z_->compact(); }
   // A cursor walks the device a chunk at a time: huge pages are written back first, then pages
   // left idle since the cursor last passed (each chunk is marked idle as the cursor leaves it,
-  // and any read or write clears the mark), so what goes is what was not used for a lap.
+  // and any read or write clears the mark), so what goes is what was not used for a lap. A lap
+  // ends at the highest slot ever written: a swap area sized to the arena is mostly table
+  // nobody wrote, which a lap would otherwise read through, chunk after empty chunk.
   uint64_t write_back_cold(uint64_t max_pages) override {
     if (!z_->options().backing_dev.size() || max_pages == 0) return 0;
     constexpr uint64_t chunk = 64 * 1024;
-    const uint64_t nr = z_->nr_pages();
+    const uint64_t nr = z_->slots_end();
+    if (nr <= 1) return 0;  // nothing written past the swap header
     uint64_t done = 0;
     for (uint64_t step = 0; step <= nr / chunk + 1 && done < max_pages; ++step) {
       if (wb_cursor_ == 0 || wb_cursor_ >= nr) wb_cursor_ = 1;  // slot 0 is the swap header

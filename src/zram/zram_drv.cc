@@ -290,6 +290,7 @@ void zram::install(uint64_t index, const prepared& p) {
   }
   e.handle = p.handle;
   flags_update(e.flags, state_mask | ac_time_mask, set);
+  fetch_max(slots_end, index + 1, std::memory_order_release);
   stats.pages_stored.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -383,7 +384,7 @@ zram_device::~zram_device() {
   // zram_meta_free(): free every slot so that the backing file's blocks and the statistics end
   // consistent; the pool then frees its zspages.
   z_->tearing_down = true;
-  for (uint64_t i = 0; i < z_->nr_pages; ++i)
+  for (uint64_t i = 0; i < z_->walk_end(z_->nr_pages); ++i)
     if (zram::slot_allocated(z_->word(i))) z_->slot_free(i);
 }
 
@@ -465,6 +466,7 @@ result<std::unique_ptr<zram_device>> zram_device::create(const zram_options& o) 
 const zram_options& zram_device::options() const noexcept { return z_->opts; }
 uint64_t zram_device::disksize() const noexcept { return z_->disksize; }
 uint64_t zram_device::nr_pages() const noexcept { return z_->nr_pages; }
+uint64_t zram_device::slots_end() const noexcept { return z_->walk_end(z_->nr_pages); }
 zram_lock_mode zram_device::lock_mode() const noexcept { return z_->mode; }
 size_t zram_device::huge_class_size() const noexcept { return z_->huge_class_size; }
 zs_pool& zram_device::mem_pool() noexcept { return *z_->mem_pool; }

@@ -14,6 +14,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -116,6 +117,10 @@ struct zram {
   // Zero-filled on demand (zram_meta_alloc's vzalloc): a slot is all zeros until first written,
   // so a device sized far beyond what it stores costs only the table pages in use.
   zeroed_array<zram_table_entry> table;
+  // One past the highest slot ever installed. The table past it was never written, so walks of
+  // the whole device (post-processing's scans, the writeback cursor's laps, teardown) stop there
+  // and never touch, or read into existence, a sparse table's untouched pages. Never lowered.
+  std::atomic<uint64_t> slots_end{0};
   zeroed_array<uint32_t> huge_csum;  // checksums of ZRAM_HUGE objects (raw pages), by slot
   std::unique_ptr<zram_detail::zspage_arena> arena;  // zspage memory; outlives mem_pool
   std::unique_ptr<zs_pool> mem_pool;
@@ -179,6 +184,11 @@ struct zram {
     return static_cast<uint32_t>((w >> ZRAM_COMP_PRIORITY_BIT1) & ZRAM_COMP_PRIORITY_MASK);
   }
   uint32_t now() const noexcept { return clock(); }
+  // The end of a walk over [.., last): the slots at or past slots_end were never installed. A
+  // slot installed after the walk read it is missed, as one written just after the walk.
+  uint64_t walk_end(uint64_t last) const noexcept {
+    return std::min(last, slots_end.load(std::memory_order_acquire));
+  }
 
   // mark_slot_accessed(): with the slot locked (either access). Not idle, not selected for
   // post-processing, accessed now. Writes the word only when something changes (once a second

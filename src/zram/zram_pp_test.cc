@@ -3,6 +3,10 @@
 // against what reads back and against the statistics.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,6 +118,57 @@ TEST(ZramPp, WritebackOfIdleSlotsReadsBackTransparentlyInEveryMode) {
     expect_page(dev, 4, page_kind::compressible, 1000);
     zram_test::expect_stats_match_table(dev);
     EXPECT_EQ(dev.bd_stat_text().size(), 27u);
+  }
+}
+
+// A field of /proc/self/status in KiB ("RssAnon:", "VmPTE:").
+uint64_t status_kib(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t v = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, field, std::strlen(field)) == 0)
+      v = std::strtoull(line + std::strlen(field), nullptr, 10);
+  std::fclose(f);
+  return v;
+}
+
+// A swap area the size of an arena (`uswap run` sizes it to twice the RAM) stores a few pages at
+// its start; its table is 256 MiB of zero-filled-on-demand memory. Marking idle, writing back,
+// listing the backing blocks and tearing down walk it only up to the highest slot written:
+// nothing past it is written (a slot lock taken on every free slot made the whole table
+// resident) or read (the read maps zero pages, and their page tables).
+TEST(ZramPp, ASparseDeviceIsWalkedOnlyUpToItsHighestWrittenSlot) {
+  constexpr uint64_t pages = uint64_t{16} << 20;  // 64 GiB
+  for (zram_lock_mode mode : all_zram_lock_modes) {
+    SCOPED_TRACE(to_string(mode));
+    const uint64_t anon0 = status_kib("RssAnon:"), pte0 = status_kib("VmPTE:");
+    {
+      wb_fixture f(pages, 256, mode);
+      zram_device& dev = *f.dev;
+      EXPECT_EQ(dev.slots_end(), 0u);
+      alignas(8) uint8_t page[page_size];
+      for (uint64_t i = 1; i <= 64; ++i) {
+        make_page(page, zram_test::kind_of(i), i);
+        ASSERT_TRUE(dev.write_page(i * 3, page).ok());
+      }
+      EXPECT_EQ(dev.slots_end(), 64u * 3 + 1);
+      ASSERT_TRUE(dev.discard(64 * 3).ok());  // freeing never lowers it
+      ASSERT_TRUE(dev.read_page(6, page).ok());
+      EXPECT_EQ(dev.slots_end(), 64u * 3 + 1);
+      EXPECT_GT(dev.mark_idle(), 32u);
+      auto n = dev.writeback({});
+      ASSERT_TRUE(n.ok()) << n.error().to_string();
+      EXPECT_GT(*n, 32u);
+      EXPECT_EQ(dev.backing_blocks().size(), *n);
+      for (uint64_t i = 1; i < 64; ++i) expect_page(dev, i * 3, zram_test::kind_of(i), i);
+      // The device's tables, resident, are a few pages (and the test's own memory); the whole
+      // table would be 256 MiB resident, or 512 KiB of page tables for its zero pages.
+      EXPECT_LT(status_kib("RssAnon:"), anon0 + 8 * 1024);
+      EXPECT_LT(status_kib("VmPTE:"), pte0 + 256);
+    }
+    EXPECT_LT(status_kib("VmPTE:"), pte0 + 256);  // teardown too
   }
 }
 

@@ -342,6 +342,10 @@ class zram_device {
   const zram_options& options() const noexcept;
   uint64_t disksize() const noexcept;  // bytes, a multiple of page_size
   uint64_t nr_pages() const noexcept;
+  // One past the highest slot ever written (0 before the first write; never lowered). A device
+  // sized far beyond what it stores (a swap area the size of an arena) walks [0, slots_end())
+  // only: the table past it costs nothing until written.
+  uint64_t slots_end() const noexcept;
   zram_lock_mode lock_mode() const noexcept;
 
   // --- Page I/O (zram_write_page / zram_read_page / discard). `index` < nr_pages(); src and dst
