@@ -1165,6 +1165,15 @@ job)
     [ "${foot:-0}" -le $((limit + pool_limit + pass)) ] || fail "the job's footprint $foot passed limit + pool limit ($((limit + pool_limit)))"
     [ "$(jq .job.bd_writes <<<"$json")" -gt 0 ] || fail "nothing was written back"
     [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing was read back from the backing file"
+    # Nor did the pager's own memory grow with the device: the anonymous memory past each
+    # process's routed pages, its pool and the pager's tables stayed small (writeback's laps once
+    # walked the whole swap table, sized to the arena, and made all 196 MiB of it resident). Not
+    # for a forked child, whose RssAnon holds the frames it still shares with its parent.
+    worst=$(jq '(.processes | map(.pid)) as $pids |
+                [.processes[] | select(.ppid as $pp | any($pids[]; . == $pp) | not) |
+                 .unrouted_anon_peak_bytes] | max' <<<"$json")
+    [ "${worst:-0}" -le $((16 << 20)) ] ||
+      fail "a process had $worst bytes of anonymous memory past its pages and pool: $(jq -c '[.processes[] | {program, unrouted_anon_peak_bytes, anon_peak_bytes}]' <<<"$json")"
     if [ "$mode" = forkwb ]; then
       # More pages were written than the file has blocks: freed blocks were handed out again
       # while the child still held the ones it inherited.
