@@ -9,7 +9,8 @@
 #                     fake-uswap.sh (beside this script) runs the program plainly, to check the
 #                     harness itself (selftest.sh).
 #   --uswap-arg ARG   pass ARG to uswap run before --limit (repeatable), e.g.
-#                     --uswap-arg --fault-mode=handler-thread
+#                     --uswap-arg --fault-mode=handler-thread; @CASEDIR@ in ARG stands for the
+#                     case's scratch directory (--uswap-arg --backing=@CASEDIR@/backing)
 #   --user nobody     run both runs as that unprivileged user (su; the driver must be root), with
 #                     the inputs in a /tmp directory the user owns and the uswap binary copied
 #                     there when the user cannot read it where it is
@@ -56,6 +57,9 @@
 #   expect_exit   optional: the exit status of a correct plain run (default 0)
 #   nobody=yes    optional: CTest also runs it as the unprivileged user (compat_NAME_nobody)
 #   slow=yes      optional: not registered with CTest (minutes by design); run it by name
+#   pool=yes      optional: CTest also runs it with --pool-limit 16M and a --backing file
+#                 (compat_NAME_pool): the far tier under a real program, the same checks, and
+#                 pages must have been written back
 #   cost=SECONDS  optional: about how long the case runs; CTest starts the costly ones first
 #   limit_share=N optional: the limit is 1/N of the plain peak instead of half (a case whose
 #                 failure showed only under harder pressure)
@@ -294,7 +298,7 @@ run_case() {
   IN=$dir/in
   mkdir -p "$IN"
   description="" packages=() program="" command=() outputs=() case_env=() expect_exit=0
-  case_timeout_factor="" case_min_timeout="" case_max_timeout="" slow="" cost="" limit_share=2
+  case_timeout_factor="" case_min_timeout="" case_max_timeout="" slow="" cost="" pool="" limit_share=2
   reasons=()
   local version="" limit=0 plain_rc="" plain_wall=0 plain_peak=0 u_rc="" u_wall=0 u_peak=0
   local json_line="" procs_json="[]" unrouted_json="[]" swap_outs_total=0 max_zram=0 max_hwm=0
@@ -367,7 +371,10 @@ run_case() {
     t=$(awk -v w="$plain_wall" -v f="${case_timeout_factor:-$timeout_factor}" \
           -v m="${case_min_timeout:-$min_timeout}" -v cap="${case_max_timeout:-480}" \
           'BEGIN { t = int(w * f) + 1; if (t < m) t = m; if (t > cap) t = cap; print t }')
-    run_one uswap "$t" "$bin" run ${uswap_args[@]+"${uswap_args[@]}"} --limit "$limit" --json --
+    # @CASEDIR@ in an argument: the case's scratch directory (a backing file there goes with it).
+    local case_args=() a
+    for a in ${uswap_args[@]+"${uswap_args[@]}"}; do case_args+=("${a//@CASEDIR@/$dir}"); done
+    run_one uswap "$t" "$bin" run ${case_args[@]+"${case_args[@]}"} --limit "$limit" --json --
     u_rc=$rc u_wall=$wall u_peak=$((peak_kb * 1024))
     manifest uswap >"$dir/uswap.manifest"
     local err=$dir/uswap.out/stderr
@@ -430,6 +437,14 @@ run_case() {
       elif [ "$swap_outs_total" -eq 0 ]; then
         fail "nothing was paged: swap_outs 0 in all $n processes ($(jq -r 'map("\(.program) pid \(.pid) peak_resident \(.peak_resident_bytes // 0)") | join(", ")' <<<"$procs_json"))"
       fi
+      # With a backing tier, the run is about it: pages must have gone there.
+      local a
+      for a in ${uswap_args[@]+"${uswap_args[@]}"}; do
+        if [[ $a == --backing=* || $a == --backing ]] &&
+           [ "$(jq '.job.bd_writes // 0' <<<"$json_line")" -eq 0 ]; then
+          fail "uswap ran with $a, but no page was written back: $(jq -c '.job' <<<"$json_line" | cut -c1-300)"
+        fi
+      done
       # Per process, where uswap reports the kernel's VmHWM.
       local over
       while read -r over; do

@@ -3,6 +3,7 @@
 description="python3 multiprocessing (fork) reading a big inherited list"
 packages=(python3)
 program="python3 (multiprocessing, fork)"
+pool=yes
 nobody=yes
 case_env=(PYTHONHASHSEED=0)
 prepare() {

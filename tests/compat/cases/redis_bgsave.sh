@@ -5,6 +5,7 @@
 description="redis-server: DEBUG POPULATE 1M keys, BGSAVE (fork), dump reloaded and digested"
 packages=(redis-server redis-tools)
 program="redis-server (BGSAVE)"
+pool=yes
 cost=45
 prepare() {
   cat >redis.sh <<'SH'

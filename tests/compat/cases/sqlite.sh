@@ -3,6 +3,7 @@
 description="sqlite3 :memory: table + 2 indexes + queries"
 packages=(sqlite3)
 program="sqlite3"
+pool=yes
 prepare() {
   cat >q.sql <<'SQL'
 CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v INTEGER, pad TEXT);
