@@ -205,6 +205,10 @@ status file_backing_dev::write_one(uint64_t block, const void* page) const {
   return {};
 }
 
+void backing_dev::read_blocks(std::span<backing_read> batch) {
+  for (backing_read& r : batch) r.result = read_block(r.block, r.page);
+}
+
 status file_backing_dev::read_block(uint64_t block, void* page) {
   if (const int err = should_fail(fault_point::backing_read))
     return errno_status(err, "backing_dev: read block " + std::to_string(block) + " of " + path() +

@@ -34,6 +34,13 @@
 
 namespace uswap::zram_detail {
 
+// One page of a read batch: the caller fills block and page; read_blocks sets result.
+struct backing_read {
+  uint64_t block = 0;
+  void* page = nullptr;
+  status result;
+};
+
 // One page of a write batch: the caller fills block and page; write_blocks sets result.
 struct backing_write {
   uint64_t block = 0;
@@ -68,6 +75,10 @@ class backing_dev {
   virtual void write_blocks(std::span<backing_write> batch) = 0;
   status write_block(uint64_t block, const void* page);
   virtual status read_block(uint64_t block, void* page) = 0;
+  // Reads every page of the batch, each with read_block's result. A remote target has them in
+  // flight together, one round trip for the batch, as swap readahead submits its reads before
+  // it waits for the first; a file reads them one by one. Distinct blocks only.
+  virtual void read_blocks(std::span<backing_read> batch);
   // How many pages one write_blocks call should carry (the kernel's writeback_batch_size).
   virtual size_t batch_size() const noexcept = 0;
   // In a child after fork(): a connection must not be shared with the parent (NBD); files need

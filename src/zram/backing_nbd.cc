@@ -248,6 +248,7 @@ class nbd_backing_dev final : public backing_dev {
 
   void write_blocks(std::span<backing_write> batch) override;
   status read_block(uint64_t block, void* page) override;
+  void read_blocks(std::span<backing_read> batch) override;
   size_t batch_size() const noexcept override { return nbd_batch; }
   void after_fork_child() noexcept override;
   zram_backing_stat backing_stat() const override;
@@ -544,6 +545,65 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
     const timespec nap{static_cast<time_t>(nap_ms / 1000),
                        static_cast<long>(nap_ms % 1000) * 1000 * 1000};
     ::nanosleep(&nap, nullptr);
+  }
+}
+
+void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
+  if (batch.size() < 2) return backing_dev::read_blocks(batch);
+  // Every request out on the reader's connection, then one wait for all of them. A read whose
+  // block was lost fails here as in read_once; one the connection could not carry (none, or it
+  // died under the batch) goes through read_block afterwards, with its waits for a server that
+  // comes back and its accounting; past the deadline the batch's reads fail, as one read does.
+  std::vector<int64_t> cookies(batch.size(), -1);
+  std::vector<status> results(batch.size());
+  std::vector<bool> retry(batch.size(), false);
+  {
+    connection& c = multi_conn_ ? reader_ : writer_;
+    std::lock_guard<mutex> g(c.lock);
+    if (!ensure_connected(c).ok()) {
+      std::fill(retry.begin(), retry.end(), true);
+    } else {
+      const uint32_t gen = generation_.load(std::memory_order_acquire);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (written_in_[batch[i].block].load(std::memory_order_acquire) != gen) {
+          results[i] = error(EIO, "backing_dev: block " + std::to_string(batch[i].block) +
+                                      " was written to " + uri_ +
+                                      " before the connection to it was lost: the page is gone");
+          continue;
+        }
+        cookies[i] = api().nbd_aio_pread(c.h, batch[i].page, page_size,
+                                         batch[i].block << page_shift, NBD_NULL_COMPLETION, 0);
+        if (cookies[i] == -1) retry[i] = true;
+      }
+      if (const int n = api().nbd_aio_in_flight(c.h); n > 0)
+        fetch_max(max_in_flight_, static_cast<uint64_t>(n));
+      std::vector<int64_t> out = cookies;  // wait() clears the cookies of completed requests
+      status dead = wait(c.h, out, results);
+      if (dead.ok() && is_dead(c.h))
+        dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
+      if (!dead.ok()) {
+        if (is_dead(c.h) || dead.code() == ETIMEDOUT) lose(c, dead);
+        for (size_t i = 0; i < batch.size(); ++i) {
+          if (out[i] < 0) continue;  // not sent, or completed before the loss
+          if (dead.code() == ETIMEDOUT)
+            results[i] = error(EIO, "backing_dev: block " + std::to_string(batch[i].block) +
+                                        ": " + std::string(dead.message()));
+          else
+            retry[i] = true;  // lost under the batch: worth a new connection
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (retry[i]) {
+      batch[i].result = read_block(batch[i].block, batch[i].page);
+    } else if (!results[i].ok()) {
+      read_failures_.fetch_add(1, std::memory_order_relaxed);
+      note_error(results[i]);
+      batch[i].result = error(EIO, std::string(results[i].message()));
+    } else {
+      batch[i].result = {};
+    }
   }
 }
 

@@ -1,8 +1,8 @@
 // zram writeback to a remote NBD export (backing_nbd.cc) against a real server, nbdkit memory:
 // pages reach the server and read back, freed blocks are reused, a killed server turns into EIO
 // (never other bytes) while new pages stay in the pool, a restarted server resumes writeback,
-// a forked child reads through a connection of its own, batches are in flight together, a
-// server that accepts and never answers costs the timeout.
+// a forked child reads through a connection of its own, batches of writes and runs of reads are
+// in flight together, a server that accepts and never answers costs the timeout.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -387,6 +387,94 @@ TEST(NbdBacking, ABatchIsInFlightTogetherOnASlowServer) {
     ASSERT_TRUE(dev->read_page(i, got).ok());
     ASSERT_EQ(std::memcmp(page, got, page_size), 0);
   }
+}
+
+// read_pages: the written-back pages of a run go out together (the server delays each read
+// 20 ms: one at a time a run of 16 would wait 320 ms), and every page reads back, whatever its
+// kind. Writeback went one page per batch, so only the reads can have put 16 in flight.
+TEST(NbdBacking, ARunOfReadsIsInFlightTogether) {
+  nbdkit_memory server("16M", {"--filter=delay"}, {"delay-read=20ms"});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64);
+  ASSERT_TRUE(dev);
+  alignas(8) uint8_t page[page_size];
+  for (uint64_t i = 0; i < 32; ++i) {
+    make_page(page, i < 20 ? page_kind::incompressible : kind_of(i), i);
+    ASSERT_TRUE(dev->write_page(i, page).ok());
+  }
+  dev->mark_idle();
+  for (uint64_t i = 0; i < 20; ++i) {
+    auto n = dev->writeback({.type = zram_writeback_type::idle, .first_page = i, .nr_pages = 1,
+                             .max_pages = 1});
+    ASSERT_TRUE(n.ok()) << n.error().to_string();
+    ASSERT_EQ(*n, 1u) << "page " << i;
+  }
+  ASSERT_EQ(dev->backing_stat().max_in_flight, 1u);
+  // Pages 0..15 (written back), then 12..27 (some in the pool, same-filled, never written).
+  for (uint64_t first : {0, 12, 20}) {
+    uint64_t index[16];
+    void* dst[16];
+    status result[16];
+    alignas(8) static uint8_t got[16][page_size];
+    for (uint64_t j = 0; j < 16; ++j) {
+      index[j] = first + j * (first == 20 ? 2 : 1);  // 20, 22, ... 50: past the written ones too
+      dst[j] = got[j];
+      std::memset(got[j], 0xA5, page_size);
+    }
+    dev->read_pages(index, dst, result);
+    for (uint64_t j = 0; j < 16; ++j) {
+      ASSERT_TRUE(result[j].ok()) << "page " << index[j] << ": " << result[j].to_string();
+      if (index[j] < 32) make_page(page, index[j] < 20 ? page_kind::incompressible : kind_of(index[j]), index[j]);
+      else std::memset(page, 0, page_size);
+      ASSERT_EQ(std::memcmp(page, got[j], page_size), 0) << "page " << index[j];
+    }
+  }
+  EXPECT_GE(dev->backing_stat().max_in_flight, 16u);
+  EXPECT_EQ(dev->bd_stat().bd_reads, 16u + 8u);
+  zram_test::expect_stats_match_table(*dev);
+}
+
+// A run read together from a server that is gone: each written-back page is EIO and zeros,
+// never other bytes; the pages in the pool read back; one timeout for the run, not one each.
+TEST(NbdBacking, ARunReadFromAKilledServerIsEIOForItsWrittenBackPagesOnly) {
+  nbdkit_memory server("16M");
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64, zram_lock_mode::slot_bitlock, 2'000);
+  ASSERT_TRUE(dev);
+  fill(*dev, 0, 16, 5);
+  const uint64_t out = writeback_idle(*dev);
+  ASSERT_GT(out, 8u);
+  fill(*dev, 16, 16, 5);  // these stay in the pool
+  server.kill9();
+  uint64_t index[16];
+  void* dst[16];
+  status result[16];
+  alignas(8) static uint8_t got[16][page_size];
+  for (uint64_t j = 0; j < 16; ++j) {
+    index[j] = 8 + j;  // 8..23: the end of the written-back ones, then pool pages
+    dst[j] = got[j];
+    std::memset(got[j], 0xA5, page_size);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  dev->read_pages(index, dst, result);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  alignas(8) uint8_t want[page_size], zeros[page_size] = {};
+  uint64_t lost = 0;
+  for (uint64_t j = 0; j < 16; ++j) {
+    const uint64_t i = index[j];
+    if (dev->slot_info(i)->kind == zram_slot_kind::written_back) {
+      EXPECT_EQ(result[j].code(), EIO) << "page " << i;
+      EXPECT_EQ(std::memcmp(got[j], zeros, page_size), 0) << "page " << i;
+      ++lost;
+    } else {
+      ASSERT_TRUE(result[j].ok()) << "page " << i << ": " << result[j].to_string();
+      make_page(want, kind_of(i), 5 + i);
+      EXPECT_EQ(std::memcmp(want, got[j], page_size), 0) << "page " << i;
+    }
+  }
+  EXPECT_GT(lost, 0u);
+  EXPECT_GE(dev->backing_stat().read_failures, lost);
+  EXPECT_EQ(dev->io_stat().failed_reads, lost);
 }
 
 // A Unix socket that takes connections (the kernel queues them) and never answers: what a

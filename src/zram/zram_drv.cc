@@ -484,6 +484,58 @@ status zram_device::read_page(uint64_t index, void* dst) {
   return z_->read_page(index, static_cast<uint8_t*>(dst));
 }
 
+void zram_device::read_pages(std::span<const uint64_t> index, std::span<void* const> dst,
+                             std::span<status> result) {
+  zram& z = *z_;
+  const size_t n = index.size();
+  bool batch = z.bdev && z.mode != zram_lock_mode::global_rwlock && n >= 2 &&
+               n <= max_read_batch && dst.size() == n && result.size() == n;
+  for (size_t i = 0; batch && i < n; ++i)
+    batch = index[i] < z.nr_pages && (i == 0 || index[i] > index[i - 1]);
+  if (!batch) {
+    for (size_t i = 0; i < std::min({n, dst.size(), result.size()}); ++i)
+      result[i] = read_page(index[i], dst[i]);
+    return;
+  }
+  // The slots locked in ascending order, as every batch takes them (no cycle; writers hold one
+  // slot at a time). Each is read at once unless it was written back; those go in one batch,
+  // still locked (a free cannot hand the block on mid-read, as in read_slot_unchecked), then
+  // are checked as read_slot checks one.
+  backing_read wb[max_read_batch];
+  size_t wb_page[max_read_batch];
+  size_t nwb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    z.slot_lock(index[i], slot_access::read);
+    if (z.word(index[i]) & bit(ZRAM_WB)) {
+      wb[nwb].block = z.table[index[i]].handle & wb_block_mask;
+      wb[nwb].page = dst[i];
+      wb_page[nwb++] = i;
+    } else {
+      result[i] = z.read_slot(index[i], static_cast<uint8_t*>(dst[i]), nullptr);
+    }
+  }
+  if (nwb) {
+    z.stats.bd_reads.fetch_add(nwb, std::memory_order_relaxed);
+    z.bdev->read_blocks({wb, nwb});
+    for (size_t k = 0; k < nwb; ++k) {
+      const size_t i = wb_page[k];
+      z.assert_slot_locked(index[i], slot_access::read);
+      status st = wb[k].result;
+      if (st.ok() && z.csum_len &&
+          obj_checksum(dst[i], page_size) != static_cast<uint32_t>(z.table[index[i]].handle >> 32))
+        st = z.corrupt(index[i], "checksum mismatch in the backing file block");
+      if (!st.ok()) std::memset(dst[i], 0, page_size);
+      result[i] = st;
+    }
+  }
+  for (size_t i = n; i-- > 0;) {
+    if (result[i].ok()) z.mark_slot_accessed(index[i]);
+    z.slot_unlock(index[i], slot_access::read);
+    z.nr_reads.add();
+    if (!result[i].ok()) z.stats.failed_reads.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 status zram_device::discard(uint64_t index, uint64_t nr_pages) {
   if (nr_pages == 0 || index >= z_->nr_pages || nr_pages > z_->nr_pages - index)
     return z_->bad_index("discard", index, nr_pages);

@@ -301,6 +301,61 @@ void nibble_page(uint8_t* page, uint64_t seed) {
   for (size_t i = 0; i < page_size; ++i) page[i] &= 0x0f;
 }
 
+// read_pages over a run of every kind of slot (written back, compressed, huge, same-filled,
+// never written), one of the written-back blocks corrupted: each page reads as read_page reads
+// it, the corrupted one alone EIO and zeros, in every lock mode; indices out of order are read
+// one by one, with the same results.
+TEST(ZramPp, ARunReadTogetherReadsAsEachPageAlone) {
+  for (zram_lock_mode mode : all_zram_lock_modes) {
+    SCOPED_TRACE(to_string(mode));
+    wb_fixture f(64, 64, mode);
+    zram_device& dev = *f.dev;
+    alignas(8) uint8_t page[page_size];
+    for (uint64_t i = 0; i < 24; ++i) {
+      make_page(page, zram_test::kind_of(i), i);
+      ASSERT_TRUE(dev.write_page(i, page).ok());
+    }
+    dev.mark_idle();
+    ASSERT_GT(dev.writeback({.type = zram_writeback_type::idle, .first_page = 0, .nr_pages = 12,
+                             .max_pages = 0}).value(), 6u);
+    uint64_t bad = 0, written_back = 0;  // bad: an even one, which the run below reads
+    while (bad < 12 && dev.slot_info(bad)->kind != zram_slot_kind::written_back) bad += 2;
+    ASSERT_LT(bad, 12u);
+    for (uint64_t i = 0; i < 12; i += 2)
+      written_back += dev.slot_info(i)->kind == zram_slot_kind::written_back;
+    ASSERT_GE(written_back, 3u);  // the corrupted one and others beside it
+    const uint64_t blk = dev.slot_info(bad)->handle;
+    const int fd = ::open(f.file.path().c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    uint8_t b = 0;
+    ASSERT_EQ(::pread(fd, &b, 1, static_cast<off_t>(blk * page_size + 99)), 1);
+    b ^= 0x10;
+    ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(blk * page_size + 99)), 1);
+    ::close(fd);
+    for (bool sorted : {true, false}) {
+      uint64_t index[16];
+      void* dst[16];
+      status result[16];
+      alignas(8) static uint8_t got[16][page_size];
+      for (uint64_t j = 0; j < 16; ++j) {
+        index[j] = sorted ? 2 * j : 30 - 2 * j;  // 0, 2, ... 30: 24 and past never written
+        dst[j] = got[j];
+        std::memset(got[j], 0xA5, page_size);
+      }
+      dev.read_pages(index, dst, result);
+      for (uint64_t j = 0; j < 16; ++j) {
+        alignas(8) uint8_t alone[page_size];
+        const status st = dev.read_page(index[j], alone);
+        EXPECT_EQ(result[j].code(), st.code()) << "page " << index[j];
+        EXPECT_EQ(std::memcmp(alone, got[j], page_size), 0) << "page " << index[j];
+        if (index[j] == bad) EXPECT_EQ(result[j].code(), EIO);
+        else EXPECT_TRUE(result[j].ok()) << "page " << index[j] << ": " << result[j].to_string();
+      }
+    }
+    zram_test::expect_stats_match_table(dev);
+  }
+}
+
 TEST(ZramPp, RecompressionKeepsASmallerObjectAndMarksHopelessSlots) {
   zram_options o;
   o.disksize = 48 * page_size;

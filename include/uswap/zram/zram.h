@@ -62,6 +62,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -352,6 +353,16 @@ class zram_device {
   // hold page_size bytes.
   status write_page(uint64_t index, const void* src);
   status read_page(uint64_t index, void* dst);
+  // Reads slot index[i] into dst[i] for each i, as read_page would, result[i] its status (the
+  // page zeroed on failure); the three spans are equally long, the indices distinct and
+  // ascending. The pages written back are read from the backing device in one batch with their
+  // slots locked (a remote one's in one round trip, as swap readahead's reads are submitted
+  // before it waits for the first). At most max_read_batch pages; page by page when more, under
+  // global_rwlock (a second read lock of the table's rwlock may queue behind a writer that waits
+  // for the first) and without a backing device.
+  static constexpr size_t max_read_batch = 16;
+  void read_pages(std::span<const uint64_t> index, std::span<void* const> dst,
+                  std::span<status> result);
   // Frees slots [index, index + nr_pages): they read as zeros afterwards. Counted in notify_free.
   status discard(uint64_t index, uint64_t nr_pages = 1);
   // zram_slot_free_notify(): the swap layer's "this slot is free". Frees the slot if its lock
