@@ -1,6 +1,7 @@
 // swapon and page I/O over one swap device. See include/uswap/backend/swap_backend.h.
 #include "uswap/backend/swap_backend.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -58,6 +59,33 @@ int swap_backend::store(const void* page, swap_entry* out, uint32_t* stored_byte
 
 int swap_backend::load(swap_entry e, void* dst) noexcept {
   return swap_read_folio(e, dst).ok() ? 0 : EIO;
+}
+
+unsigned swap_backend::load_run(const swap_entry* e, unsigned n, void* dst) noexcept {
+  if (n == 0) return 0;
+  if (n == 1 || n > max_load_run) {
+    unsigned k = 0;
+    while (k < n && load(e[k], static_cast<uint8_t*>(dst) + size_t{k} * page_size) == 0) ++k;
+    return k;
+  }
+  // The device takes its slots in ascending order (a run's slots were handed out in eviction
+  // order, not address order); results go back to the run's order.
+  unsigned order[max_load_run];
+  for (unsigned i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](unsigned a, unsigned b) { return swp_offset(e[a]) < swp_offset(e[b]); });
+  uint64_t offset[max_load_run];
+  void* page[max_load_run];
+  status result[max_load_run];
+  for (unsigned i = 0; i < n; ++i) {
+    offset[i] = swp_offset(e[order[i]]);
+    page[i] = static_cast<uint8_t*>(dst) + size_t{order[i]} * page_size;
+  }
+  dev_->read_pages({offset, n}, {page, n}, {result, n});
+  bool ok[max_load_run];
+  for (unsigned i = 0; i < n; ++i) ok[order[i]] = result[i].ok();
+  unsigned k = 0;
+  while (k < n && ok[k]) ++k;
+  return k;
 }
 
 void swap_backend::release(swap_entry e) noexcept { (void)swap_->swap_free(e); }

@@ -25,6 +25,10 @@ class zram_swap_device final : public swap_device {
   explicit zram_swap_device(std::unique_ptr<zram_device> z) : z_(std::move(z)) {}
   status write_page(uint64_t offset, const void* src) override { return z_->write_page(offset, src); }
   status read_page(uint64_t offset, void* dst) override { return z_->read_page(offset, dst); }
+  void read_pages(std::span<const uint64_t> offset, std::span<void* const> dst,
+                  std::span<status> result) override {
+    z_->read_pages(offset, dst, result);
+  }
   // zram_slot_free_notify. Since 6.0 the kernel only try-locks the slot here and leaves the
   // object for a later write or discard when the lock is busy (miss_free); the zram of seed 000's
   // era (4.9) took the slot lock unconditionally. uswap tries first and then frees with the

@@ -462,9 +462,10 @@ int pager::impl::resolve_missing(uint64_t idx, uint64_t st, bool write, unsigned
     staging_buffer buf;
     unsigned loaded = 0;
     if (buf) {
-      for (; loaded < k; ++loaded)
-        if (store->load(swap_entry{handles[run[loaded]]}, buf.data + loaded * page_size) != 0)
-          break;
+      // Read together: a run's pages on a remote backing device cost one round trip, not k.
+      swap_entry entries[max_readahead];
+      for (unsigned i = 0; i < k; ++i) entries[i] = swap_entry{handles[run[i]]};
+      loaded = store->load_run(entries, k, buf.data);
       if (loaded < k && run[0] != idx) {
         // A page before the faulting one failed to load (a stream going down): that one alone.
         fault_page_only();

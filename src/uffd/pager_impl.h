@@ -195,6 +195,7 @@ inline constexpr unsigned max_reclaim_pass = 256;
 #endif
 static_assert(max_reclaim_pass >= max_reclaim_batch);
 inline constexpr unsigned max_readahead = 16;
+static_assert(max_readahead <= swap_backend::max_load_run);  // a run is read with one load_run
 inline constexpr unsigned max_reclaim_cluster = 64;
 // The most non-resident pages eviction locks at once to write-protect the victims on both sides
 // of them with one ioctl (evict_write_protect); with a pass's victims within TSan's 64 locks.

@@ -84,6 +84,11 @@ class swap_backend {
   int store(const void* page, swap_entry* e, uint32_t* stored_bytes) noexcept;
   // 0, or EIO for a page that cannot be read back intact.
   int load(swap_entry e, void* dst) noexcept;
+  // load() of n pages (a readahead run; n <= max_load_run): e[i] into dst + i * page_size, read
+  // together where the device overlaps its reads. How many leading pages were read intact; the
+  // others are not to be used.
+  static constexpr unsigned max_load_run = 16;
+  unsigned load_run(const swap_entry* e, unsigned n, void* dst) noexcept;
   void release(swap_entry e) noexcept;
 
   swap_backend_stats stats() const;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,13 @@ class swap_device {
   virtual status write_page(uint64_t offset, const void* src) = 0;
   // swap_read_folio: reads the page at `offset` (EIO if it cannot be read back intact).
   virtual status read_page(uint64_t offset, void* dst) = 0;
+  // read_page for each of distinct ascending offsets, result[i] for offset[i] (spans of one
+  // length): a device that can overlap the reads (zram's backing device) does. One by one here.
+  virtual void read_pages(std::span<const uint64_t> offset, std::span<void* const> dst,
+                          std::span<status> result) {
+    for (size_t i = 0; i < offset.size() && i < dst.size() && i < result.size(); ++i)
+      result[i] = read_page(offset[i], dst[i]);
+  }
   // The swap layer's "slot is free", under the slot's swap lock: frees what the slot holds,
   // always (it never leaves an object for later), and never calls back into swap.
   virtual void slot_free_notify(uint64_t offset) = 0;
