@@ -12,15 +12,16 @@ alternating A B C D per round:
               (nbdkit's delay filter; its granularity). The notes give the round trip of one
               4 KiB write measured on nbd-tcp and nbd-delay (nbdcopy, one request at a time).
 The program: python3 filling SIZE MiB with random bytes (incompressible, so what the pool cannot
-hold goes to the backing tier), then touching one byte of every page in a random order PASSES
-times, and printing a checksum (equal on every run, or the run counts as failed).
+hold goes to the backing tier), then touching one byte of every page in a random order (or in
+address order, --order sequential, where readahead reads runs of pages together) PASSES times,
+and printing a checksum (equal on every run, or the run counts as failed).
 
 Per run: wall time, the interpreter's faults, the job's swap-in faults among them, the fault
 latency percentiles uswap measured (p50, p99; buckets about 19% wide), and where the pages were: peak resident, the pool's peak, pages written to and read from
 the backing tier.
 
 Usage: bench/far_memory.py --uswap build/bin/uswap [--size 256] [--passes 2] [--rounds 3]
-       [--json out.json]
+       [--order random|sequential] [--json out.json]
 Prints a progress line per run on stderr and a markdown table on stdout.
 """
 
@@ -40,12 +41,14 @@ PROGRAM = r"""
 import os, random, sys
 size = int(sys.argv[1]) << 20
 passes = int(sys.argv[2])
+shuffle = sys.argv[3] == "random"
 buf = bytearray(os.urandom(size))
 order = list(range(0, size, 4096))
 rng = random.Random(1)
 total = 0
 for p in range(passes):
-    rng.shuffle(order)
+    if shuffle:
+        rng.shuffle(order)
     for off in order:
         total = (total * 31 + buf[off]) & 0xffffffffffffffff
         buf[off] = (buf[off] + 1) & 0xff
@@ -162,7 +165,7 @@ def run_once(args, backing, prog_path, expect):
     limit = args.size // 4
     cmd = [args.uswap, "run", "--limit", f"{limit}M", "--pool-limit", f"{limit // 2}M",
            "--backing", backing, "--json", "--", sys.executable, prog_path, str(args.size),
-           str(args.passes)]
+           str(args.passes), args.order]
     if not backing.startswith("nbd"):
         # Twice the working set and room for the interpreter's own pages past the pool.
         cmd[cmd.index("--json"):cmd.index("--json")] = ["--backing-size",
@@ -198,6 +201,7 @@ def main():
     ap.add_argument("--uswap", required=True)
     ap.add_argument("--size", type=int, default=256, help="working set, MiB")
     ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--order", choices=("random", "sequential"), default="random")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--json")
@@ -280,7 +284,7 @@ def main():
                                                 "bd_writes", "bd_reads")}})
     out = {"machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                        "load_before": list(load_before), "load_after": list(os.getloadavg())},
-           "size_mib": args.size, "passes": args.passes, "rounds": args.rounds,
+           "size_mib": args.size, "passes": args.passes, "order": args.order, "rounds": args.rounds,
            "limit_mib": args.size // 4, "pool_limit_mib": args.size // 8,
            "notes": notes, "rows": rows, "runs": results}
     print("| backing | done | time (median) | / file | fault p50 | fault p99 | peak resident "
