@@ -72,7 +72,8 @@ unsigned swap_backend::load_run(const swap_entry* e, unsigned n, void* dst) noex
   // order, not address order); results go back to the run's order.
   unsigned order[max_load_run];
   for (unsigned i = 0; i < n; ++i) order[i] = i;
-  std::sort(order, order + n, [&](unsigned a, unsigned b) { return swp_offset(e[a]) < swp_offset(e[b]); });
+  std::sort(order, order + n,
+            [&](unsigned a, unsigned b) { return swp_offset(e[a]) < swp_offset(e[b]); });
   uint64_t offset[max_load_run];
   void* page[max_load_run];
   status result[max_load_run];

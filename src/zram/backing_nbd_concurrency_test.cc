@@ -3,10 +3,11 @@
 // them, checking every read against its exact model, while a post-processing thread marks idle
 // and writes back in batches (each batch in flight with no slot lock held, so workers touch its
 // slots meanwhile) and another reads the statistics. Reads are of one page, or of a run of up to
-// six read together (read_pages: the written-back ones in one batch of requests). The race this is about: a slot written,
-// read or discarded while its page is on the wire must keep its newest contents (writeback
-// installs ZRAM_WB only if the slot was not touched), and a block freed meanwhile must go back.
-// Afterwards every page reads back, the statistics match the table, and no block is leaked.
+// six read together (read_pages: the written-back ones in one batch of requests). The race this
+// is about: a slot written, read or discarded while its page is on the wire must keep its newest
+// contents (writeback installs ZRAM_WB only if the slot was not touched), and a block freed
+// meanwhile must go back. Afterwards every page reads back, the statistics match the table, and
+// no block is leaked.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -424,7 +424,8 @@ TEST(NbdBacking, ARunOfReadsIsInFlightTogether) {
     dev->read_pages(index, dst, result);
     for (uint64_t j = 0; j < 16; ++j) {
       ASSERT_TRUE(result[j].ok()) << "page " << index[j] << ": " << result[j].to_string();
-      if (index[j] < 32) make_page(page, index[j] < 20 ? page_kind::incompressible : kind_of(index[j]), index[j]);
+      const uint64_t i = index[j];
+      if (i < 32) make_page(page, i < 20 ? page_kind::incompressible : kind_of(i), i);
       else std::memset(page, 0, page_size);
       ASSERT_EQ(std::memcmp(page, got[j], page_size), 0) << "page " << index[j];
     }
