@@ -489,6 +489,7 @@ run_case() {
     reasons_json=$(printf '%s\n' ${reasons[@]+"${reasons[@]}"} | jq -R . | jq -cs 'map(select(. != ""))')
     jq -cn --arg case "$name" --arg program "$program" --arg package "${packages[0]:-}" \
       --arg version "$version" --arg user "$user_name" --arg mode "$line_mode" \
+      --argjson uswap_args "$(printf '%s\n' ${uswap_args[@]+"${uswap_args[@]}"} | jq -R . | jq -cs 'map(select(. != ""))')" \
       --arg description "$description" --argjson limit "$limit" \
       --arg plain_rc "$plain_rc" --arg plain_wall "$plain_wall" --argjson plain_peak "$plain_peak" \
       --arg u_rc "$u_rc" --arg u_wall "$u_wall" --argjson u_peak "$u_peak" \
@@ -502,7 +503,7 @@ run_case() {
       # long for one argument: it comes in through a file.
       $procs[0] as $procs | $unrouted[0] as $unrouted |
       {case: $case, program: $program, package: $package, version: $version, user: $user,
-       mode: $mode, description: $description, limit_bytes: $limit,
+       mode: $mode, uswap_args: $uswap_args, description: $description, limit_bytes: $limit,
        plain: {exit_status: ($plain_rc | num), wall_s: ($plain_wall | num), peak_rss_bytes: $plain_peak},
        uswap: (if $mode == "uswap" and $u_rc != "" then
                 {exit_status: ($u_rc | num), wall_s: ($u_wall | num), peak_rss_bytes: $u_peak,
