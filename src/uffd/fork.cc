@@ -103,6 +103,8 @@ thread_local const pager::impl* tls_map_writer [[gnu::tls_model("initial-exec")]
 
 unsigned current_fork_generation() noexcept { return fork_gen.load(std::memory_order_relaxed); }
 
+bool fork_in_progress() noexcept { return fork_holder.load(std::memory_order_relaxed) != 0; }
+
 void note_fork_handlers() {
   // A static's guarded initialisation, not std::call_once, whose state is libstdc++'s TLS in the
   // default model (cmake/uswap_layer.cmake says why the pager reaches TLS only directly).

@@ -170,8 +170,11 @@ void pager::serve_job_request() noexcept {
   m.job_signals.fetch_add(1, std::memory_order_relaxed);
   // Inside pager code (a fault, a reclaim, a shim call into the pager), the locks it holds are
   // this thread's: the next charge serves the request. Off the main thread, a compression
-  // stream may not exist yet, and making one allocates: the same.
-  if (pager_depth() != 0 || ::gettid() != ::getpid()) {
+  // stream may not exist yet, and making one allocates: the same. So while a fork is under way:
+  // glibc's fork holds every malloc arena from after the prepare handlers to the clone, and
+  // reclaim may allocate (a pool at its limit builds its error message), which would wait for
+  // them for ever (python's multiprocessing hung so at a fork, asked for room meanwhile).
+  if (pager_depth() != 0 || ::gettid() != ::getpid() || fork_in_progress()) {
     m.job_request_noted.store(true, std::memory_order_relaxed);
     return;
   }

@@ -835,6 +835,9 @@ inline map_read_guard::map_read_guard(const rw_semaphore& l, const pager::impl* 
 // pthread_atfork handlers note_fork_handlers() installs once. A pager made in another generation
 // belongs to the parent unless its rebuild adopted it (fork_policy::copy).
 unsigned current_fork_generation() noexcept;
+// A thread is between the fork handlers' prepare and parent/child: it holds map_lock for
+// writing, and inside glibc's fork every malloc arena is locked.
+bool fork_in_progress() noexcept;
 void note_fork_handlers();
 void fork_register(pager::impl* p);
 void fork_unregister(pager::impl* p) noexcept;

@@ -540,7 +540,7 @@ run_case() {
     [ -z "$json_line" ] || echo "     uswap JSON: $(printf %s "$json_line" | cut -c1-600)"
     if [ $timed_out -eq 1 ] && [ -s "$dir/uswap.out/stacks" ]; then
       echo "     4 s before the timeout (CPU used, then each thread's stack, innermost first):"
-      cut -c1-400 "$dir/uswap.out/stacks" | sed 's/^/     /'
+      cut -c1-3000 "$dir/uswap.out/stacks" | sed 's/^/     /'
     fi
   fi
   [ "$result" = ok ]
