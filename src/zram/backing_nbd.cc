@@ -550,18 +550,27 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
 
 void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
   if (batch.size() < 2) return backing_dev::read_blocks(batch);
+  // A fault's readahead run (16 pages at most) on the stack, nothing allocated; longer batches
+  // go in such runs.
+  constexpr size_t run_max = 16;
+  if (batch.size() > run_max) {
+    for (size_t i = 0; i < batch.size(); i += run_max)
+      read_blocks(batch.subspan(i, std::min(run_max, batch.size() - i)));
+    return;
+  }
   // Every request out on the reader's connection, then one wait for all of them. A read whose
   // block was lost fails here as in read_once; one the connection could not carry (none, or it
   // died under the batch) goes through read_block afterwards, with its waits for a server that
   // comes back and its accounting; past the deadline the batch's reads fail, as one read does.
-  std::vector<int64_t> cookies(batch.size(), -1);
-  std::vector<status> results(batch.size());
-  std::vector<bool> retry(batch.size(), false);
+  int64_t cookies[run_max], out[run_max];
+  status results[run_max];
+  bool retry[run_max] = {};
+  std::fill(cookies, cookies + run_max, -1);
   {
     connection& c = multi_conn_ ? reader_ : writer_;
     std::lock_guard<mutex> g(c.lock);
     if (!ensure_connected(c).ok()) {
-      std::fill(retry.begin(), retry.end(), true);
+      std::fill(retry, retry + batch.size(), true);
     } else {
       const uint32_t gen = generation_.load(std::memory_order_acquire);
       for (size_t i = 0; i < batch.size(); ++i) {
@@ -577,8 +586,8 @@ void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
       }
       if (const int n = api().nbd_aio_in_flight(c.h); n > 0)
         fetch_max(max_in_flight_, static_cast<uint64_t>(n));
-      std::vector<int64_t> out = cookies;  // wait() clears the cookies of completed requests
-      status dead = wait(c.h, out, results);
+      std::copy(cookies, cookies + batch.size(), out);  // wait() clears the completed ones
+      status dead = wait(c.h, {out, batch.size()}, {results, batch.size()});
       if (dead.ok() && is_dead(c.h))
         dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
       if (!dead.ok()) {

@@ -384,7 +384,8 @@ zram_device::~zram_device() {
   // zram_meta_free(): free every slot so that the backing file's blocks and the statistics end
   // consistent; the pool then frees its zspages.
   z_->tearing_down = true;
-  for (uint64_t i = 0; i < z_->walk_end(z_->nr_pages); ++i)
+  const uint64_t walked = z_->walk_end(z_->nr_pages);
+  for (uint64_t i = 0; i < walked; ++i)
     if (zram::slot_allocated(z_->word(i))) z_->slot_free(i);
 }
 

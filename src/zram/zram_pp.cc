@@ -94,7 +94,8 @@ uint64_t zram_device::mark_idle_range(uint64_t first_page, uint64_t nr_pages,
   uint64_t marked = 0;
   const uint64_t end = first_page < z.nr_pages ? first_page + std::min(nr_pages, z.nr_pages - first_page)
                                                : first_page;
-  for (uint64_t i = first_page; i < z.walk_end(end); ++i) {
+  const uint64_t walked = z.walk_end(end);
+  for (uint64_t i = first_page; i < walked; ++i) {
     if (!zram::slot_allocated(z.word(i))) continue;  // as in scan_pp_slots
     zram::slot_guard g(z, i, slot_access::write);
     const uint64_t w = z.word(i);
@@ -351,7 +352,8 @@ std::vector<uint64_t> zram_device::backing_blocks() const {
   zram& z = *z_;
   std::vector<uint64_t> blocks;
   if (!z.bdev || z.stats.bd_count.load(std::memory_order_relaxed) == 0) return blocks;
-  for (uint64_t i = 0; i < z.walk_end(z.nr_pages); ++i) {
+  const uint64_t walked = z.walk_end(z.nr_pages);
+  for (uint64_t i = 0; i < walked; ++i) {
     if (!(z.word(i) & bit(ZRAM_WB))) continue;  // ZRAM_WB is set and cleared under the lock
     zram::slot_guard g(z, i, slot_access::read);
     if (z.word(i) & bit(ZRAM_WB)) blocks.push_back(z.table[i].handle & wb_block_mask);
