@@ -523,16 +523,8 @@ USWAP_EXPORT pid_t fork(void) {
   static auto real = next_fn<pid_t (*)(void)>("fork");
   return off_arena_stack([] {
     // The pager's fork handlers hold map_lock from before the clone to after it, in both
-    // processes. The job's signal waits too, though signals_deferred lets it through: inside
-    // glibc's fork every malloc arena is locked, and serving a request reclaims, which may
-    // allocate. Pending, it is served once fork() returns (a child does not inherit it).
+    // processes.
     signals_deferred deferred;
-    if (ready() && g.job_signal) {
-      sigset_t job;
-      sigemptyset(&job);
-      sigaddset(&job, g.job_signal);
-      lc().pthread_sigmask(SIG_BLOCK, &job, nullptr);  // restored with `deferred`
-    }
     const void* ctype = nullptr;
     if (ready() && !g.sigbus_mode && !in_pager_code() && getpid() == g.pid) {
       shim_scope s;
