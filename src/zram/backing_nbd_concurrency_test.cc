@@ -77,7 +77,6 @@ TEST_P(NbdBackingConcurrencyTest, WritersReadersAndDiscardsRaceBatchedWriteback)
   };
   zram_test::run_threads(nr_workers, [&](int t) {
     alignas(8) uint8_t page[page_size], got[page_size];
-    alignas(8) static thread_local uint8_t run_pages[6][page_size];
     const uint64_t first = static_cast<uint64_t>(t) * pages_per_worker;
     uint64_t rng = 0x9e3779b97f4a7c15ull * (t + 1);
     // At least `ops` operations, and on until writeback has moved 256 pages under them and
@@ -101,17 +100,14 @@ TEST_P(NbdBackingConcurrencyTest, WritersReadersAndDiscardsRaceBatchedWriteback)
         if (!dev->read_page(i, got).ok() || !matches(m, got)) ++failures;
       } else if (what < 7) {  // read a run of this worker's slots together, and check each
         const uint64_t n = std::min<uint64_t>(1 + (rng >> 40) % 6, first + pages_per_worker - i);
-        uint64_t index[6];
-        void* dst[6];
-        status result[6];
+        std::vector<uint64_t> index;
         for (uint64_t j = 0; j < n; ++j) {
-          index[j] = i + j;
-          dst[j] = run_pages[j];
+          index.push_back(i + j);
           if (dev->slot_info(i + j)->kind == zram_slot_kind::written_back) ++raced_runs;
         }
-        dev->read_pages({index, n}, {dst, n}, {result, n});
+        const zram_test::run_read r = zram_test::read_run(*dev, index);
         for (uint64_t j = 0; j < n; ++j)
-          if (!result[j].ok() || !matches(model[i + j].load(), run_pages[j])) ++failures;
+          if (!r.result[j].ok() || !matches(model[i + j].load(), r.pages[j].bytes)) ++failures;
       } else {
         if (!dev->discard(i).ok()) ++failures;
         model[i].store(-1);

@@ -410,24 +410,18 @@ TEST(NbdBacking, ARunOfReadsIsInFlightTogether) {
     ASSERT_EQ(*n, 1u) << "page " << i;
   }
   ASSERT_EQ(dev->backing_stat().max_in_flight, 1u);
-  // Pages 0..15 (written back), then 12..27 (some in the pool, same-filled, never written).
+  // Pages 0..15 (written back); 12..27 (some written back, the rest in the pool); 20, 22, ...
+  // 50 (the pool's, then never written).
   for (uint64_t first : {0, 12, 20}) {
-    uint64_t index[16];
-    void* dst[16];
-    status result[16];
-    alignas(8) static uint8_t got[16][page_size];
+    std::vector<uint64_t> index;
+    for (uint64_t j = 0; j < 16; ++j) index.push_back(first + j * (first == 20 ? 2 : 1));
+    const zram_test::run_read r = zram_test::read_run(*dev, index);
     for (uint64_t j = 0; j < 16; ++j) {
-      index[j] = first + j * (first == 20 ? 2 : 1);  // 20, 22, ... 50: past the written ones too
-      dst[j] = got[j];
-      std::memset(got[j], 0xA5, page_size);
-    }
-    dev->read_pages(index, dst, result);
-    for (uint64_t j = 0; j < 16; ++j) {
-      ASSERT_TRUE(result[j].ok()) << "page " << index[j] << ": " << result[j].to_string();
       const uint64_t i = index[j];
+      ASSERT_TRUE(r.result[j].ok()) << "page " << i << ": " << r.result[j].to_string();
       if (i < 32) make_page(page, i < 20 ? page_kind::incompressible : kind_of(i), i);
       else std::memset(page, 0, page_size);
-      ASSERT_EQ(std::memcmp(page, got[j], page_size), 0) << "page " << index[j];
+      ASSERT_EQ(std::memcmp(page, r.pages[j].bytes, page_size), 0) << "page " << i;
     }
   }
   EXPECT_GE(dev->backing_stat().max_in_flight, 16u);
@@ -447,30 +441,23 @@ TEST(NbdBacking, ARunReadFromAKilledServerIsEIOForItsWrittenBackPagesOnly) {
   ASSERT_GT(out, 8u);
   fill(*dev, 16, 16, 5);  // these stay in the pool
   server.kill9();
-  uint64_t index[16];
-  void* dst[16];
-  status result[16];
-  alignas(8) static uint8_t got[16][page_size];
-  for (uint64_t j = 0; j < 16; ++j) {
-    index[j] = 8 + j;  // 8..23: the end of the written-back ones, then pool pages
-    dst[j] = got[j];
-    std::memset(got[j], 0xA5, page_size);
-  }
+  std::vector<uint64_t> index;  // 8..23: the end of the written-back ones, then pool pages
+  for (uint64_t i = 8; i < 24; ++i) index.push_back(i);
   const auto t0 = std::chrono::steady_clock::now();
-  dev->read_pages(index, dst, result);
+  const zram_test::run_read r = zram_test::read_run(*dev, index);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   alignas(8) uint8_t want[page_size], zeros[page_size] = {};
   uint64_t lost = 0;
   for (uint64_t j = 0; j < 16; ++j) {
     const uint64_t i = index[j];
     if (dev->slot_info(i)->kind == zram_slot_kind::written_back) {
-      EXPECT_EQ(result[j].code(), EIO) << "page " << i;
-      EXPECT_EQ(std::memcmp(got[j], zeros, page_size), 0) << "page " << i;
+      EXPECT_EQ(r.result[j].code(), EIO) << "page " << i;
+      EXPECT_EQ(std::memcmp(r.pages[j].bytes, zeros, page_size), 0) << "page " << i;
       ++lost;
     } else {
-      ASSERT_TRUE(result[j].ok()) << "page " << i << ": " << result[j].to_string();
+      ASSERT_TRUE(r.result[j].ok()) << "page " << i << ": " << r.result[j].to_string();
       make_page(want, kind_of(i), 5 + i);
-      EXPECT_EQ(std::memcmp(want, got[j], page_size), 0) << "page " << i;
+      EXPECT_EQ(std::memcmp(want, r.pages[j].bytes, page_size), 0) << "page " << i;
     }
   }
   EXPECT_GT(lost, 0u);

@@ -333,23 +333,17 @@ TEST(ZramPp, ARunReadTogetherReadsAsEachPageAlone) {
     ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(blk * page_size + 99)), 1);
     ::close(fd);
     for (bool sorted : {true, false}) {
-      uint64_t index[16];
-      void* dst[16];
-      status result[16];
-      alignas(8) static uint8_t got[16][page_size];
+      std::vector<uint64_t> index;  // 0, 2, ... 30: 24 and past never written
+      for (uint64_t j = 0; j < 16; ++j) index.push_back(sorted ? 2 * j : 30 - 2 * j);
+      const zram_test::run_read r = zram_test::read_run(dev, index);
       for (uint64_t j = 0; j < 16; ++j) {
-        index[j] = sorted ? 2 * j : 30 - 2 * j;  // 0, 2, ... 30: 24 and past never written
-        dst[j] = got[j];
-        std::memset(got[j], 0xA5, page_size);
-      }
-      dev.read_pages(index, dst, result);
-      for (uint64_t j = 0; j < 16; ++j) {
+        const uint64_t i = index[j];
         alignas(8) uint8_t alone[page_size];
-        const status st = dev.read_page(index[j], alone);
-        EXPECT_EQ(result[j].code(), st.code()) << "page " << index[j];
-        EXPECT_EQ(std::memcmp(alone, got[j], page_size), 0) << "page " << index[j];
-        if (index[j] == bad) EXPECT_EQ(result[j].code(), EIO);
-        else EXPECT_TRUE(result[j].ok()) << "page " << index[j] << ": " << result[j].to_string();
+        const status st = dev.read_page(i, alone);
+        EXPECT_EQ(r.result[j].code(), st.code()) << "page " << i;
+        EXPECT_EQ(std::memcmp(alone, r.pages[j].bytes, page_size), 0) << "page " << i;
+        if (i == bad) EXPECT_EQ(r.result[j].code(), EIO);
+        else EXPECT_TRUE(r.result[j].ok()) << "page " << i << ": " << r.result[j].to_string();
       }
     }
     zram_test::expect_stats_match_table(dev);

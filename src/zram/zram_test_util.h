@@ -135,4 +135,27 @@ inline void expect_stats_match_table(zram_device& dev) {
   }
 }
 
+// zram_device::read_pages over `index`, each page starting as 0xA5 bytes (a page the call left
+// unwritten shows): the pages and results, in the order of `index`.
+struct run_read {
+  struct alignas(8) page_buf {
+    uint8_t bytes[page_size];
+  };
+  std::vector<uint64_t> index;
+  std::vector<page_buf> pages;
+  std::vector<status> result;
+};
+inline run_read read_run(zram_device& dev, std::vector<uint64_t> index) {
+  run_read r{std::move(index), {}, {}};
+  r.pages.resize(r.index.size());
+  r.result.resize(r.index.size());
+  std::vector<void*> dst;
+  for (run_read::page_buf& p : r.pages) {
+    std::memset(p.bytes, 0xA5, page_size);
+    dst.push_back(p.bytes);
+  }
+  dev.read_pages(r.index, dst, r.result);
+  return r;
+}
+
 }  // namespace uswap::zram_test
