@@ -205,12 +205,35 @@ USWAP_EXPORT char* setlocale(int category, const char* locale) {
   return r;
 }
 
+namespace {
+
+// call() after the pager's threads were ended for it. A joined thread leaves the thread group
+// only when the kernel reaps it, a moment after pthread_join returned: until then the kernel
+// still refuses with EINVAL (unshare -U under uswap run failed so once in CI). Tried again for
+// up to 100 ms; a call refused for another reason is EINVAL as before, that much later.
+template <class Call>
+int single_threaded_call(Call call) {
+  int r = call();
+  for (int i = 0; i < 100 && r == -1 && errno == EINVAL; ++i) {
+    const timespec ms{0, 1000 * 1000};
+    ::nanosleep(&ms, nullptr);
+    errno = 0;
+    r = call();
+  }
+  return r;
+}
+
+}  // namespace
+
 USWAP_EXPORT int unshare(int flags) {
   using unshare_fn = int (*)(int);
   static auto real = reinterpret_cast<unshare_fn>(dlsym(RTLD_NEXT, "unshare"));
   if ((flags & CLONE_NEWUSER) && active()) {
-    shim_scope s;
-    g.pg->stop_background_reclaim();
+    {
+      shim_scope s;
+      g.pg->stop_background_reclaim();
+    }
+    return single_threaded_call([&] { return real(flags); });
   }
   return real(flags);
 }
@@ -220,8 +243,11 @@ USWAP_EXPORT int setns(int fd, int nstype) {
   static auto real = reinterpret_cast<setns_fn>(dlsym(RTLD_NEXT, "setns"));
   // nstype 0 takes any namespace the descriptor names, a user namespace included.
   if ((nstype == 0 || (nstype & CLONE_NEWUSER)) && active()) {
-    shim_scope s;
-    g.pg->stop_background_reclaim();
+    {
+      shim_scope s;
+      g.pg->stop_background_reclaim();
+    }
+    return single_threaded_call([&] { return real(fd, nstype); });
   }
   return real(fd, nstype);
 }
