@@ -164,18 +164,27 @@ bool pager::in_job() const noexcept {
   return impl_->jlink.load(std::memory_order_relaxed) != nullptr;
 }
 
-void pager::serve_job_request() noexcept {
+void pager::serve_job_request(bool c_library_locks_maybe_held) noexcept {
   impl& m = *impl_;
   if (m.detached()) return;
   m.job_signals.fetch_add(1, std::memory_order_relaxed);
   // Inside pager code (a fault, a reclaim, a shim call into the pager), the locks it holds are
   // this thread's: the next charge serves the request. Off the main thread, a compression
   // stream may not exist yet, and making one allocates: the same. So while a fork is under way:
-  // glibc's fork holds every malloc arena from after the prepare handlers to the clone, and
-  // reclaim may allocate (a pool at its limit builds its error message), which would wait for
-  // them for ever (python's multiprocessing hung so at a fork, asked for room meanwhile).
+  // glibc's fork holds every malloc arena from after the prepare handlers to the clone (a
+  // fork's own code is the C library's, below, but not a prepare handler's or a raw clone's).
   if (pager_depth() != 0 || ::gettid() != ::getpid() || fork_in_progress()) {
     m.job_request_noted.store(true, std::memory_order_relaxed);
+    return;
+  }
+  // Reclaim allocates from glibc's malloc on cold paths (a compression stream, a pool at its
+  // limit building its error message). Interrupted where glibc may hold one of its locks, that
+  // malloc would wait for its own thread (a hog looping in malloc_stats hung so): the request
+  // waits for the next charge, and the member may be signalled again, next time elsewhere.
+  if (c_library_locks_maybe_held) {
+    m.job_signals_deferred.fetch_add(1, std::memory_order_relaxed);
+    m.job_request_noted.store(true, std::memory_order_relaxed);
+    if (job_ref jr(m); jr) jr->clear_signalled(m.jslot);
     return;
   }
   pager_scope in_pager;
@@ -508,6 +517,7 @@ void pager::impl::job_after_fork_child() noexcept {
   charges_since_publish.store(0, std::memory_order_relaxed);
   job_requests_served.store(0, std::memory_order_relaxed);
   job_signals.store(0, std::memory_order_relaxed);
+  job_signals_deferred.store(0, std::memory_order_relaxed);
   job_waits.store(0, std::memory_order_relaxed);
   char comm[16];
   process_comm(comm);

@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|forkshare|forkcow|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
+ *   job_test_program forktree|forkshare|forkcow|hog|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -9,6 +9,9 @@
  *   hog       one process fills most of the limit and waits, idle in read(2); another then needs
  *             most of the limit too: the idle one must give room (its reclaim thread, or the
  *             job's signal when it has none)
+ *   hoglocked the hog, multi-threaded, spends its wait mostly in glibc's malloc_stats (main_arena
+ *             locked) and partly in code of its own: the job's signal must never be served in
+ *             the first (reclaim's malloc would wait for the lock its own thread holds)
  *   killed    a child fills most of the limit and is killed; its parent then needs nearly all
  *             of it: the share of the dead must come back at once
  *   pool      (with --pool-limit and --backing) four times the limit of data that compresses to
@@ -46,6 +49,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +57,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -258,6 +263,57 @@ static void hog(void) {
   CHECK(write(go[1], &c, 1) == 1);
   CHECK(child_ok(h));
   CHECK(need != NULL && intact(need, need_bytes, 8));
+  free(need);
+}
+
+static void *sleep_forever(void *arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+
+/* The hog of hoglocked: while it waits for "go", its main thread runs glibc's malloc_stats()
+ * over and over, which holds each malloc arena's lock while it walks the arena and prints
+ * (to /dev/null), and between two calls spends a third of its time in code of its own. The job's
+ * signal lands in either: in malloc_stats, most times with main_arena locked, where serving the
+ * request could not allocate. A second thread makes the process multi-threaded: a
+ * single-threaded one's malloc takes no lock. */
+static void wait_in_malloc_stats(int go) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, sleep_forever, NULL) != 0) _exit(7);
+  const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null < 0 || dup2(null, 2) != 2) _exit(4);
+  if (fcntl(go, F_SETFL, O_NONBLOCK) != 0) _exit(5);
+  char c;
+  volatile uint64_t spin = 0;
+  for (;;) {
+    const ssize_t n = read(go, &c, 1);
+    if (n == 1) return;
+    if (n == 0 || errno != EAGAIN) _exit(6);
+    malloc_stats();
+    for (int i = 0; i < 3000; ++i) spin = spin * 31 + (uint64_t)i;
+  }
+}
+
+static void hog_locked(void) {
+  int ready[2], go[2];
+  CHECK(pipe(ready) == 0 && pipe(go) == 0);
+  const size_t hog_bytes = part(0.8), need_bytes = part(0.8);
+  const pid_t h = fork();
+  if (h == 0) {
+    uint64_t *mem = fill_random(hog_bytes, 7);
+    char c = 1;
+    if (!mem || write(ready[1], &c, 1) != 1) _exit(1);
+    wait_in_malloc_stats(go[0]);
+    _exit(intact_random(mem, hog_bytes, 7) ? 0 : 3);
+  }
+  char c;
+  CHECK(read(ready[0], &c, 1) == 1);
+  uint64_t *need = fill_random(need_bytes, 8);
+  CHECK(need != NULL && intact_random(need, need_bytes, 8));
+  CHECK(write(go[1], &c, 1) == 1);
+  CHECK(child_ok(h));
+  CHECK(need != NULL && intact_random(need, need_bytes, 8));
   free(need);
 }
 
@@ -481,7 +537,7 @@ int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
+    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -492,6 +548,8 @@ int main(int argc, char **argv) {
     forkcow();
   else if (strcmp(argv[1], "hog") == 0)
     hog();
+  else if (strcmp(argv[1], "hoglocked") == 0)
+    hog_locked();
   else if (strcmp(argv[1], "killed") == 0)
     killed();
   else if (strcmp(argv[1], "pool") == 0)

@@ -625,6 +625,7 @@ pager_stats pager::stats() const {
   s.job_reserved_pages = m.jlink.load(std::memory_order_relaxed) ? ld(m.reserved) : 0;
   s.job_requests_served = ld(m.job_requests_served);
   s.job_signals = ld(m.job_signals);
+  s.job_signals_deferred = ld(m.job_signals_deferred);
   s.job_waits = ld(m.job_waits);
   const swap_backend_stats ps = m.store->stats();
   s.swap_pages_used = ps.used_slots;

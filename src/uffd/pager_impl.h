@@ -430,7 +430,7 @@ struct pager::impl {
   // The job's fair share when this member last published (job::fair_share): a charge wakes
   // background reclaim only at or above it.
   std::atomic<uint64_t> job_fair_pages{0};
-  std::atomic<uint64_t> job_requests_served{0}, job_signals{0}, job_waits{0};
+  std::atomic<uint64_t> job_requests_served{0}, job_signals{0}, job_signals_deferred{0}, job_waits{0};
   // When a wait for room last came back empty-handed (coarse ns): for a second after, a full job
   // means evicting this pager's own pages, not waiting again at every fault.
   std::atomic<uint64_t> job_wait_failed_ns{0};

@@ -86,6 +86,32 @@ daemon_case() {
     fail "a daemon's image did not join: $(grep -h "limited on its own" "$tmp/paged.err" "$tmp/paged.out")"
 }
 
+# hoglocked_case PROGRAM: the job's signal reaches a member whose main thread is inside glibc's
+# malloc_stats (main_arena locked) a good part of the time. Serving the request there, reclaim's
+# first allocation (its zspages refused for a while by fault injection, each refusal building
+# its error message; tcache off, so that every malloc takes its arena's lock) waited for its own
+# thread for ever: one run in six hung. Ten runs, each watched for a hang; in all of them
+# together signals must have landed in the C library and been put off, and others served.
+hoglocked_case() {
+  local prog=$1 run deferred=0 served=0 hog json limit=$((32 << 20))
+  for run in 1 2 3 4 5 6 7 8 9 10; do
+    GLIBC_TUNABLES=glibc.malloc.tcache_count=0 USWAP_FAIL_INJECT=futex_waitv:1+,zs_malloc_page:1-200 \
+      "$uswap" run --limit 32M --json -- "$prog" hoglocked >"$tmp/paged.out" 2>"$tmp/paged.err" &
+    wait_job $! 60
+    [ $rc -eq 0 ] || { fail "run $run exited $rc: $(tail -c 1500 "$tmp/paged.out" "$tmp/paged.err")"; return; }
+    json=$(tail -n 1 "$tmp/paged.err")
+    [ "$(jq .job.peak_resident_bytes <<<"$json")" -le $((limit + limit / 32)) ] ||
+      fail "run $run: the job's peak passed the limit by more than a pass: $(jq -c .job <<<"$json")"
+    [ "$(jq .job.overcharges <<<"$json")" = 0 ] || fail "run $run: overcharges: $(jq -c .job <<<"$json")"
+    hog=$(jq -c '[.processes[] | select(.event == "exit")] | max_by(.pid)' <<<"$json")
+    deferred=$((deferred + $(jq .job_signals_deferred <<<"$hog")))
+    served=$((served + $(jq '.job_signals - .job_signals_deferred' <<<"$hog")))
+  done
+  echo "hoglocked: the hog's signals put off in the C library $deferred, served $served"
+  [ $deferred -gt 0 ] || fail "no signal found the hog inside the C library: the case tested nothing"
+  [ $served -gt 0 ] || fail "no signal was served: put off each time, the hog never gave room by one"
+}
+
 # wait_job PID SECONDS: waits for the background job PID and sets $rc to its status. Past
 # SECONDS it is a hang: every thread's stack of the job's processes (gdb, else the kernel's
 # view) goes to the output and they are killed, so that the test fails with its evidence rather
@@ -1086,6 +1112,7 @@ job)
     fi
     pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 512M) ;;
   daemon) daemon_case "$prog"; exit $((failures > 0)) ;;
+  hoglocked) hoglocked_case "$prog"; exit $((failures > 0)) ;;
   forkwb) pool_args=(--pool-limit 8M --backing "$tmp/backing" --backing-size 192M) ;;
   poolnbd) start_nbdkit $(((512 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;
   forkwbnbd) start_nbdkit $(((192 << 20) + 4096)) && pool_args=(--pool-limit 8M --backing "$nbd_uri") ;;

@@ -265,6 +265,8 @@ struct pager_stats {
   uint64_t job_reserved_pages = 0;
   uint64_t job_requests_served = 0;
   uint64_t job_signals = 0;
+  uint64_t job_signals_deferred = 0;  // of job_signals, those that found the thread in the C
+                                      // library, where it may hold a lock reclaim needs
   uint64_t job_waits = 0;
   // The swap device now.
   uint64_t swap_pages_used = 0;      // slots in use
@@ -397,8 +399,10 @@ class pager {
   bool in_job() const noexcept;
   // Serves the reclaim request others made of this member (the signal the shim takes on the
   // job's behalf); from pager code it only notes the request for the next fault. Async-signal-
-  // safe for a thread outside pager code whose compression stream exists (see the shim).
-  void serve_job_request() noexcept;
+  // safe, but reclaim may call malloc: the caller says whether the thread it interrupted may
+  // hold one of the C library's locks (src/uffd/c_library.h), and then the request is only
+  // noted, and the member may be signalled again.
+  void serve_job_request(bool c_library_locks_maybe_held) noexcept;
   // In a job without background reclaim, a member that holds enough to be asked for room gets a
   // thread to serve the others' requests (kswapd.cc); it is made outside pager code, by
   // start_wanted_threads, once kswapd_wanted() says so (one relaxed load for the shim's hot

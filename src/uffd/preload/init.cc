@@ -275,6 +275,7 @@ void write_stats(const char* event) noexcept {
       ",\"evict_wp_pages\":%" PRIu64 ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
       ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 ",\"shmem_peak_bytes\":%" PRIu64
       ",\"job_requests_served\":%" PRIu64 ",\"job_signals\":%" PRIu64
+      ",\"job_signals_deferred\":%" PRIu64
       ",\"shared_spared\":%" PRIu64 "}\n",
       static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
@@ -287,7 +288,7 @@ void write_stats(const char* event) noexcept {
       st.foreign_bytes, st.forks, ka.trapped, ka.emulated, ka.restarted, ka.retrapped, now_ns() - g.start_ns, st.reclaim_passes,
       st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls, status.number("RssFile:") * 1024,
       st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load(), st.job_requests_served,
-      st.job_signals, st.shared_spared);
+      st.job_signals, st.job_signals_deferred, st.shared_spared);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 

@@ -31,6 +31,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../c_library.h"
 #include "../kernel_access.h"
 #include "shim.h"
 #include "uswap/base/raw_syscall.h"
@@ -60,10 +61,14 @@ bool pager_signal(int sig) noexcept {
 // The program's own action for the job's signal number (it may use that real-time signal too).
 struct sigaction program_job_action {};
 
+// The C library's and the loader's text and images, found when the handler is installed.
+uswap::c_library_map c_library;
+
 void job_signal_handler(int sig, siginfo_t* si, void* uc) {
   if (uswap::is_job_signal(si)) {
     const int saved = errno;
-    g.pg->serve_job_request();
+    g.pg->serve_job_request(
+        uswap::may_hold_c_library_locks(c_library, *static_cast<const ucontext_t*>(uc)));
     errno = saved;
     return;
   }
@@ -182,6 +187,7 @@ void handlers_on_signal_stack() noexcept {
 namespace uswap::shim {
 
 void install_job_signal(int sig) noexcept {
+  c_library = uswap::find_c_library();
   struct sigaction act {};
   act.sa_sigaction = job_signal_handler;
   sigemptyset(&act.sa_mask);
