@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|forkshare|forkcow|hog|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
+ *   job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -12,6 +12,8 @@
  *   hoglocked the hog, multi-threaded, spends its wait mostly in glibc's malloc_stats (main_arena
  *             locked) and partly in code of its own: the job's signal must never be served in
  *             the first (reclaim's malloc would wait for the lock its own thread holds)
+ *   hogsleep  the hog sleeps in nanosleep, then in sem_timedwait, while the other needs room
+ *             twice: neither may fail with EINTR (a handler cuts both short, SA_RESTART or not)
  *   killed    a child fills most of the limit and is killed; its parent then needs nearly all
  *             of it: the share of the dead must come back at once
  *   pool      (with --pool-limit and --backing) four times the limit of data that compresses to
@@ -50,6 +52,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,6 +63,7 @@
 #include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "c_check.h"
@@ -317,6 +321,43 @@ static void hog_locked(void) {
   free(need);
 }
 
+/* hogsleep: the hog sleeps in nanosleep, then in sem_timedwait, while the other asks it for
+ * room twice. A handler (the job's signal) makes either fail with EINTR, SA_RESTART or not:
+ * both must run their whole time as they would without uswap. */
+static void hog_sleep(void) {
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  const size_t hog_bytes = part(0.8), need_bytes = part(0.5);
+  const pid_t h = fork();
+  if (h == 0) {
+    uint64_t *mem = fill(hog_bytes, 11);
+    char c = 1;
+    if (!mem || write(ready[1], &c, 1) != 1) _exit(1);
+    struct timespec t = {1, 500 * 1000 * 1000};
+    if (nanosleep(&t, NULL) != 0) _exit(2); /* EINTR: a signal reached it */
+    sem_t never;
+    if (sem_init(&never, 0, 0) != 0) _exit(4);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    until.tv_nsec += 500 * 1000 * 1000;
+    if (until.tv_nsec >= 1000 * 1000 * 1000) until.tv_sec++, until.tv_nsec -= 1000 * 1000 * 1000;
+    if (sem_timedwait(&never, &until) == 0 || errno != ETIMEDOUT) _exit(5);
+    _exit(intact(mem, hog_bytes, 11) ? 0 : 3);
+  }
+  char c;
+  CHECK(read(ready[0], &c, 1) == 1);
+  /* Half the limit while the hog is in nanosleep, another half 2 s later, in sem_timedwait. */
+  uint64_t *first = fill(need_bytes, 12);
+  CHECK(first != NULL);
+  usleep(2000 * 1000);
+  uint64_t *second = fill(need_bytes, 13);
+  CHECK(second != NULL && intact(second, need_bytes, 13) && intact(first, need_bytes, 12));
+  CHECK(child_ok(h));
+  free(first);
+  free(second);
+}
+
 static void killed(void) {
   int ready[2];
   CHECK(pipe(ready) == 0);
@@ -537,7 +578,7 @@ int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
+    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -548,6 +589,8 @@ int main(int argc, char **argv) {
     forkcow();
   else if (strcmp(argv[1], "hog") == 0)
     hog();
+  else if (strcmp(argv[1], "hogsleep") == 0)
+    hog_sleep();
   else if (strcmp(argv[1], "hoglocked") == 0)
     hog_locked();
   else if (strcmp(argv[1], "killed") == 0)

@@ -1910,9 +1910,6 @@ bool syscall_restarts_cleanly(long nr, const long* a) noexcept {
     case SYS_preadv2:
     case SYS_wait4:
     case SYS_waitid:
-    case SYS_futex:
-    case SYS_nanosleep:
-    case SYS_clock_nanosleep:
     case SYS_accept:
     case SYS_accept4:
     case SYS_flock:
@@ -1922,6 +1919,10 @@ bool syscall_restarts_cleanly(long nr, const long* a) noexcept {
       return true;
     case SYS_recvfrom:  // with MSG_WAITALL it returns what it has so far
       return (a[3] & MSG_WAITALL) == 0;
+    case SYS_futex: {  // a wait with a timeout resumes through the restart block: EINTR
+      const long op = a[1] & FUTEX_CMD_MASK;
+      return (op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET) && a[3] == 0;
+    }
     default:
       return false;
   }

@@ -179,11 +179,13 @@ void kernel_access_copy_directly() noexcept;
 
 // Whether a handler installed with SA_RESTART that interrupts system call `nr` (arguments `a`)
 // while it sleeps leaves no trace the program could see: the call has done nothing yet and is
-// restarted (read, readv, pread, recvfrom without MSG_WAITALL, wait4, waitid, futex, nanosleep,
-// clock_nanosleep, accept, flock, fcntl, open). Not so for a write that has moved part of its
-// data (it returns that part), nor for poll, select, epoll_wait, pause, sigtimedwait or connect
-// (EINTR whatever SA_RESTART says). A read on a socket with SO_RCVTIMEO fails with EINTR too:
-// the one exception this list lets through.
+// restarted (read, readv, pread, recvfrom without MSG_WAITALL, wait4, waitid, a futex wait
+// without a timeout, accept, flock, fcntl, open). Not so for a write that has moved part of its
+// data (it returns that part), nor for a call the kernel resumes through its restart block,
+// which a handler turns into EINTR whatever SA_RESTART says: nanosleep, clock_nanosleep, a
+// futex wait with a timeout (sem_timedwait), poll, select, epoll_wait; nor for pause,
+// sigtimedwait or connect. A read on a socket with SO_RCVTIMEO fails with EINTR too: the one
+// exception this list lets through.
 bool syscall_restarts_cleanly(long nr, const long* a) noexcept;
 
 // The program's own SIGSYS handler: every SIGSYS that is not ours (si_code != SYS_SECCOMP, or

@@ -1501,3 +1501,100 @@ TEST(KernelAccess, TheTrampolineIsNeverTrapped) {
 
 }  // namespace
 }  // namespace uswap
+
+namespace uswap {
+namespace {
+
+// syscall_restarts_cleanly decides where the job's signal may reach a sleeping program. Each
+// call it admits must come back from a handler installed with SA_RESTART as if nothing had
+// happened; the sleeps the kernel resumes through its restart block fail with EINTR instead
+// (sleep(3), sem_timedwait under uswap run did, until they left the list).
+std::atomic<int> restart_handler_ran{0};
+void count_restart_signal(int) { restart_handler_ran.fetch_add(1, std::memory_order_relaxed); }
+
+TEST(SyscallRestartsCleanly, AdmitsCallsThatRestartAndNotTheSleepsThatFailWithEINTR) {
+  const timespec ts{1, 0};
+  const long t = reinterpret_cast<long>(&ts);
+  const long read_args[6] = {0, 0, 1};
+  EXPECT_TRUE(syscall_restarts_cleanly(SYS_read, read_args));
+  const long wait_private[6] = {0, FUTEX_WAIT_PRIVATE, 0, 0};
+  const long wait_bitset[6] = {0, FUTEX_WAIT_BITSET_PRIVATE, 0, 0, 0, -1};
+  EXPECT_TRUE(syscall_restarts_cleanly(SYS_futex, wait_private));
+  EXPECT_TRUE(syscall_restarts_cleanly(SYS_futex, wait_bitset));
+  const long timed_wait[6] = {0, FUTEX_WAIT_PRIVATE, 0, t};
+  const long timed_bitset[6] = {0, FUTEX_WAIT_BITSET_PRIVATE | FUTEX_CLOCK_REALTIME, 0, t, 0, -1};
+  const long wake[6] = {0, FUTEX_WAKE_PRIVATE, 1};
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_futex, timed_wait));
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_futex, timed_bitset));
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_futex, wake));
+  const long sleep_args[6] = {t, 0};
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_nanosleep, sleep_args));
+  const long clock_sleep[6] = {CLOCK_MONOTONIC, 0, t, 0};
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_clock_nanosleep, clock_sleep));
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_write, read_args));
+  EXPECT_FALSE(syscall_restarts_cleanly(SYS_poll, read_args));
+}
+
+TEST(SyscallRestartsCleanly, ASleepingAdmittedCallComesBackWholeAndANanosleepWithEINTR) {
+#if defined(USWAP_TSAN)
+  GTEST_SKIP() << "ThreadSanitizer delivers signals at points of its own choosing";
+#endif
+  struct sigaction act {}, old {};
+  act.sa_handler = count_restart_signal;
+  act.sa_flags = SA_RESTART;
+  sigemptyset(&act.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &act, &old), 0);
+  // Signals `t` while /proc shows it asleep in system call `nr`, until the handler ran.
+  const auto signal_in = [](pthread_t t, pid_t tid, long nr) {
+    const std::string path = "/proc/self/task/" + std::to_string(tid) + "/syscall";
+    for (int tries = 0; tries < 20000; ++tries) {
+      std::ifstream f(path);
+      long now = -2;
+      if (f >> now && now == nr) {
+        const int before = restart_handler_ran.load();
+        pthread_kill(t, SIGUSR2);
+        while (restart_handler_ran.load() == before) std::this_thread::yield();
+        return true;
+      }
+      usleep(50);
+    }
+    return false;
+  };
+
+  // A futex wait without a timeout, woken after the signal: it returns 0, never EINTR.
+  std::atomic<uint32_t> word{0};
+  std::atomic<pid_t> tid{0};
+  long futex_rc = -2;
+  int futex_errno = 0;
+  std::thread waiter([&] {
+    tid = gettid();
+    futex_rc = syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    futex_errno = futex_rc ? errno : 0;
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  EXPECT_TRUE(signal_in(waiter.native_handle(), tid.load(), SYS_futex));
+  word = 1;
+  while (syscall(SYS_futex, &word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0) == 0) usleep(100);
+  waiter.join();
+  EXPECT_EQ(futex_rc, 0) << strerror(futex_errno);
+
+  // nanosleep (glibc's makes clock_nanosleep): the handler makes it fail with EINTR, SA_RESTART
+  // or not.
+  tid = 0;
+  int sleep_rc = -2, sleep_errno = 0;
+  std::thread sleeper([&] {
+    tid = gettid();
+    const timespec ten_s{10, 0};
+    sleep_rc = nanosleep(&ten_s, nullptr);
+    sleep_errno = errno;
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  EXPECT_TRUE(signal_in(sleeper.native_handle(), tid.load(), SYS_clock_nanosleep));
+  sleeper.join();
+  EXPECT_EQ(sleep_rc, -1);
+  EXPECT_EQ(sleep_errno, EINTR);
+  sigaction(SIGUSR2, &old, nullptr);
+}
+
+}  // namespace
+}  // namespace uswap

@@ -1165,6 +1165,11 @@ job)
     # (a malloc, a poll): the job's signal served them, read(2) restarting after it. Where no
     # thread can listen (hogsignal) the same holds whatever the program calls.
     [ $signal_path = 0 ] || [ "$(jq .job_signals <<<"$hog")" -gt 0 ] || fail "no signal reached the hog: $hog" ;;
+  hogsleep)
+    # The hog slept through both requests whole (the program checked nanosleep's and
+    # sem_timedwait's results): the asker evicted its own pages after its wait.
+    [ "$(jq .job.reclaim_requests <<<"$json")" -ge 2 ] ||
+      fail "the sleeping hog was asked for room fewer than twice: $(jq -c .job <<<"$json")" ;;
   eventloop)
     # The hog, idle in epoll_wait and then in poll (no timeouts), gave room both times (the
     # program checked that neither call failed): its thread for requests, started as it entered
