@@ -134,6 +134,23 @@ TEST(OwnFd, TakeMovesTheDescriptorAboveTheFloorAndRegistersIt) {
 
 // The name handed to an exec'd program designates the descriptor only while it is open on the
 // same file: closed, or another file opened at its number, it designates nothing.
+TEST(OwnFd, AScopeNestsAndBelongsToItsThreadAlone) {
+  EXPECT_FALSE(uswap::in_own_fd_scope());
+  {
+    uswap::own_fd_scope outer;
+    EXPECT_TRUE(uswap::in_own_fd_scope());
+    bool other_thread_sees = true;
+    std::thread([&] { other_thread_sees = uswap::in_own_fd_scope(); }).join();
+    EXPECT_FALSE(other_thread_sees);
+    {
+      uswap::own_fd_scope inner;
+      EXPECT_TRUE(uswap::in_own_fd_scope());
+    }
+    EXPECT_TRUE(uswap::in_own_fd_scope()) << "the inner scope ended the outer one";
+  }
+  EXPECT_FALSE(uswap::in_own_fd_scope());
+}
+
 TEST(OwnFd, APassedOnNameDesignatesTheSameFileOnly) {
   const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   ASSERT_GE(fd, 0);

@@ -29,6 +29,14 @@ void add(int fd) noexcept {
 
 }  // namespace
 
+namespace {
+thread_local unsigned own_fd_scope_depth = 0;
+}  // namespace
+
+own_fd_scope::own_fd_scope() noexcept { ++own_fd_scope_depth; }
+own_fd_scope::~own_fd_scope() { --own_fd_scope_depth; }
+bool in_own_fd_scope() noexcept { return own_fd_scope_depth != 0; }
+
 int own_fd_floor() noexcept {
   rlimit r{};
   if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 3;

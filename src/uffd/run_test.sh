@@ -946,6 +946,19 @@ C
   not_opened() { sed -n 's/^close_all: \([0-9]*\) descriptors open .*/\1/p' "$tmp/e"; }
   in_three_modes close_all_test_program "a program that closes every descriptor" not_opened \
     "the program found no descriptor of the pager's"
+  # The same with an NBD backing device taking what a 1 MiB pool cannot hold. libnbd keeps the
+  # number its socket() returned, so the closes took the connection and the program's own
+  # socket got its number (the child read its heap back wrong, exit 1): the shim moves libnbd's
+  # sockets out of the way as they are made and keeps them open across the program's closes.
+  if start_nbdkit $((256 << 20)); then
+    want=$("$tmp/close_all_test_program" 2>/dev/null)
+    timeout -k 5 180 "$uswap" run --limit 8M --pool-limit 1M --backing "$nbd_uri" --json -- \
+      "$tmp/close_all_test_program" >"$tmp/o" 2>"$tmp/e" ||
+      fail "(NBD backing) a program that closes every descriptor: status $?: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "(NBD backing) close_all printed $(cat "$tmp/o"), plain $want"
+    [ "$(tail -n 1 "$tmp/e" | jq .job.bd_reads)" -gt 0 ] ||
+      fail "(NBD backing) close_all read nothing back from the export: $(tail -n 1 "$tmp/e" | jq -c .job)"
+  fi
   # A program's first locale calls allocate with glibc's setlocale lock held for writing; run
   # by a shell under a job this small, the pager starts its reclaim thread from those mallocs,
   # and the shim's thread start took that lock for reading (duplocale), which corrupted it: the

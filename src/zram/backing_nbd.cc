@@ -26,6 +26,13 @@
 // never the new server's zeros; the header is then written anew (or adopted, when another device
 // of the same job wrote it first).
 //
+// Descriptors: a program under uswap run may close every descriptor it did not open (a daemon's
+// closefrom), and would then be handed the socket's number for a file of its own, into which
+// libnbd would write requests. libnbd keeps the number its socket() returned, so every libnbd
+// call runs in an own_fd_scope: the shim moves the socket where programs do not look and keeps it
+// open across their closes, and libnbd's own close of it (a handle closed, a connection found
+// dead) is let through (uswap/base/own_fd.h).
+//
 // Thread-safety: each connection's handle is used under its lock only; counters are atomics.
 #include <dlfcn.h>
 #include <libnbd.h>
@@ -44,6 +51,7 @@
 
 #include "backing_dev.h"
 #include "uswap/base/atomic_max.h"
+#include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
 
 namespace uswap::zram_detail {
@@ -191,6 +199,7 @@ status poll_until(nbd_handle* h, uint64_t timeout_ms, Done done, const std::stri
 // none.
 result<nbd_handle*> connect_uri(const std::string& uri, uint64_t timeout_ms) {
   if (!load_libnbd().ok()) return load_libnbd().error();
+  own_fd_scope sockets;
   nbd_handle* h = api().nbd_create();
   if (!h) return error(ENOMEM, "backing_dev: nbd_create: " + libnbd_error());
   const std::string what = "backing_dev: connect to " + uri;
@@ -210,6 +219,7 @@ result<nbd_handle*> connect_uri(const std::string& uri, uint64_t timeout_ms) {
 // Tells the server goodbye (NBD_CMD_DISC) when the connection is up, waits a moment for it to
 // close (never longer), and frees the handle.
 void disconnect_and_close(nbd_handle* h) noexcept {
+  own_fd_scope sockets;
   constexpr uint64_t goodbye_ms = 1000;
   if (api().nbd_aio_is_ready(h) == 1 && api().nbd_aio_disconnect(h, 0) == 0) {
     try {
@@ -429,6 +439,7 @@ status nbd_backing_dev::wait(nbd_handle* h, std::span<int64_t> cookies,
 
 void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
   if (batch.empty()) return;
+  own_fd_scope sockets;
   std::lock_guard<mutex> g(writer_.lock);
   auto fail_all = [&](const status& st) {
     for (backing_write& w : batch) w.result = st;
@@ -519,6 +530,7 @@ status nbd_backing_dev::read_once(connection& c, uint64_t block, void* page, boo
 }
 
 status nbd_backing_dev::read_block(uint64_t block, void* page) {
+  own_fd_scope sockets;
   connection& c = multi_conn_ ? reader_ : writer_;
   std::lock_guard<mutex> g(c.lock);
   // The page is the reader's memory: a server that is gone may come back (restarted over its
@@ -566,6 +578,7 @@ void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
   status results[run_max];
   bool retry[run_max] = {};
   std::fill(cookies, cookies + run_max, -1);
+  own_fd_scope sockets;
   {
     connection& c = multi_conn_ ? reader_ : writer_;
     std::lock_guard<mutex> g(c.lock);
@@ -620,6 +633,7 @@ void nbd_backing_dev::after_fork_child() noexcept {
   // The handles share their sockets with the parent's: close them without a word on the wire
   // (nbd_close sends nothing; a goodbye, NBD_CMD_DISC, would disconnect the parent) and connect afresh on
   // first use. The locks may have been held by parent threads that do not exist here.
+  own_fd_scope sockets;
   for (connection* c : {&writer_, &reader_}) {
     c->lock.~mutex();
     new (&c->lock) mutex();
@@ -657,6 +671,7 @@ result<std::unique_ptr<backing_dev>> open_nbd_backing_dev(const std::string& uri
                                                           zram_block_allocator* shared,
                                                           uint64_t timeout_ms) {
   if (shared) size_bytes = shared->nr_blocks() << page_shift;
+  own_fd_scope sockets;
   auto h = connect_uri(uri, timeout_ms);
   if (!h.ok()) return h.error();
   auto close_with = [&](status st) {

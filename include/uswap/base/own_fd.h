@@ -3,9 +3,15 @@
 // open (a daemon's close_range(3, ~0U) or closefrom(3), a loop over /proc/self/fd). Closing the
 // pager's userfaultfd would unregister the arena, and every page swapped out would read back as
 // zeros. So the pager's long-lived descriptors (its userfaultfd, its pidfd, the job's segment, a
-// backing file) are taken here: moved to a number far above the ones programs use, so that a
+// backing file or an NBD backing device's sockets) are taken here: moved to a number far above the ones programs use, so that a
 // dup2 onto a chosen number does not meet them, and registered, so that the preload shim's
 // close, close_range and closefrom leave them open (preload/fds.cc).
+//
+// A library that makes a descriptor for uswap and keeps its number (libnbd's sockets for an NBD
+// backing device) cannot have it moved afterwards. While an own_fd_scope lives on a thread, the
+// shim takes every socket that thread makes before the library sees the number (own_fd_take),
+// and a close of a registered number from that thread is uswap's own: released, then closed.
+// Without the shim (uswap serve, a program linking the library) the scope changes nothing.
 //
 // Two of them, the job's segment and its backing file, are handed on to the programs the
 // process execs: inherited (not close-on-exec) and named in an environment variable as
@@ -32,6 +38,16 @@ int own_fds(int* out, int max) noexcept;
 // Where own_fd_take moves descriptors: 32 below the soft RLIMIT_NOFILE, or below 1024 when that
 // is higher (a larger descriptor table costs the kernel memory), and at least 3.
 int own_fd_floor() noexcept;
+
+// The calling thread makes descriptors for uswap while one lives (see above). Nests.
+class own_fd_scope {
+ public:
+  own_fd_scope() noexcept;
+  ~own_fd_scope();
+  own_fd_scope(const own_fd_scope&) = delete;
+  own_fd_scope& operator=(const own_fd_scope&) = delete;
+};
+bool in_own_fd_scope() noexcept;
 
 // Clears `fd`'s close-on-exec flag and writes its name ("N:DEV:INO") into out[0..n). False,
 // out untouched, when fd is not open or n is too small.

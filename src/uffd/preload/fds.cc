@@ -9,6 +9,10 @@
 // registered numbers lie high (own_fd_floor), where a program's dup2 onto a chosen number does
 // not reach; one that does is refused, loudly, rather than closing the pager's descriptor.
 //
+// A library that makes a socket for uswap and keeps its number (libnbd) does so in an
+// own_fd_scope: socket() then takes the new descriptor for uswap, and close() of a registered
+// number in the scope is the library's own, released and closed.
+//
 // Thread-safety: as the calls they wrap; the registry is lock-free.
 #include <dlfcn.h>
 #include <errno.h>
@@ -74,8 +78,21 @@ using namespace uswap::shim;
 USWAP_EXPORT int close(int fd) {
   using fn = int (*)(int);
   static const fn real = next_fn<fn>("close");
-  if (uswap::own_fd(fd)) return 0;  // closed, as far as the program can tell
+  if (uswap::own_fd(fd)) {
+    if (!uswap::in_own_fd_scope()) return 0;  // closed, as far as the program can tell
+    uswap::own_fd_release(fd);  // a library's close of a socket it made for uswap (libnbd's)
+  }
   return real ? real(fd) : static_cast<int>(uswap::raw_syscall(SYS_close, fd));
+}
+
+// A socket made for uswap (libnbd's, in an own_fd_scope) is taken before the library sees its
+// number, which it keeps: moved above the numbers programs use and registered.
+USWAP_EXPORT int socket(int domain, int type, int protocol) {
+  using fn = int (*)(int, int, int);
+  static const fn real = next_fn<fn>("socket");
+  const int fd = real ? real(domain, type, protocol)
+                      : static_cast<int>(uswap::raw_syscall(SYS_socket, domain, type, protocol));
+  return fd >= 0 && uswap::in_own_fd_scope() ? uswap::own_fd_take(fd) : fd;
 }
 
 USWAP_EXPORT int close_range(unsigned first, unsigned last, int flags) {
