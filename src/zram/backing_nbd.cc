@@ -5,8 +5,10 @@
 // Writes: one writer connection; a batch goes out as asynchronous requests all in flight at once
 // (nbd_aio_pwrite), with FUA when the server offers it, else followed by one flush, and a page
 // counts as written only when its request and the flush succeeded (the slot becomes ZRAM_WB only
-// then, zram_pp.cc). Reads: a reader connection of their own when the export offers multi-conn
-// (its connections then see each other's acknowledged writes), otherwise the writer's.
+// then, zram_pp.cc). Reads: when the export offers multi-conn (its connections then see each
+// other's acknowledged writes), a few reader connections of their own, made on first use, so that
+// threads faulting at once wait for their own round trips and not for each other's (the kernel's
+// nbd driver has a connection per hardware queue with multi-conn); otherwise the writer's.
 //
 // Loss: a connection found dead (server killed, network gone, a request or a handshake
 // outstanding past the timeout, zram_options::backing_timeout_ms: no exchange with the server
@@ -40,6 +42,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <atomic>
 #include <cerrno>
@@ -236,6 +239,15 @@ struct connection {
   mutex lock;
   nbd_handle* h = nullptr;  // under lock; nullptr while not connected
   bool had = false;         // under lock: was connected before (a new one is a reconnect)
+  std::atomic<bool> up{false};  // h != nullptr, for a look without the lock (lock_reader)
+  void set(nbd_handle* to) noexcept {
+    h = to;
+    up.store(to != nullptr, std::memory_order_relaxed);
+  }
+  // An extra reader the server would not take (it serves one connection at a time, or the
+  // connection failed) is passed by until then, ms on now_ms()'s clock; 0: tried freely.
+  std::atomic<uint64_t> refused_until_ms{0};
+  unsigned refusals = 0;  // under lock: in a row (the wait doubles with each, up to an hour)
 };
 
 class nbd_backing_dev final : public backing_dev {
@@ -247,13 +259,14 @@ class nbd_backing_dev final : public backing_dev {
         use_fua_(api().nbd_can_fua(h) == 1), can_flush_(api().nbd_can_flush(h) == 1),
         multi_conn_(api().nbd_can_multi_conn(h) == 1),
         written_in_(new std::atomic<uint32_t>[nr_pages]) {
-    writer_.h = h;
+    writer_.set(h);
     writer_.had = true;
     for (uint64_t i = 0; i < nr_pages; ++i) written_in_[i].store(0, std::memory_order_relaxed);
   }
   ~nbd_backing_dev() override {
-    for (connection* c : {&writer_, &reader_})
-      if (c->h) disconnect_and_close(c->h);
+    if (writer_.h) disconnect_and_close(writer_.h);
+    for (connection& c : readers_)
+      if (c.h) disconnect_and_close(c.h);
   }
 
   void write_blocks(std::span<backing_write> batch) override;
@@ -282,6 +295,28 @@ class nbd_backing_dev final : public backing_dev {
   // One read attempt (the connection's lock held): EAGAIN-like failures (no connection, or it
   // died under the read) are `retry`, anything else is final.
   status read_once(connection& c, uint64_t block, void* page, bool* retry);
+  // A connection for reads, locked into `g`: without multi-conn the writer's; with it a free
+  // connected reader, the thread's own first, else the thread's own if connected, waited for,
+  // else reader 0. Reader 0 is the device's own, connected (by a read) and reconnected as the
+  // writer is.
+  connection& lock_reader(std::unique_lock<mutex>& g);
+  // The extra readers are connected by the writer after a batch (connect_readers), never by a
+  // fault; one the server refuses or does not answer within a few seconds is left alone for a
+  // minute, then two, up to an hour (connect_extra), and none of the device's connection state
+  // changes for it.
+  void connect_readers();
+  bool connect_extra(connection& c);
+  // Counts `n` reads in flight on the device, all connections together, until the returned
+  // guard ends (max_in_flight).
+  struct reads_in_flight {
+    std::atomic<uint64_t>& count;
+    const uint64_t n;
+    ~reads_in_flight() { count.fetch_sub(n, std::memory_order_relaxed); }
+  };
+  reads_in_flight count_reads(uint64_t n) {
+    fetch_max(max_in_flight_, reads_in_flight_.fetch_add(n, std::memory_order_relaxed) + n);
+    return {reads_in_flight_, n};
+  }
 
   const std::string uri_;
   const uint64_t header_block_;
@@ -290,11 +325,15 @@ class nbd_backing_dev final : public backing_dev {
   const bool can_flush_;
   const bool multi_conn_;
   connection writer_;
-  connection reader_;  // used only with multi-conn
+  // Used only with multi-conn. Four: a fault's readahead run is one batch on one connection,
+  // so this is how many faulting threads wait for the server at once.
+  static constexpr size_t nr_readers = 4;
+  std::array<connection, nr_readers> readers_;
+  std::atomic<unsigned> next_reader_{0};
   std::atomic<uint32_t> generation_{1};
   std::unique_ptr<std::atomic<uint32_t>[]> written_in_;  // per block; 0: never written
   std::atomic<uint64_t> write_failures_{0}, read_failures_{0}, losses_{0}, reconnects_{0};
-  std::atomic<uint64_t> max_in_flight_{0}, in_flight_{0}, drops_{0};
+  std::atomic<uint64_t> max_in_flight_{0}, in_flight_{0}, drops_{0}, reads_in_flight_{0};
   std::atomic<uint64_t> retry_at_ms_{0}, backoff_ms_{0};
   std::atomic<bool> connected_{true};
   // A read waited the whole timeout for a connection and got none: reads fail without waiting
@@ -387,7 +426,7 @@ status nbd_backing_dev::ensure_connected(connection& c) {
     note_error(h.error());
     return h.error();
   }
-  c.h = *h;
+  c.set(*h);
   if (c.had) reconnects_.fetch_add(1, std::memory_order_relaxed);
   c.had = true;
   backoff_ms_.store(0, std::memory_order_relaxed);
@@ -399,7 +438,7 @@ status nbd_backing_dev::ensure_connected(connection& c) {
 
 void nbd_backing_dev::lose(connection& c, const status& why) {
   api().nbd_close(c.h);
-  c.h = nullptr;
+  c.set(nullptr);
   // Whether the blocks survived is for the header to say when a connection is made again.
   drops_.fetch_add(1, std::memory_order_relaxed);
   connected_.store(false, std::memory_order_relaxed);
@@ -440,6 +479,12 @@ status nbd_backing_dev::wait(nbd_handle* h, std::span<int64_t> cookies,
 void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
   if (batch.empty()) return;
   own_fd_scope sockets;
+  // Once the batch is done and the writer's lock released: the readers' connections, made here
+  // so that no fault waits for a handshake.
+  struct then_connect_readers {
+    nbd_backing_dev& d;
+    ~then_connect_readers() { d.connect_readers(); }
+  } after{*this};
   std::lock_guard<mutex> g(writer_.lock);
   auto fail_all = [&](const status& st) {
     for (backing_write& w : batch) w.result = st;
@@ -509,6 +554,7 @@ status nbd_backing_dev::read_once(connection& c, uint64_t block, void* page, boo
       generation_.load(std::memory_order_acquire))
     return error(EIO, "backing_dev: block " + std::to_string(block) + " was written to " + uri_ +
                           " before the connection to it was lost: the page is gone");
+  const reads_in_flight counted = count_reads(1);
   int64_t cookie = api().nbd_aio_pread(c.h, page, page_size, block << page_shift,
                                        NBD_NULL_COMPLETION, 0);
   status result;
@@ -529,10 +575,83 @@ status nbd_backing_dev::read_once(connection& c, uint64_t block, void* page, boo
   return {};
 }
 
+connection& nbd_backing_dev::lock_reader(std::unique_lock<mutex>& g) {
+  if (!multi_conn_) {
+    g = std::unique_lock<mutex>(writer_.lock);
+    return writer_;
+  }
+  thread_local const nbd_backing_dev* dev = nullptr;
+  thread_local unsigned mine = 0;
+  if (dev != this) {  // a thread's first read from this device: the next reader in turn
+    dev = this;
+    mine = next_reader_.fetch_add(1, std::memory_order_relaxed) % nr_readers;
+  }
+  // A free connected reader, the thread's own first.
+  for (size_t k = 0; k < nr_readers; ++k) {
+    connection& c = readers_[(mine + k) % nr_readers];
+    if (!c.up.load(std::memory_order_relaxed)) continue;
+    g = std::unique_lock<mutex>(c.lock, std::try_to_lock);
+    if (g.owns_lock() && c.h) return c;
+    if (g.owns_lock()) g.unlock();
+  }
+  // All busy: the thread's own if it is connected, else reader 0, which connects as it reads.
+  // A fault never connects an extra reader: a server that stalls a handshake would hold it
+  // for the whole timeout (the writer connects them, connect_readers).
+  connection& own = readers_[mine];
+  if (mine != 0 && own.up.load(std::memory_order_relaxed)) {
+    g = std::unique_lock<mutex>(own.lock);
+    if (own.h) return own;
+    g.unlock();
+  }
+  g = std::unique_lock<mutex>(readers_[0].lock);
+  return readers_[0];
+}
+
+void nbd_backing_dev::connect_readers() {
+  if (!multi_conn_) return;
+  // Reader 0 first: an extra one connected before it could take its place at a server that
+  // takes only so many connections.
+  {
+    std::unique_lock<mutex> g(readers_[0].lock, std::try_to_lock);
+    if (g.owns_lock() && !ensure_connected(readers_[0]).ok()) return;
+  }
+  if (!readers_[0].up.load(std::memory_order_relaxed)) return;
+  for (size_t i = 1; i < nr_readers; ++i) {
+    connection& c = readers_[i];
+    if (c.up.load(std::memory_order_relaxed) ||
+        c.refused_until_ms.load(std::memory_order_relaxed) > now_ms())
+      continue;
+    std::unique_lock<mutex> g(c.lock, std::try_to_lock);
+    if (g.owns_lock() && !c.h && !connect_extra(c)) return;  // refused: the others would be too
+  }
+}
+
+bool nbd_backing_dev::connect_extra(connection& c) {
+  // Tried after the device's own connections are up; none of their state changes here.
+  constexpr uint64_t extra_timeout_ms = 5000, refused_ms = 60 * 1000, refused_max_ms = 3600 * 1000;
+  const uint64_t now = now_ms();
+  if (c.refused_until_ms.load(std::memory_order_relaxed) > now) return false;
+  auto h = connect_uri(uri_, std::min(timeout_ms_, extra_timeout_ms));
+  bool ok = h.ok() && static_cast<uint64_t>(std::max<int64_t>(api().nbd_get_size(*h), 0)) >=
+                          (nr_pages() << page_shift);
+  // The header as for any new connection: a server that lost the blocks moves the generation on.
+  if (ok) ok = check_header(*h, false).ok();
+  if (!ok) {
+    if (h.ok()) disconnect_and_close(*h);
+    const uint64_t wait = std::min(refused_ms << std::min(c.refusals++, 6u), refused_max_ms);
+    c.refused_until_ms.store(now_ms() + wait, std::memory_order_relaxed);
+    return false;
+  }
+  c.set(*h);
+  if (c.had) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  c.had = true;
+  c.refused_until_ms.store(0, std::memory_order_relaxed);
+  c.refusals = 0;
+  return true;
+}
+
 status nbd_backing_dev::read_block(uint64_t block, void* page) {
   own_fd_scope sockets;
-  connection& c = multi_conn_ ? reader_ : writer_;
-  std::lock_guard<mutex> g(c.lock);
   // The page is the reader's memory: a server that is gone may come back (restarted over its
   // storage, a network that heals), so a read waits for a new connection up to the timeout,
   // trying at the backoff's times, before it says EIO. Once one read has waited that long in
@@ -542,7 +661,9 @@ status nbd_backing_dev::read_block(uint64_t block, void* page) {
   const uint64_t give_up = now_ms() + timeout_ms_;
   for (;;) {
     bool retry = false;
-    status st = read_once(c, block, page, &retry);
+    std::unique_lock<mutex> g;
+    status st = read_once(lock_reader(g), block, page, &retry);
+    g.unlock();  // not held through the nap: other reads may find a connection meanwhile
     if (st.ok()) return {};
     const uint64_t now = now_ms();
     const bool waited_in_vain = retry && now >= give_up;
@@ -580,12 +701,13 @@ void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
   std::fill(cookies, cookies + run_max, -1);
   own_fd_scope sockets;
   {
-    connection& c = multi_conn_ ? reader_ : writer_;
-    std::lock_guard<mutex> g(c.lock);
+    std::unique_lock<mutex> g;
+    connection& c = lock_reader(g);
     if (!ensure_connected(c).ok()) {
       std::fill(retry, retry + batch.size(), true);
     } else {
       const uint32_t gen = generation_.load(std::memory_order_acquire);
+      const reads_in_flight counted = count_reads(batch.size());
       for (size_t i = 0; i < batch.size(); ++i) {
         if (written_in_[batch[i].block].load(std::memory_order_acquire) != gen) {
           results[i] = error(EIO, "backing_dev: block " + std::to_string(batch[i].block) +
@@ -597,8 +719,6 @@ void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
                                          batch[i].block << page_shift, NBD_NULL_COMPLETION, 0);
         if (cookies[i] == -1) retry[i] = true;
       }
-      if (const int n = api().nbd_aio_in_flight(c.h); n > 0)
-        fetch_max(max_in_flight_, static_cast<uint64_t>(n));
       std::copy(cookies, cookies + batch.size(), out);  // wait() clears the completed ones
       status dead = wait(c.h, {out, batch.size()}, {results, batch.size()});
       if (dead.ok() && is_dead(c.h))
@@ -634,13 +754,15 @@ void nbd_backing_dev::after_fork_child() noexcept {
   // (nbd_close sends nothing; a goodbye, NBD_CMD_DISC, would disconnect the parent) and connect afresh on
   // first use. The locks may have been held by parent threads that do not exist here.
   own_fd_scope sockets;
-  for (connection* c : {&writer_, &reader_}) {
-    c->lock.~mutex();
-    new (&c->lock) mutex();
-    if (c->h) api().nbd_close(c->h);
-    c->had = c->h != nullptr;
-    c->h = nullptr;
-  }
+  auto reset = [](connection& c) {
+    c.lock.~mutex();
+    new (&c.lock) mutex();
+    if (c.h) api().nbd_close(c.h);
+    c.had = c.h != nullptr;
+    c.set(nullptr);
+  };
+  reset(writer_);
+  for (connection& c : readers_) reset(c);
   retry_at_ms_.store(0, std::memory_order_relaxed);
 }
 

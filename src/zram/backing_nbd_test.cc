@@ -11,8 +11,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <atomic>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "backing_nbd_test.h"
 #include "zram_test_util.h"
@@ -427,6 +429,76 @@ TEST(NbdBacking, ARunOfReadsIsInFlightTogether) {
   EXPECT_GE(dev->backing_stat().max_in_flight, 16u);
   EXPECT_EQ(dev->bd_stat().bd_reads, 16u + 8u);
   zram_test::expect_stats_match_table(*dev);
+}
+
+// Threads faulting at once read through connections of their own (the export offers
+// multi-conn): single reads from four threads are in flight together, where one reader
+// connection had them one at a time, and each reads its own page. With a server that takes two
+// connections at a time (the writer's and the first reader's), the others are refused and the
+// reads all go through the one reader, without a lost connection or a wrong byte.
+void read_from_four_threads(zram_device& dev, const std::vector<uint64_t>& pages) {
+  std::atomic<int> ready{0};
+  std::vector<std::thread> readers;
+  std::atomic<int> bad{0};
+  for (size_t t = 0; t < 4; ++t)
+    readers.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < 4) std::this_thread::yield();
+      alignas(8) uint8_t got[page_size], want[page_size];
+      for (size_t k = t; k < pages.size(); k += 4) {
+        if (!dev.read_page(pages[k], got).ok()) ++bad;
+        make_page(want, page_kind::incompressible, pages[k]);
+        if (std::memcmp(got, want, page_size) != 0) ++bad;
+      }
+    });
+  for (std::thread& r : readers) r.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+void write_back_one_by_one(zram_device& dev, uint64_t n) {
+  alignas(8) uint8_t page[page_size];
+  for (uint64_t i = 0; i < n; ++i) {
+    make_page(page, page_kind::incompressible, i);
+    ASSERT_TRUE(dev.write_page(i, page).ok());
+  }
+  dev.mark_idle();
+  for (uint64_t i = 0; i < n; ++i) {
+    auto w = dev.writeback({.type = zram_writeback_type::idle, .first_page = i, .nr_pages = 1,
+                            .max_pages = 1});
+    ASSERT_TRUE(w.ok() && *w == 1u) << "page " << i;
+  }
+}
+
+TEST(NbdBacking, ThreadsReadingAtOnceUseConnectionsOfTheirOwn) {
+  nbdkit_memory server("16M", {"--filter=delay"}, {"delay-read=50ms"});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64);
+  ASSERT_TRUE(dev);
+  write_back_one_by_one(*dev, 16);
+  ASSERT_EQ(dev->backing_stat().max_in_flight, 1u);
+  std::vector<uint64_t> pages;
+  for (uint64_t i = 0; i < 16; ++i) pages.push_back(i);
+  read_from_four_threads(*dev, pages);
+  EXPECT_GE(dev->backing_stat().max_in_flight, 3u) << "the threads' reads waited for each other";
+  EXPECT_EQ(dev->bd_stat().bd_reads, 16u);
+  EXPECT_EQ(dev->backing_stat().connection_losses, 0u);
+}
+
+TEST(NbdBacking, AServerThatRefusesMoreConnectionsServesAllReadsThroughOne) {
+  nbdkit_memory server("16M", {"--filter=limit"}, {"limit=2"});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64);
+  ASSERT_TRUE(dev);
+  write_back_one_by_one(*dev, 16);
+  std::vector<uint64_t> pages;
+  for (int round = 0; round < 4; ++round)
+    for (uint64_t i = 0; i < 16; ++i) pages.push_back(i);
+  read_from_four_threads(*dev, pages);
+  const zram_backing_stat st = dev->backing_stat();
+  EXPECT_TRUE(st.connected) << st.last_error;
+  EXPECT_EQ(st.connection_losses, 0u);
+  EXPECT_EQ(st.read_failures, 0u);
+  EXPECT_EQ(dev->bd_stat().bd_reads, 64u);
 }
 
 // A run read together from a server that is gone: each written-back page is EIO and zeros,
