@@ -13,7 +13,8 @@
  *             locked) and partly in code of its own: the job's signal must never be served in
  *             the first (reclaim's malloc would wait for the lock its own thread holds)
  *   hogsleep  the hog sleeps in nanosleep, then in sem_timedwait, while the other needs room
- *             twice: neither may fail with EINTR (a handler cuts both short, SA_RESTART or not)
+ *             twice: neither may fail with EINTR (a handler cuts both short, SA_RESTART or not),
+ *             and the hog must give room (its thread for requests, started as it went to sleep)
  *   killed    a child fills most of the limit and is killed; its parent then needs nearly all
  *             of it: the share of the dead must come back at once
  *   pool      (with --pool-limit and --backing) four times the limit of data that compresses to

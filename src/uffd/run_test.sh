@@ -1180,9 +1180,13 @@ job)
     [ $signal_path = 0 ] || [ "$(jq .job_signals <<<"$hog")" -gt 0 ] || fail "no signal reached the hog: $hog" ;;
   hogsleep)
     # The hog slept through both requests whole (the program checked nanosleep's and
-    # sem_timedwait's results): the asker evicted its own pages after its wait.
+    # sem_timedwait's results), and gave room all the same: its thread for requests, started
+    # as it went to sleep (the shim's nanosleep), served them.
     [ "$(jq .job.reclaim_requests <<<"$json")" -ge 2 ] ||
-      fail "the sleeping hog was asked for room fewer than twice: $(jq -c .job <<<"$json")" ;;
+      fail "the sleeping hog was asked for room fewer than twice: $(jq -c .job <<<"$json")"
+    hog=$(jq -c '[.processes[] | select(.event == "exit")] | max_by(.pid)' <<<"$json")
+    [ "$(jq .job_requests_served <<<"$hog")" -ge 1 ] && [ "$(jq .swap_outs <<<"$hog")" -gt 0 ] ||
+      fail "the sleeping hog gave no room: $hog" ;;
   eventloop)
     # The hog, idle in epoll_wait and then in poll (no timeouts), gave room both times (the
     # program checked that neither call failed): its thread for requests, started as it entered

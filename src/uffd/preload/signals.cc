@@ -29,6 +29,7 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../c_library.h"
@@ -352,6 +353,35 @@ USWAP_EXPORT int select(int n, fd_set* r, fd_set* w, fd_set* e, struct timeval* 
   static auto real = next_fn<int (*)(int, fd_set*, fd_set*, fd_set*, struct timeval*)>("select");
   start_wanted_threads();
   return real(n, r, w, e, tmo);
+}
+
+// The sleeps, for the same reason: a handler fails each with EINTR, so no signal asks a member
+// asleep in one (sleep, usleep and nanosleep reach clock_nanosleep inside the C library, past
+// any wrapper of it).
+USWAP_EXPORT int nanosleep(const struct timespec* req, struct timespec* rem) {
+  static auto real = next_fn<int (*)(const struct timespec*, struct timespec*)>("nanosleep");
+  start_wanted_threads();
+  return real(req, rem);
+}
+
+USWAP_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct timespec* req,
+                                 struct timespec* rem) {
+  static auto real =
+      next_fn<int (*)(clockid_t, int, const struct timespec*, struct timespec*)>("clock_nanosleep");
+  start_wanted_threads();
+  return real(clock, flags, req, rem);
+}
+
+USWAP_EXPORT unsigned sleep(unsigned seconds) {
+  static auto real = next_fn<unsigned (*)(unsigned)>("sleep");
+  start_wanted_threads();
+  return real(seconds);
+}
+
+USWAP_EXPORT int usleep(useconds_t usec) {
+  static auto real = next_fn<int (*)(useconds_t)>("usleep");
+  start_wanted_threads();
+  return real(usec);
 }
 
 namespace {
