@@ -300,10 +300,10 @@ class nbd_backing_dev final : public backing_dev {
   // else reader 0. Reader 0 is the device's own, connected (by a read) and reconnected as the
   // writer is.
   connection& lock_reader(std::unique_lock<mutex>& g);
-  // The extra readers are connected by the writer after a batch (connect_readers), never by a
-  // fault; one the server refuses or does not answer within a few seconds is left alone for a
-  // minute, then two, up to an hour (connect_extra), and none of the device's connection state
-  // changes for it.
+  // The readers are connected by the writer after a batch (connect_readers), reader 0 first, the
+  // extra ones never by a fault; one the server refuses or does not answer within a few seconds
+  // is left alone for a minute, then two, up to an hour (connect_extra), and none of the
+  // device's connection state changes for it, nor when an extra one is lost (lose).
   void connect_readers();
   bool connect_extra(connection& c);
   // Counts `n` reads in flight on the device, all connections together, until the returned
@@ -441,6 +441,12 @@ void nbd_backing_dev::lose(connection& c, const status& why) {
   c.set(nullptr);
   // Whether the blocks survived is for the header to say when a connection is made again.
   drops_.fetch_add(1, std::memory_order_relaxed);
+  if (&c != &writer_ && &c != &readers_[0]) {
+    // An extra reader: the device's own connections say whether the server is there; the
+    // writer makes this one again after its next batch.
+    note_error(why);
+    return;
+  }
   connected_.store(false, std::memory_order_relaxed);
   backoff_ms_.store(backoff_min_ms, std::memory_order_relaxed);
   retry_at_ms_.store(now_ms() + backoff_min_ms, std::memory_order_relaxed);
@@ -610,14 +616,11 @@ connection& nbd_backing_dev::lock_reader(std::unique_lock<mutex>& g) {
 void nbd_backing_dev::connect_readers() {
   if (!multi_conn_) return;
   // Reader 0 first: an extra one connected before it could take its place at a server that
-  // takes only so many connections.
-  {
-    std::unique_lock<mutex> g(readers_[0].lock, std::try_to_lock);
-    if (g.owns_lock() && !ensure_connected(readers_[0]).ok()) return;
-  }
-  if (!readers_[0].up.load(std::memory_order_relaxed)) return;
-  for (size_t i = 1; i < nr_readers; ++i) {
+  // takes only so many connections. Quietly, as the extra ones: a read that finds reader 0
+  // down connects it with the device's waits and state (ensure_connected).
+  for (size_t i = 0; i < nr_readers; ++i) {
     connection& c = readers_[i];
+    if (i != 0 && !readers_[0].up.load(std::memory_order_relaxed)) return;
     if (c.up.load(std::memory_order_relaxed) ||
         c.refused_until_ms.load(std::memory_order_relaxed) > now_ms())
       continue;
@@ -627,7 +630,7 @@ void nbd_backing_dev::connect_readers() {
 }
 
 bool nbd_backing_dev::connect_extra(connection& c) {
-  // Tried after the device's own connections are up; none of their state changes here.
+  // A failure changes none of the device's connection state (ensure_connected's does).
   constexpr uint64_t extra_timeout_ms = 5000, refused_ms = 60 * 1000, refused_max_ms = 3600 * 1000;
   const uint64_t now = now_ms();
   if (c.refused_until_ms.load(std::memory_order_relaxed) > now) return false;
@@ -647,6 +650,12 @@ bool nbd_backing_dev::connect_extra(connection& c) {
   c.had = true;
   c.refused_until_ms.store(0, std::memory_order_relaxed);
   c.refusals = 0;
+  if (&c == &readers_[0]) {  // the device's own, up: as ensure_connected says so
+    backoff_ms_.store(0, std::memory_order_relaxed);
+    retry_at_ms_.store(0, std::memory_order_relaxed);
+    connected_.store(true, std::memory_order_relaxed);
+    gave_up_.store(false, std::memory_order_relaxed);
+  }
   return true;
 }
 
