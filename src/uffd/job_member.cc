@@ -171,8 +171,8 @@ void pager::serve_job_request(bool c_library_locks_maybe_held) noexcept {
   // Inside pager code (a fault, a reclaim, a shim call into the pager), the locks it holds are
   // this thread's: the next charge serves the request. Off the main thread, a compression
   // stream may not exist yet, and making one allocates: the same. So while a fork is under way:
-  // glibc's fork holds every malloc arena from after the prepare handlers to the clone (a
-  // fork's own code is the C library's, below, but not a prepare handler's or a raw clone's).
+  // its prepare handler holds map_lock and pool_mu until the parent or child handler, whatever
+  // runs in between on the forking thread (another library's fork handlers, glibc's fork).
   if (pager_depth() != 0 || ::gettid() != ::getpid() || fork_in_progress()) {
     m.job_request_noted.store(true, std::memory_order_relaxed);
     return;
