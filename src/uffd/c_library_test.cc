@@ -19,6 +19,9 @@
 #include <string>
 #include <thread>
 
+#include "uswap_testing/proc.h"
+#include "uswap_testing/threads.h"
+
 namespace uswap {
 namespace {
 
@@ -152,18 +155,9 @@ TEST_F(CLibraryLive, AThreadBlockedInReadIsSafeAndReadRestarts) {
     n = read(fds[0], &got, 1);
   });
   while (tid.load() == 0) std::this_thread::yield();
-  // In read(2) for certain: /proc says its system call is read (0).
-  const std::string path = "/proc/self/task/" + std::to_string(tid.load());
-  for (int tries = 0;; ++tries) {
-    char line[64] = {};
-    FILE* f = fopen((path + "/syscall").c_str(), "r");
-    ASSERT_NE(f, nullptr);
-    const bool ok = fgets(line, sizeof line, f) && strncmp(line, "0 ", 2) == 0;
-    fclose(f);
-    if (ok) break;
-    ASSERT_LT(tries, 10000) << "the reader never sat in read(2)";
-    usleep(100);
-  }
+  // In read(2) for certain: /proc says so.
+  ASSERT_TRUE(testing::eventually([&] { return testing::in_syscall(tid.load(), SYS_read); }))
+      << "the reader never sat in read(2)";
   signal_thread(reader, 5);
   EXPECT_EQ(said_held.load(), 0);
   EXPECT_EQ(said_free.load(), 5);

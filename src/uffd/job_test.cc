@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sigbus.h"
+#include "uswap_testing/proc.h"
 #include "uswap_testing/threads.h"
 
 namespace uswap {
@@ -75,9 +76,7 @@ pid_t child_in(long nr, F what) {
     ::_exit(0);
   }
   for (int i = 0; i < 20'000; ++i) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/syscall");
-    std::string first;
-    if ((f >> first) && first == (nr == -2 ? std::string("running") : std::to_string(nr)))
+    if (testing::syscall_of(pid, pid) == (nr == -2 ? std::string("running") : std::to_string(nr)))
       return pid;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

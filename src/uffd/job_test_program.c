@@ -248,28 +248,39 @@ static void forkcow(void) {
   free(p);
 }
 
-static void hog(void) {
+/* A hog waits for "go" idle in a system call: only the job's signal can make it give room. */
+static void wait_in_read(int go) {
+  char c;
+  if (read(go, &c, 1) != 1) _exit(2);
+}
+
+/* One process fills most of the limit with `random` or compressible data and waits for "go" in
+ * `wait_for_go`; another then needs most of the limit too. Both check every page. */
+static void hog_waiting_in(void (*wait_for_go)(int go), int random) {
+  uint64_t *(*const fill_with)(size_t, uint64_t) = random ? fill_random : fill;
+  int (*const is_intact)(const uint64_t *, size_t, uint64_t) = random ? intact_random : intact;
   int ready[2], go[2];
   CHECK(pipe(ready) == 0 && pipe(go) == 0);
   const size_t hog_bytes = part(0.8), need_bytes = part(0.8);
   const pid_t h = fork();
   if (h == 0) {
-    uint64_t *mem = fill(hog_bytes, 7);
+    uint64_t *mem = fill_with(hog_bytes, 7);
     char c = 1;
     if (!mem || write(ready[1], &c, 1) != 1) _exit(1);
-    /* Idle in a system call: only the job's signal can make it give room now. */
-    if (read(go[0], &c, 1) != 1) _exit(2);
-    _exit(intact(mem, hog_bytes, 7) ? 0 : 3);
+    wait_for_go(go[0]);
+    _exit(is_intact(mem, hog_bytes, 7) ? 0 : 3);
   }
   char c;
   CHECK(read(ready[0], &c, 1) == 1);
-  uint64_t *need = fill(need_bytes, 8);
-  CHECK(need != NULL && intact(need, need_bytes, 8));
+  uint64_t *need = fill_with(need_bytes, 8);
+  CHECK(need != NULL && is_intact(need, need_bytes, 8));
   CHECK(write(go[1], &c, 1) == 1);
   CHECK(child_ok(h));
-  CHECK(need != NULL && intact(need, need_bytes, 8));
+  CHECK(need != NULL && is_intact(need, need_bytes, 8));
   free(need);
 }
+
+static void hog(void) { hog_waiting_in(wait_in_read, 0); }
 
 static void *sleep_forever(void *arg) {
   (void)arg;
@@ -300,27 +311,7 @@ static void wait_in_malloc_stats(int go) {
   }
 }
 
-static void hog_locked(void) {
-  int ready[2], go[2];
-  CHECK(pipe(ready) == 0 && pipe(go) == 0);
-  const size_t hog_bytes = part(0.8), need_bytes = part(0.8);
-  const pid_t h = fork();
-  if (h == 0) {
-    uint64_t *mem = fill_random(hog_bytes, 7);
-    char c = 1;
-    if (!mem || write(ready[1], &c, 1) != 1) _exit(1);
-    wait_in_malloc_stats(go[0]);
-    _exit(intact_random(mem, hog_bytes, 7) ? 0 : 3);
-  }
-  char c;
-  CHECK(read(ready[0], &c, 1) == 1);
-  uint64_t *need = fill_random(need_bytes, 8);
-  CHECK(need != NULL && intact_random(need, need_bytes, 8));
-  CHECK(write(go[1], &c, 1) == 1);
-  CHECK(child_ok(h));
-  CHECK(need != NULL && intact_random(need, need_bytes, 8));
-  free(need);
-}
+static void hog_locked(void) { hog_waiting_in(wait_in_malloc_stats, 1); }
 
 /* hogsleep: the hog sleeps in nanosleep, then in sem_timedwait, while the other asks it for
  * room twice. A handler (the job's signal) makes either fail with EINTR, SA_RESTART or not:

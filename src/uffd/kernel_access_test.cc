@@ -42,11 +42,14 @@
 #include "kernel_access_impl.h"
 #include "kernel_access_test_util.h"
 #include "syscall_table.h"
+#include "uswap_testing/proc.h"
+#include "uswap_testing/threads.h"
 
 namespace uswap {
 namespace {
 
 using namespace ka_test;
+using testing::in_syscall;
 namespace st = syscall_table;
 
 std::vector<uint8_t> pattern(size_t n, unsigned seed) {
@@ -990,13 +993,6 @@ TEST(KernelAccess, EmulatedBlockingReadStaysInterruptible) {
 std::atomic<int> quiet_hits{0};
 void on_quiet(int) { quiet_hits.fetch_add(1); }
 
-// Whether thread `tid` of this process is inside system call `nr` (/proc/.../syscall).
-bool in_syscall(pid_t tid, long nr) {
-  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
-  std::string first;
-  return (f >> first) && first == std::to_string(nr);
-}
-
 // The pager's own signal (the job's reclaim request) must not cut a program's call short: a
 // write of 256 KiB from the arena into a pipe that nobody drains until that signal has been sent
 // three times to the writer blocked in it. Not quiet, the write returns the 64 KiB the pipe took
@@ -1544,21 +1540,13 @@ TEST(SyscallRestartsCleanly, ASleepingAdmittedCallComesBackWholeAndANanosleepWit
   act.sa_flags = SA_RESTART;
   sigemptyset(&act.sa_mask);
   ASSERT_EQ(sigaction(SIGUSR2, &act, &old), 0);
-  // Signals `t` while /proc shows it asleep in system call `nr`, until the handler ran.
+  // Signals `t` once /proc shows it asleep in system call `nr`, and waits for the handler.
   const auto signal_in = [](pthread_t t, pid_t tid, long nr) {
-    const std::string path = "/proc/self/task/" + std::to_string(tid) + "/syscall";
-    for (int tries = 0; tries < 20000; ++tries) {
-      std::ifstream f(path);
-      long now = -2;
-      if (f >> now && now == nr) {
-        const int before = restart_handler_ran.load();
-        pthread_kill(t, SIGUSR2);
-        while (restart_handler_ran.load() == before) std::this_thread::yield();
-        return true;
-      }
-      usleep(50);
-    }
-    return false;
+    if (!testing::eventually([&] { return testing::in_syscall(tid, nr); })) return false;
+    const int before = restart_handler_ran.load();
+    pthread_kill(t, SIGUSR2);
+    while (restart_handler_ran.load() == before) std::this_thread::yield();
+    return true;
   };
 
   // A futex wait without a timeout, woken after the signal: it returns 0, never EINTR.

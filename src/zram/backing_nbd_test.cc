@@ -9,14 +9,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "backing_nbd_test.h"
+#include "uswap_testing/threads.h"
 #include "zram_test_util.h"
 
 namespace uswap {
@@ -437,21 +438,15 @@ TEST(NbdBacking, ARunOfReadsIsInFlightTogether) {
 // connections at a time (the writer's and the first reader's), the others are refused and the
 // reads all go through the one reader, without a lost connection or a wrong byte.
 void read_from_four_threads(zram_device& dev, const std::vector<uint64_t>& pages) {
-  std::atomic<int> ready{0};
-  std::vector<std::thread> readers;
   std::atomic<int> bad{0};
-  for (size_t t = 0; t < 4; ++t)
-    readers.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (ready.load() < 4) std::this_thread::yield();
-      alignas(8) uint8_t got[page_size], want[page_size];
-      for (size_t k = t; k < pages.size(); k += 4) {
-        if (!dev.read_page(pages[k], got).ok()) ++bad;
-        make_page(want, page_kind::incompressible, pages[k]);
-        if (std::memcmp(got, want, page_size) != 0) ++bad;
-      }
-    });
-  for (std::thread& r : readers) r.join();
+  testing::run_threads(4, [&](int t) {
+    alignas(8) uint8_t got[page_size], want[page_size];
+    for (size_t k = static_cast<size_t>(t); k < pages.size(); k += 4) {
+      if (!dev.read_page(pages[k], got).ok()) ++bad;
+      make_page(want, page_kind::incompressible, pages[k]);
+      if (std::memcmp(got, want, page_size) != 0) ++bad;
+    }
+  });
   EXPECT_EQ(bad.load(), 0);
 }
 
