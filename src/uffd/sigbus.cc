@@ -25,6 +25,7 @@
 #include <mutex>
 
 #include "pager_impl.h"
+#include "uswap/base/raw_syscall.h"
 #include "sigbus.h"
 
 namespace uswap {
@@ -91,14 +92,15 @@ void forward(int sig, siginfo_t* si, void* uc) {
     return;
   }
   // Default action: return with SIGBUS reset, the access faults again and kills the process.
-  // The raw system call, because the preload shim's sigaction keeps SIGBUS for the pager.
+  // The raw system call: the preload shim's sigaction, and its syscall(), keep SIGBUS for the
+  // pager.
   struct {
     void (*handler)(int);
     unsigned long flags;
     void (*restorer)();
     uint64_t mask;
   } dfl{SIG_DFL, 0, nullptr, 0};
-  ::syscall(SYS_rt_sigaction, SIGBUS, &dfl, nullptr, sizeof dfl.mask);
+  raw_syscall(SYS_rt_sigaction, SIGBUS, &dfl, nullptr, sizeof dfl.mask);
 }
 
 void sigbus_action(int sig, siginfo_t* si, void* uc) {

@@ -167,6 +167,18 @@ int libnbd_errno(int fallback) noexcept {
   return e ? e : fallback;
 }
 
+// libnbd ends the requests still out on a connection that dies with ENOTCONN (or the socket's
+// own error), and refuses new ones so: lost with the connection, not refused by the server, so
+// worth a new connection as much as the ones still pending when the loss is seen.
+bool lost_with_connection(const status& s) noexcept {
+  switch (s.code()) {
+    case ENOTCONN: case ECONNRESET: case ECONNABORTED: case EPIPE: case ESHUTDOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The header block, at the export's last block.
 constexpr char header_magic[8] = {'U', 'S', 'W', 'A', 'P', 'Z', 'W', 'B'};
 struct header_id {
@@ -525,10 +537,11 @@ void nbd_backing_dev::write_blocks(std::span<backing_write> batch) {
   }
   // A request refused at submission on a dead connection leaves wait() nothing to wait for:
   // the handle's state, not only wait()'s answer, says whether the connection is gone.
-  if (dead.ok() && is_dead(writer_.h))
+  if (dead.ok() && (is_dead(writer_.h) ||
+                    std::any_of(results.begin(), results.end(), lost_with_connection)))
     dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
   if (!dead.ok()) {
-    if (is_dead(writer_.h) || dead.code() == ETIMEDOUT)
+    if (dead.code() == ETIMEDOUT || lost_with_connection(dead))
       lose(writer_, dead);
     else
       note_error(dead);
@@ -567,10 +580,10 @@ status nbd_backing_dev::read_once(connection& c, uint64_t block, void* page, boo
   if (cookie == -1)
     result = error(libnbd_errno(EIO), "backing_dev: read from " + uri_ + ": " + libnbd_error());
   status dead = wait(c.h, {&cookie, 1}, {&result, 1});
-  if (dead.ok() && is_dead(c.h))
+  if (dead.ok() && (is_dead(c.h) || lost_with_connection(result)))
     dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
   if (!dead.ok()) {
-    if (is_dead(c.h) || dead.code() == ETIMEDOUT) lose(c, dead);
+    lose(c, dead);
     // Lost under the read (not a request past the timeout, which already waited as long as a
     // read may): worth a new connection.
     *retry = dead.code() != ETIMEDOUT;
@@ -730,12 +743,18 @@ void nbd_backing_dev::read_blocks(std::span<backing_read> batch) {
       }
       std::copy(cookies, cookies + batch.size(), out);  // wait() clears the completed ones
       status dead = wait(c.h, {out, batch.size()}, {results, batch.size()});
-      if (dead.ok() && is_dead(c.h))
+      const auto ended_by_loss = [&](size_t i) {
+        return cookies[i] >= 0 && out[i] < 0 && lost_with_connection(results[i]);
+      };
+      bool lost = is_dead(c.h);
+      for (size_t i = 0; i < batch.size() && !lost; ++i) lost = ended_by_loss(i);
+      if (dead.ok() && lost)
         dead = error(ECONNRESET, "backing_dev: connection to " + uri_ + " lost: " + libnbd_error());
       if (!dead.ok()) {
-        if (is_dead(c.h) || dead.code() == ETIMEDOUT) lose(c, dead);
+        lose(c, dead);
         for (size_t i = 0; i < batch.size(); ++i) {
-          if (out[i] < 0) continue;  // not sent, or completed before the loss
+          // Not sent (retried already), or answered before the loss: as they are.
+          if (out[i] < 0 && !ended_by_loss(i)) continue;
           if (dead.code() == ETIMEDOUT)
             results[i] = error(EIO, "backing_dev: block " + std::to_string(batch[i].block) +
                                         ": " + std::string(dead.message()));

@@ -496,6 +496,48 @@ TEST(NbdBacking, AServerThatRefusesMoreConnectionsServesAllReadsThroughOne) {
   EXPECT_EQ(dev->bd_stat().bd_reads, 64u);
 }
 
+// A run of reads out on a connection when its server dies: libnbd ends the run's requests with
+// ENOTCONN, and they wait for the server to come back over its storage like a single read, where
+// the run's reads that had been sent were EIO (under `uswap run`, a SIGBUS for the program).
+TEST(NbdBacking, AReadRunOutWhenTheServerDiesWaitsForItsReturn) {
+  testing::temp_dir dir{"uswap-zram-nbd-run-"};
+  const std::string image = dir.path() + "/export.img";
+  const int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << ::strerror(errno);
+  ASSERT_EQ(::ftruncate(fd, 16 << 20), 0) << ::strerror(errno);
+  ::close(fd);
+  nbdkit_memory server =
+      nbdkit_memory::with_plugin({"file", image}, {"--filter=delay"}, {"delay-read=150ms"});
+  ASSERT_TRUE(server.ready());
+  auto dev = nbd_dev(server.uri(), 64, zram_lock_mode::slot_bitlock, 20'000);
+  ASSERT_TRUE(dev);
+  write_back_one_by_one(*dev, 16);
+  ASSERT_EQ(dev->backing_stat().max_in_flight, 1u);
+  std::vector<uint64_t> index;
+  for (uint64_t i = 0; i < 16; ++i) index.push_back(i);
+  zram_test::run_read r;
+  std::thread reader([&] { r = zram_test::read_run(*dev, index); });
+  // The run is counted as it is sent; each of its reads waits 150 ms at the server.
+  ASSERT_TRUE(testing::eventually([&] { return dev->backing_stat().max_in_flight >= 16; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.kill9();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server.restart();  // over the same file: the blocks are there
+  reader.join();
+  ASSERT_TRUE(server.ready());
+  alignas(8) uint8_t want[page_size];
+  for (uint64_t i = 0; i < 16; ++i) {
+    ASSERT_TRUE(r.result[i].ok()) << "page " << i << ": " << r.result[i].to_string();
+    make_page(want, page_kind::incompressible, i);
+    ASSERT_EQ(std::memcmp(want, r.pages[i].bytes, page_size), 0) << "page " << i;
+  }
+  const zram_backing_stat bs = dev->backing_stat();
+  EXPECT_GE(bs.connection_losses, 1u) << "the run was not cut short by the server's death";
+  EXPECT_EQ(bs.read_failures, 0u);
+  EXPECT_EQ(bs.server_resets, 0u);
+  EXPECT_EQ(dev->io_stat().failed_reads, 0u);
+}
+
 // A run read together from a server that is gone: each written-back page is EIO and zeros,
 // never other bytes; the pages in the pool read back; one timeout for the run, not one each.
 TEST(NbdBacking, ARunReadFromAKilledServerIsEIOForItsWrittenBackPagesOnly) {

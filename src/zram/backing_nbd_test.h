@@ -32,8 +32,11 @@ class nbdkit_memory {
     start();
   }
   // Another plugin and its parameters; "{dir}" in them stands for the server's directory.
-  static nbdkit_memory with_plugin(std::vector<std::string> plugin) {
-    return nbdkit_memory(std::move(plugin));
+  // args (filters) and params as for the memory plugin.
+  static nbdkit_memory with_plugin(std::vector<std::string> plugin,
+                                   std::vector<std::string> args = {},
+                                   std::vector<std::string> params = {}) {
+    return nbdkit_memory(std::move(plugin), std::move(args), std::move(params));
   }
   ~nbdkit_memory() { kill9(); }
   nbdkit_memory(const nbdkit_memory&) = delete;
@@ -99,7 +102,11 @@ class nbdkit_memory {
   }
 
   testing::temp_dir dir_{"uswap-zram-nbd-"};
-  explicit nbdkit_memory(std::vector<std::string> plugin) : plugin_(std::move(plugin)) { start(); }
+  nbdkit_memory(std::vector<std::string> plugin, std::vector<std::string> args,
+                std::vector<std::string> params)
+      : plugin_(std::move(plugin)), args_(std::move(args)), params_(std::move(params)) {
+    start();
+  }
 
   std::vector<std::string> plugin_, args_, params_;
   pid_t pid_ = -1;
