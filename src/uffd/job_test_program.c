@@ -4,8 +4,8 @@
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
- *   forktree  a parent, two children and two grandchildren, each with memory of its own and the
- *             copies it inherited, all alive at once
+ *   forktree  a parent, two children and two grandchildren, each with memory of its own (0.3 of
+ *             the limit) and the copies it inherited, all holding it at once
  *   hog       one process fills most of the limit and waits, idle in read(2); another then needs
  *             most of the limit too: the idle one must give room (its reclaim thread, or the
  *             job's signal when it has none)
@@ -63,6 +63,7 @@
 #include <grp.h>
 #include <malloc.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -122,8 +123,26 @@ static int child_ok(pid_t pid) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* How many processes of the tree hold their memory: a word in memory they all share. */
+static uint32_t *tree_holding;
+static const uint32_t tree_size = 5;
+
+/* Until every process of the tree holds its memory (so that they hold 1.5 of the limit at
+ * once, whatever the scheduler does: a subtree that ran to its end before the next began kept
+ * the tree within the limit, and nothing was paged), or 60 s. */
+static int all_holding(void) {
+  __atomic_add_fetch(tree_holding, 1, __ATOMIC_SEQ_CST);
+  for (int i = 0; i < 60000; ++i) {
+    if (__atomic_load_n(tree_holding, __ATOMIC_SEQ_CST) >= tree_size) return 1;
+    const struct timespec one_ms = {0, 1000 * 1000};
+    nanosleep(&one_ms, NULL);
+  }
+  return 0;
+}
+
 /* A process of the tree: checks what it inherited, makes memory of its own, forks `depth` more
- * levels of `width` children, and checks everything again once they are done. */
+ * levels of `width` children, waits for the whole tree to hold its memory, and checks
+ * everything again once its children are done. */
 static int tree(const uint64_t *inherited, size_t inherited_bytes, uint64_t inherited_tag,
                 uint64_t tag, int depth, int width) {
   if (inherited && !intact(inherited, inherited_bytes, inherited_tag)) return 1;
@@ -135,7 +154,7 @@ static int tree(const uint64_t *inherited, size_t inherited_bytes, uint64_t inhe
     kids[k] = fork();
     if (kids[k] == 0) _exit(tree(mine, mine_bytes, tag, tag * 10 + (uint64_t)k + 1, depth - 1, 1));
   }
-  int bad = 0;
+  int bad = all_holding() ? 0 : 64;
   /* While the children run: this process's own memory, then the inherited copy again. */
   if (!intact(mine, mine_bytes, tag)) bad |= 4;
   if (inherited && !intact(inherited, inherited_bytes, inherited_tag)) bad |= 8;
@@ -146,7 +165,11 @@ static int tree(const uint64_t *inherited, size_t inherited_bytes, uint64_t inhe
   return bad;
 }
 
-static void forktree(void) { CHECK(tree(NULL, 0, 0, 1, 2, 2) == 0); }
+static void forktree(void) {
+  tree_holding = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  CHECK(tree_holding != MAP_FAILED);
+  CHECK(tree(NULL, 0, 0, 1, 2, 2) == 0);
+}
 
 /* The Pss_Anon of process pid in kB (smaps_rollup: a frame shared by n processes counts 1/n in
  * each, so the sum over a tree is the memory it holds), or -1. */
