@@ -59,11 +59,23 @@
 // read it, or a pointer that is bad), when the call is made again from uswap_ka_retrap, outside
 // the trampoline page, where the filter traps it and the handler performs it itself, as any
 // other. rcx and r11 are the syscall instruction's to clobber.
+//
+// And the window (uswap_ka_tramp_window): a blocking call made with the program's signal mask,
+// between two rt_sigprocmask calls, from one routine whose addresses the program's signal
+// handlers can be told apart by (kernel_access_defer_signal): a program signal that lands in it
+// waits for the program's own context rather than running on the handler's stack. A signal that
+// lands from _open up to the call's syscall instruction (the call not made yet, or rewound by the
+// kernel for a restart) sends the routine on to _done with -EINTR, the call not made.
 asm(R"(
   .pushsection .text.uswap_ka_tramp,"ax",@progbits
   .globl uswap_ka_tramp_begin
   .globl uswap_ka_tramp_clone
   .globl uswap_ka_tramp_restart
+  .globl uswap_ka_tramp_window
+  .globl uswap_ka_tramp_window_open
+  .globl uswap_ka_tramp_window_call
+  .globl uswap_ka_tramp_window_done
+  .globl uswap_ka_tramp_window_end
   .globl uswap_ka_tramp_end
   .type uswap_ka_tramp_begin,@function
   .type uswap_ka_tramp_clone,@function
@@ -112,6 +124,38 @@ uswap_ka_tramp_restart:
 2:
   mov (%rsp), %rax
   jmp *8(%rsp)
+  .p2align 4
+uswap_ka_tramp_window:
+  push %rbx
+  mov %rdi, %rbx
+  mov $14, %eax
+  mov $2, %edi
+  mov 56(%rbx), %rsi
+  xor %edx, %edx
+  mov $8, %r10d
+  syscall
+uswap_ka_tramp_window_open:
+  mov 8(%rbx), %rdi
+  mov 16(%rbx), %rsi
+  mov 24(%rbx), %rdx
+  mov 32(%rbx), %r10
+  mov 40(%rbx), %r8
+  mov 48(%rbx), %r9
+  mov (%rbx), %rax
+uswap_ka_tramp_window_call:
+  syscall
+uswap_ka_tramp_window_done:
+  push %rax
+  mov $14, %eax
+  mov $2, %edi
+  mov 64(%rbx), %rsi
+  xor %edx, %edx
+  mov $8, %r10d
+  syscall
+  pop %rax
+  pop %rbx
+  ret
+uswap_ka_tramp_window_end:
 uswap_ka_tramp_end:
   .popsection
   .pushsection .text
@@ -139,6 +183,12 @@ extern "C" {
 long uswap_ka_tramp_begin(long, long, long, long, long, long, long);
 long uswap_ka_tramp_clone(long, long, long, long, long, long, long, void*);
 void uswap_ka_tramp_restart();
+struct uswap_ka_window_call;
+long uswap_ka_tramp_window(const uswap_ka_window_call*);
+void uswap_ka_tramp_window_open();
+void uswap_ka_tramp_window_call();
+void uswap_ka_tramp_window_done();
+void uswap_ka_tramp_window_end();
 void uswap_ka_tramp_end();
 void uswap_ka_retrap();
 void uswap_ka_retrap_return();
@@ -165,6 +215,46 @@ std::atomic<syscall6_fn> tramp_syscall{&uswap_ka_tramp_begin};
 std::atomic<clone_fn> tramp_clone{&uswap_ka_tramp_clone};
 std::atomic<bool> installed{false};
 std::atomic<bool> fork_filter_on{false};
+// The trampoline in use (the copy once installed): where the window's labels are.
+std::atomic<uintptr_t> tramp_base{0};
+
+}  // namespace
+}  // namespace kernel_access_detail
+}  // namespace uswap
+
+// uswap_ka_tramp_window's argument; the offsets are the routine's.
+struct uswap_ka_window_call {
+  long nr;
+  long a[6];
+  const uint64_t* call_mask;  // 56
+  const uint64_t* work_mask;  // 64
+};
+static_assert(offsetof(uswap_ka_window_call, call_mask) == 56);
+static_assert(offsetof(uswap_ka_window_call, work_mask) == 64);
+
+namespace uswap {
+namespace kernel_access_detail {
+namespace {
+
+// A window label's address in the trampoline in use.
+uintptr_t window_label(void (*label)()) noexcept {
+  const auto code = reinterpret_cast<uintptr_t>(&uswap_ka_tramp_begin);
+  const uintptr_t base = tramp_base.load(std::memory_order_relaxed);
+  return (base ? base : code) + (reinterpret_cast<uintptr_t>(label) - code);
+}
+
+// The program's signals that landed in a window of this thread's, delivered again once the
+// emulated call is over, on the program's own context (kernel_access_redeliver_deferred).
+constexpr unsigned max_deferred = 8;
+struct deferred_signals {
+  unsigned n = 0;
+  bool skipped = false;   // the last window's call was not made (a signal came first)
+  bool restarts = true;   // every deferred signal's handler has SA_RESTART
+  bool redo = false;      // kernel_access_emulate's call was not made: make it again
+  int sig[max_deferred] = {};
+  siginfo_t info[max_deferred] = {};
+};
+thread_local deferred_signals tls_deferred [[gnu::tls_model("initial-exec")]];
 
 constexpr uint64_t bit(int sig) { return uint64_t{1} << (sig - 1); }
 // Signals the handler never blocks: the synchronous ones (the kernel kills a thread that takes
@@ -219,13 +309,39 @@ int set_mask(uint64_t m) noexcept {
   return static_cast<int>(sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&m), 0, 8));
 }
 
+// Call c with `call_mask` (which lets signals in that `work_mask`, the mask on either side,
+// holds), in the window; *made says whether the call was made. A program signal deferred
+// before it (in an earlier window of the same emulation) means the call is not made: it must
+// not wait for a signal that has already come.
+long in_window(const call& c, const uint64_t& call_mask, const uint64_t& work_mask,
+               bool* made) noexcept {
+  deferred_signals& d = tls_deferred;
+  if (d.n != 0) {
+    *made = false;
+    return -EINTR;
+  }
+  d.skipped = false;
+  const uswap_ka_window_call w{c.nr, {c.a[0], c.a[1], c.a[2], c.a[3], c.a[4], c.a[5]},
+                               &call_mask, &work_mask};
+  const auto fn = reinterpret_cast<long (*)(const uswap_ka_window_call*)>(
+      window_label(reinterpret_cast<void (*)()>(&uswap_ka_tramp_window)));
+  const long r = fn(&w);
+  *made = !d.skipped;
+  d.skipped = false;
+  return r;
+}
+
 // 50 us with the program's mask, as the shim's pinned_io waits at one page: other threads'
 // pins go away meanwhile.
 void pause_for_pins(frame& f) noexcept {
   const timespec ts{0, 50000};
-  if (f.call_mask != f.work_mask) set_mask(f.call_mask);
-  sys(SYS_nanosleep, reinterpret_cast<long>(&ts), 0);
-  if (f.call_mask != f.work_mask) set_mask(f.work_mask);
+  if (f.call_mask == f.work_mask || tls_deferred.n != 0) {
+    sys(SYS_nanosleep, reinterpret_cast<long>(&ts), 0);
+    return;
+  }
+  bool made;
+  (void)in_window(call{SYS_nanosleep, {reinterpret_cast<long>(&ts)}}, f.call_mask, f.work_mask,
+                  &made);
 }
 
 constexpr int max_pin_retries = 4000;  // ~0.2 s of pauses, then ENOMEM
@@ -769,6 +885,16 @@ void sigsys_action(int sig, siginfo_t* si, void* ucv) {
       res = run(f);
     }
     r[REG_RAX] = res;
+    if (tls_deferred.n != 0) {
+      // Queued again now, with the asynchronous signals held: delivered at sigreturn, on the
+      // program's context. A call not made goes back to its syscall instruction, to be made
+      // again after the program's handler.
+      if (f.redo && res == -EINTR) {
+        r[REG_RIP] -= 2;
+        r[REG_RAX] = as_trapped.nr;
+      }
+      (void)kernel_access_redeliver_deferred();
+    }
     if (f.sigreturn_off_alt_stack && r[REG_RAX] == 0) {
       // Where the kernel would have put this frame without SA_ONSTACK: below the red zone.
       alignas(16) unsigned char copy[sigframe_uc_bytes];
@@ -1239,6 +1365,19 @@ bool never_blocks(long nr) noexcept {
 
 }  // namespace
 
+// A call the program made that a signal met before it did anything: the kernel restarts it after
+// a handler with SA_RESTART (-ERESTARTSYS) when it is one syscall_restarts_cleanly names, or a
+// write (nothing moved yet); the others (poll, a sleep, a wait with a timeout) fail with EINTR.
+bool restarts_after_handler(const call& c) noexcept {
+  switch (c.nr) {
+    case SYS_write: case SYS_writev: case SYS_pwrite64: case SYS_pwritev: case SYS_pwritev2:
+    case SYS_sendto: case SYS_sendmsg: case SYS_sendmmsg:
+      return true;
+    default:
+      return syscall_restarts_cleanly(c.nr, c.a);
+  }
+}
+
 long issue(frame& f) noexcept {
   uint64_t call_mask = f.call_mask;
   if (const uint64_t q = quiet_signals.load(std::memory_order_relaxed);
@@ -1250,10 +1389,19 @@ long issue(frame& f) noexcept {
   // here, its handler would find the thread's stack pointer on the handler's stack (SBCL's
   // collector stops a thread with a signal and scans its stack from there).
   if (f.uc && never_blocks(f.c.nr)) call_mask = f.work_mask;
-  const bool switch_mask = call_mask != f.work_mask;
-  if (switch_mask) set_mask(call_mask);
-  const long r = sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
-  if (switch_mask) set_mask(f.work_mask);
+  if (call_mask == f.work_mask) {
+    ++f.issued;
+    return sys(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2], f.c.a[3], f.c.a[4], f.c.a[5]);
+  }
+  // In the window: a program signal that comes now is delivered on the program's context once
+  // the emulation is over. If it came before the call was made and nothing of the trapped call
+  // was done yet, the whole call is made again after the program's handler (as the kernel
+  // delivers a signal before a call it restarts); otherwise the call returns -EINTR (or what
+  // it did), as an interrupted one does.
+  bool made = true;
+  const long r = in_window(f.c, call_mask, f.work_mask, &made);
+  if (made) ++f.issued;
+  else if (f.issued == 0 && tls_deferred.restarts && restarts_after_handler(f.c)) f.redo = true;
   return r;
 }
 
@@ -1802,6 +1950,7 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
     sys(SYS_munmap, m, page_size);
     return error(EPERM, "kernel_access: cannot make the trampoline executable");
   }
+  tramp_base.store(static_cast<uintptr_t>(m), std::memory_order_relaxed);
   const size_t clone_off = reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_clone) - code;
   const size_t restart_off =
       reinterpret_cast<const unsigned char*>(&uswap_ka_tramp_restart) - code;
@@ -1833,6 +1982,7 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
     const int e = errno;
     installed.store(false, std::memory_order_release);
     tramp_syscall.store(&uswap_ka_tramp_begin, std::memory_order_release);
+    tramp_base.store(0, std::memory_order_relaxed);
     tramp_clone.store(&uswap_ka_tramp_clone, std::memory_order_release);
     tramp_restart_at.store(0, std::memory_order_release);
     set_futex_syscall(nullptr);
@@ -1896,9 +2046,56 @@ long kernel_access_emulate(long nr, long a1, long a2, long a3, long a4, long a5,
     f.work_mask = old | async_signals;
     r = run(f);
     old = f.call_mask;  // an emulated rt_sigprocmask changed it
+    if (f.redo && r == -EINTR) tls_deferred.redo = true;
   }
   set_mask(old);
   return r;
+}
+
+bool kernel_access_defer_signal(int sig, const siginfo_t* si, void* ucv, bool restarts) noexcept {
+  auto* uc = static_cast<ucontext_t*>(ucv);
+  if (!uc || !si) return false;
+  greg_t* r = uc->uc_mcontext.gregs;
+  const auto ip = static_cast<uintptr_t>(r[REG_RIP]);
+  if (ip < window_label(reinterpret_cast<void (*)()>(&uswap_ka_tramp_window)) ||
+      ip >= window_label(&uswap_ka_tramp_window_end))
+    return false;
+  deferred_signals& d = tls_deferred;
+  if (d.n == max_deferred) return false;  // the handler runs here, as before
+  if (d.n == 0) d.restarts = true;
+  d.restarts = d.restarts && restarts;
+  d.sig[d.n] = sig;
+  d.info[d.n] = *si;
+  ++d.n;
+  stats.deferred_signals.fetch_add(1, std::memory_order_relaxed);
+  // Before the call's syscall instruction (or back at it, rewound for a restart): the call is
+  // not made; the window goes on to restore the mask.
+  if (ip >= window_label(&uswap_ka_tramp_window_open) &&
+      ip <= window_label(&uswap_ka_tramp_window_call)) {
+    r[REG_RIP] = static_cast<greg_t>(window_label(&uswap_ka_tramp_window_done));
+    r[REG_RAX] = -EINTR;
+    d.skipped = true;
+  }
+  return true;
+}
+
+bool kernel_access_redeliver_deferred() noexcept {
+  deferred_signals& d = tls_deferred;
+  const unsigned n = d.n;
+  const bool redo = d.redo;
+  d.n = 0;
+  d.redo = false;
+  if (n == 0) return false;
+  const long tgid = sys(SYS_getpid, 0, 0, 0, 0, 0, 0);
+  const long tid = sys(SYS_gettid, 0, 0, 0, 0, 0, 0);
+  for (unsigned i = 0; i < n; ++i) {
+    siginfo_t info = d.info[i];
+    // Queued to this thread with what the kernel gave (a queue to one's own process may carry
+    // any si_code): the program's handler sees the same siginfo.
+    if (sys(SYS_rt_tgsigqueueinfo, tgid, tid, d.sig[i], reinterpret_cast<long>(&info), 0, 0) != 0)
+      sys(SYS_tgkill, tgid, tid, d.sig[i], 0, 0, 0);  // over RLIMIT_SIGPENDING: the signal at least
+  }
+  return redo;
 }
 
 bool syscall_restarts_cleanly(long nr, const long* a) noexcept {
@@ -1965,6 +2162,7 @@ kernel_access_stats kernel_access_get_stats() noexcept {
   s.pin_retries = stats.pin_retries.load(std::memory_order_relaxed);
   s.restarted = stats.restarted.load(std::memory_order_relaxed);
   s.retrapped = stats.retrapped.load(std::memory_order_relaxed);
+  s.deferred_signals = stats.deferred_signals.load(std::memory_order_relaxed);
   return s;
 }
 

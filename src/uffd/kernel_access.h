@@ -64,7 +64,8 @@
 // (so a program handler can never run while a pin callback is half done), and re-issues the
 // call with the program's own mask: blocking calls (read on a pipe, futex wait, ppoll) stay
 // interruptible by the program's signals and return EINTR or restart (SA_RESTART) exactly as they
-// would have. The pager's own asynchronous signal (kernel_access_set_quiet_signal) stays blocked
+// would have. Such a call is made in the trampoline's window, where a program signal that lands
+// is kept and delivered on the program's context after it (kernel_access_defer_signal). The pager's own asynchronous signal (kernel_access_set_quiet_signal) stays blocked
 // during a call that it could cut short (a write to a pipe) or fail with EINTR (epoll_wait):
 // the program never asked for that signal, and would never have seen either.
 // rt_sigprocmask, sigaltstack and rt_sigaction(SIGSYS) are emulated on the interrupted context
@@ -160,6 +161,24 @@ long kernel_access_syscall(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long 
 long kernel_access_emulate(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0,
                            long a5 = 0, long a6 = 0) noexcept;
 
+// A handler of the program's for an asynchronous signal calls this first (the preload shim's
+// wrapper does): true when the signal landed while the engine waited in a call with the
+// program's mask (a read on a pipe, a poll), on the SIGSYS handler's stack or the shim's pager
+// stack, where the program's handler must not run: a collector that stops threads with a
+// signal takes the stack pointer it finds as the thread's (SBCL, Boehm GC), and would scan the
+// wrong stack. The signal (its siginfo) is kept and queued again to the thread when the
+// emulation is over (kernel_access_redeliver_deferred), delivered on the program's context;
+// the call returns as it would have (its result, or EINTR), and one the signal met before it
+// was made is made again after the program's handler when the kernel would have restarted it
+// (`restarts`: the handler has SA_RESTART; the call one the kernel restarts). Async-signal-safe.
+bool kernel_access_defer_signal(int sig, const siginfo_t* si, void* uc, bool restarts) noexcept;
+
+// Queues the signals deferred on this thread again (rt_tgsigqueueinfo, the same siginfo), to be
+// delivered as soon as the thread's mask lets them. True when kernel_access_emulate's call was
+// not made because of one: the caller makes it again (after the signal is delivered). The
+// SIGSYS handler calls it itself. Async-signal-safe.
+bool kernel_access_redeliver_deferred() noexcept;
+
 // The pages of [addr, addr + len) went (unmapped or discarded) with their pins: a pin for good
 // recorded there (a thread's rseq area, robust list, tid word) is made again when a later call
 // names it, as it must be for new memory at the same address (a thread stack mapped where an
@@ -208,6 +227,7 @@ struct kernel_access_stats {
   uint64_t pin_retries = 0;    // pins refused over the cap (ENOMEM) and retried
   uint64_t restarted = 0;      // futex waits made again from the program's own stack
   uint64_t retrapped = 0;      // of those, the ones that met EFAULT and came back to the engine
+  uint64_t deferred_signals = 0;  // program signals kept from a window, delivered after it
 };
 kernel_access_stats kernel_access_get_stats() noexcept;
 // Trapped calls of one system call number (0 outside the table).

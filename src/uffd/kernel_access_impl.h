@@ -56,7 +56,7 @@ extern engine_config g;
 struct counters {
   std::atomic<uint64_t> trapped{0}, emulated{0}, pinned_bytes{0}, pinned_forever_bytes{0},
       chunked{0}, unsupported{0}, forwarded{0}, pin_retries{0}, raw_forks{0}, restarted{0},
-      retrapped{0};
+      retrapped{0}, deferred_signals{0};
   std::atomic<uint64_t> per_nr[syscall_table::nr_syscalls]{};
 };
 extern counters stats;
@@ -136,6 +136,10 @@ struct frame {
   // Set by the SIGSYS handler for a wait it may restart on the program's stack: run returns
   // restart_call instead of issuing it.
   bool restart = false;
+  // Calls made so far (issue); the call was not made because a program signal came first in
+  // its window, nothing of it done before (the handler makes it again after the program's).
+  unsigned issued = 0;
+  bool redo = false;
   // Scratch for copies the call is issued on (iovec arrays, a msghdr, execve's strings): a
   // small inline area, then one anonymous mapping, freed when the frame ends.
   void* scratch(size_t bytes) noexcept;

@@ -921,8 +921,37 @@ C
   # them: it must have happened) wait until the pager's locks are released, or the walk's faults
   # would wait for them forever (the previous shim hung every time).
   stops_found() { sed -n 's/^stop_the_world: \([0-9]*\) stops found.*/\1/p' "$tmp/e"; }
+  blocked_found() { sed -n 's/^blocked_signal: \([0-9]*\) signals found.*/\1/p' "$tmp/e"; }
   in_three_modes stop_the_world_test_program "a stop-the-world handshake" stops_found \
     "no stop landed inside a mapping call"
+  # A thread blocked in read(2) into its heap, signalled as a stop-the-world collector signals
+  # (sigqueue, with and without SA_RESTART): its handlers run on its own stack and find its own
+  # stack pointer in their context, the restarted read returns the data written later, the other
+  # fails with EINTR, each handler gets the value sent. With seccomp the read traps and waits in
+  # the pager, on the pager's stack, where the program's signals must not run (the JSON counts
+  # the ones kept for the program's context: it must have happened there).
+  in_three_modes blocked_signal_test_program "signals to a thread blocked in read" \
+    blocked_found "no signal found the reader blocked in read"
+  deferred=$(tail -n 1 "$tmp/e" |
+    jq '[.processes[] | select(.kernel_access == "seccomp") | .program_signals_deferred] | add')
+  [ "${deferred:-0}" != null ] && [ "${deferred:-0}" -gt 0 ] ||
+    fail "no program signal was kept for the program's context in the seccomp run (${deferred})"
+  # Boehm GC's collector, the same handshake by a real library: the list the blocked reader
+  # holds must survive every collection (the previous shim ran the handler on the pager's stack,
+  # the collector scanned from there and freed the list: a segmentation fault).
+  if [ -e /usr/include/gc/gc.h ]; then
+    cc -O2 -pthread -o "$tmp/boehm" "$(dirname "${BASH_SOURCE[0]}")/boehm_gc_test_program.c" -lgc ||
+      fail "cannot build the Boehm GC program"
+    want=$("$tmp/boehm")
+    for args in "--limit 1G" "--limit 8M"; do
+      # shellcheck disable=SC2086
+      timeout -k 5 180 "$uswap" run $args --json -- "$tmp/boehm" >"$tmp/o" 2>"$tmp/e" ||
+        fail "($args) Boehm GC with a thread blocked in read: status $?: $(tail -c 600 "$tmp/e")"
+      [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) the Boehm GC program printed $(cat "$tmp/o"), plain $want"
+    done
+  else
+    fail "libgc-dev is missing (scripts/install-deps installs it)"
+  fi
   # A coroutine on a stack in the arena (makecontext on memory it mapped) maps, drops, protects,
   # grows and unmaps buffers while its heap streams past the limit (the program counts the times
   # its stack was paged: it must have happened), and forks children that check the heap. The

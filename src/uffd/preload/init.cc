@@ -271,6 +271,7 @@ void write_stats(const char* event) noexcept {
       ",\"mapped_bytes\":%" PRIu64 ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64
       ",\"forks\":%" PRIu64 ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64
       ",\"restarted_waits\":%" PRIu64 ",\"retrapped_waits\":%" PRIu64
+      ",\"program_signals_deferred\":%" PRIu64
       ",\"run_ns\":%" PRIu64 ",\"reclaim_passes\":%" PRIu64 ",\"wp_sweeps\":%" PRIu64
       ",\"evict_wp_pages\":%" PRIu64 ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
       ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 ",\"shmem_peak_bytes\":%" PRIu64
@@ -285,7 +286,8 @@ void write_stats(const char* event) noexcept {
       st.wp_faults, st.zero_fills, st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions,
       st.swap_out_bytes, st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns,
       st.overcharges, st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes, st.mappings,
-      st.foreign_bytes, st.forks, ka.trapped, ka.emulated, ka.restarted, ka.retrapped, now_ns() - g.start_ns, st.reclaim_passes,
+      st.foreign_bytes, st.forks, ka.trapped, ka.emulated, ka.restarted, ka.retrapped,
+      ka.deferred_signals, now_ns() - g.start_ns, st.reclaim_passes,
       st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls, status.number("RssFile:") * 1024,
       st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load(), st.job_requests_served,
       st.job_signals, st.job_signals_deferred, st.shared_spared);

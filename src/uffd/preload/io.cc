@@ -19,10 +19,15 @@ namespace {
 
 // The engine's call off a stack in the arena: its pins are pager code, which must not run there
 // (off_arena_stack). A call that blocks waits on the pager stack, as a trapped one waits on the
-// signal stack.
+// signal stack; a program signal that comes meanwhile is delivered once the thread is back on
+// its own stack, and a call it kept from being made is made then.
 long emulate_call(long nr, long a1, long a2, long a3 = 0, long a4 = 0, long a5 = 0,
                   long a6 = 0) noexcept {
-  return off_arena_stack([&] { return kernel_access_emulate(nr, a1, a2, a3, a4, a5, a6); });
+  for (;;) {
+    const long r =
+        off_arena_stack([&] { return kernel_access_emulate(nr, a1, a2, a3, a4, a5, a6); });
+    if (!kernel_access_redeliver_deferred()) return r;
+  }
 }
 
 bool iov_in_arena(const iovec* iov, long cnt) noexcept {

@@ -127,6 +127,89 @@ class handlers_guard {
   sigset_t saved_;
 };
 
+// With seccomp the program's handlers for the asynchronous signals run behind
+// program_signal_entry, which first lets the engine keep a signal that landed while it waited
+// in a call for the program on a stack of the pager's (kernel_access_defer_signal): there the
+// handler would find the pager's stack pointer instead of the thread's, and a collector that
+// stops threads with a signal (SBCL's, Boehm GC's) scans from it, or gives up. The signal is
+// delivered again on the program's context when the call is over. The program reads back the
+// handler and flags it set.
+struct program_handler {
+  std::atomic<void*> fn{nullptr};  // sa_handler or sa_sigaction (SA_SIGINFO in flags says which)
+  std::atomic<int> flags{0};       // as the program gave them
+};
+program_handler program_handlers[65];
+
+void program_signal_entry(int sig, siginfo_t* si, void* uc) {
+  const program_handler& h = program_handlers[sig];
+  const int flags = h.flags.load(std::memory_order_relaxed);
+  // SA_RESETHAND: the kernel reset the action as it delivered this one, and would not give it
+  // to the program's handler a second time.
+  if (!(flags & SA_RESETHAND) &&
+      uswap::kernel_access_defer_signal(sig, si, uc, (flags & SA_RESTART) != 0))
+    return;
+  void* const fn = h.fn.load(std::memory_order_acquire);
+  if (!fn) return;  // replaced by SIG_DFL or SIG_IGN while this one was on its way
+  if (flags & SA_SIGINFO)
+    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, si, uc);
+  else
+    reinterpret_cast<void (*)(int)>(fn)(sig);
+}
+
+bool wrapped_signal(int sig) noexcept {
+  if (!ready() || !g.seccomp || sig < 1 || sig > 64 || pager_signal(sig)) return false;
+  switch (sig) {
+    case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE:
+    case SIGTRAP: case SIGSYS:
+      return false;  // synchronous: caused by the instruction the thread runs, never deferred
+    default:
+      return true;
+  }
+}
+
+int program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+  // `act` and `old` are copied outside the lock (either may be arena memory, which may fault).
+  struct sigaction a {}, o{};
+  if (act) a = *act;
+  const bool handler = act && has_handler(a);
+  const uint64_t bit = signal_bit(sig);
+  int r = 0;
+  {
+    handlers_guard lock;
+    r = lc().sigaction(sig, nullptr, &o);
+    if (r == 0 && o.sa_sigaction == &program_signal_entry) {
+      // The kernel's flags (the C library adds SA_RESTORER), SA_SIGINFO and SA_ONSTACK as the
+      // program gave them.
+      const program_handler& h = program_handlers[sig];
+      const int mine = SA_SIGINFO | SA_ONSTACK;
+      o.sa_sigaction =
+          reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h.fn.load(std::memory_order_relaxed));
+      o.sa_flags = (o.sa_flags & ~mine) | (h.flags.load(std::memory_order_relaxed) & mine);
+    } else if (r == 0 && (onstack_added & bit)) {
+      o.sa_flags &= ~SA_ONSTACK;
+    }
+    if (r == 0 && act) {
+      struct sigaction k = a;
+      if (handler) {
+        program_handler& h = program_handlers[sig];
+        h.flags.store(a.sa_flags, std::memory_order_relaxed);
+        h.fn.store(reinterpret_cast<void*>(a.sa_sigaction), std::memory_order_release);
+        k.sa_sigaction = &program_signal_entry;
+        k.sa_flags |= SA_SIGINFO;
+        if (handlers_onstack.load(std::memory_order_acquire)) k.sa_flags |= SA_ONSTACK;
+      }
+      r = lc().sigaction(sig, &k, nullptr);
+      if (r == 0) {
+        const bool added = handler && (k.sa_flags & SA_ONSTACK) && !(a.sa_flags & SA_ONSTACK);
+        onstack_added = added ? onstack_added | bit : onstack_added & ~bit;
+        if (!handler) program_handlers[sig].fn.store(nullptr, std::memory_order_release);
+      }
+    }
+  }
+  if (r == 0 && old) *old = o;
+  return r;
+}
+
 // sigaction once handlers take the shim's signal stack: `act` and `old` are copied outside the
 // lock (either may be arena memory, which may fault).
 int onstack_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
@@ -235,6 +318,7 @@ USWAP_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigactio
     }
     return 0;
   }
+  if (wrapped_signal(sig)) return program_sigaction(sig, act, old);
   if (handlers_onstack.load(std::memory_order_acquire)) return onstack_sigaction(sig, act, old);
   return lc().sigaction(sig, act, old);
 }
@@ -422,9 +506,14 @@ USWAP_EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
     }
     return 0;
   }
-  if (active() && g.seccomp)
-    return static_cast<int>(libc_result(uswap::kernel_access_emulate(
-        SYS_sigaltstack, reinterpret_cast<long>(ss), reinterpret_cast<long>(old))));
+  if (active() && g.seccomp) {
+    long r;
+    do {
+      r = uswap::kernel_access_emulate(SYS_sigaltstack, reinterpret_cast<long>(ss),
+                                       reinterpret_cast<long>(old));
+    } while (uswap::kernel_access_redeliver_deferred());
+    return static_cast<int>(libc_result(r));
+  }
   return lc().sigaltstack(ss, old);
 }
 
