@@ -189,9 +189,13 @@ int program_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
       o.sa_flags &= ~SA_ONSTACK;
     }
     if (r == 0 && act) {
+      // The new handler is in the table before the kernel's action names the entry (a signal
+      // delivered in between finds it), and the previous one back if the kernel refuses.
+      program_handler& h = program_handlers[sig];
+      void* const was_fn = h.fn.load(std::memory_order_relaxed);
+      const int was_flags = h.flags.load(std::memory_order_relaxed);
       struct sigaction k = a;
       if (handler) {
-        program_handler& h = program_handlers[sig];
         h.flags.store(a.sa_flags, std::memory_order_relaxed);
         h.fn.store(reinterpret_cast<void*>(a.sa_sigaction), std::memory_order_release);
         k.sa_sigaction = &program_signal_entry;
@@ -202,7 +206,10 @@ int program_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
       if (r == 0) {
         const bool added = handler && (k.sa_flags & SA_ONSTACK) && !(a.sa_flags & SA_ONSTACK);
         onstack_added = added ? onstack_added | bit : onstack_added & ~bit;
-        if (!handler) program_handlers[sig].fn.store(nullptr, std::memory_order_release);
+        if (!handler) h.fn.store(nullptr, std::memory_order_release);
+      } else if (handler) {
+        h.flags.store(was_flags, std::memory_order_relaxed);
+        h.fn.store(was_fn, std::memory_order_release);
       }
     }
   }
