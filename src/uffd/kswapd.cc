@@ -55,15 +55,17 @@ void pager::impl::kswapd_loop() noexcept {
   pager_scope in_pager;  // what reclaim allocates is the pager's
   for (;;) {
     // Asleep until a charge leaves the room under the low watermark. The kick count is read
-    // before the room: a kick after it makes the futex wait return at once, one before it was
-    // made after its charge, which the room then shows.
+    // before the stop flag and the room: a kick after it makes the futex wait return at once,
+    // one before it was made after its charge or its stop, which the room or the flag then
+    // shows. (Read after the flag, a stop between the two was lost: stop_kswapd's join waited
+    // for ever, once in a ThreadSanitizer run of the region restart test.)
     kswapd_idle.store(true, std::memory_order_seq_cst);
     for (;;) {
+      const uint32_t k = kswapd_kick.load(std::memory_order_seq_cst);
       if (kswapd_stop.load(std::memory_order_seq_cst)) {
         kswapd_stop_listening();
         return;
       }
-      const uint32_t k = kswapd_kick.load(std::memory_order_seq_cst);
       // Its load of resident is seq_cst.
       if (opts.background_reclaim && reclaim_room() < kswapd_low_room()) break;
       kswapd_sleep(k);
