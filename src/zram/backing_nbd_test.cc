@@ -59,6 +59,19 @@ void expect_pages(zram_device& dev, uint64_t first, uint64_t n, uint64_t seed) {
   }
 }
 
+// A 16 MiB file in `dir` for nbdkit's file plugin: storage that outlives the server, so that a
+// server started again over it finds the blocks written before.
+std::string export_file(const testing::temp_dir& dir) {
+  const std::string image = dir.path() + "/export.img";
+  const int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  EXPECT_GE(fd, 0) << ::strerror(errno);
+  if (fd >= 0) {
+    EXPECT_EQ(::ftruncate(fd, 16 << 20), 0) << ::strerror(errno);
+    ::close(fd);
+  }
+  return image;
+}
+
 uint64_t writeback_idle(zram_device& dev) {
   dev.mark_idle();
   auto n = dev.writeback({});
@@ -235,11 +248,7 @@ TEST(NbdBacking, AKilledServerIsEIONeverOtherBytesAndARestartedOneResumes) {
 // outlives it): a read waits for it and gets its page, nothing is lost, writeback resumes.
 TEST(NbdBacking, AReadWaitsForAServerThatComesBackOverItsStorage) {
   testing::temp_dir dir{"uswap-zram-nbd-file-"};
-  const std::string image = dir.path() + "/export.img";
-  const int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  ASSERT_GE(fd, 0) << ::strerror(errno);
-  ASSERT_EQ(::ftruncate(fd, 16 << 20), 0) << ::strerror(errno);
-  ::close(fd);
+  const std::string image = export_file(dir);
   nbdkit_memory server = nbdkit_memory::with_plugin({"file", image});
   ASSERT_TRUE(server.ready());
   auto dev = nbd_dev(server.uri(), 128, zram_lock_mode::slot_bitlock, 20'000);
@@ -501,11 +510,7 @@ TEST(NbdBacking, AServerThatRefusesMoreConnectionsServesAllReadsThroughOne) {
 // the run's reads that had been sent were EIO (under `uswap run`, a SIGBUS for the program).
 TEST(NbdBacking, AReadRunOutWhenTheServerDiesWaitsForItsReturn) {
   testing::temp_dir dir{"uswap-zram-nbd-run-"};
-  const std::string image = dir.path() + "/export.img";
-  const int fd = ::open(image.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  ASSERT_GE(fd, 0) << ::strerror(errno);
-  ASSERT_EQ(::ftruncate(fd, 16 << 20), 0) << ::strerror(errno);
-  ::close(fd);
+  const std::string image = export_file(dir);
   nbdkit_memory server =
       nbdkit_memory::with_plugin({"file", image}, {"--filter=delay"}, {"delay-read=150ms"});
   ASSERT_TRUE(server.ready());
