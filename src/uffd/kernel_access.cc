@@ -2060,14 +2060,8 @@ bool kernel_access_defer_signal(int sig, const siginfo_t* si, void* ucv, bool re
   if (ip < window_label(reinterpret_cast<void (*)()>(&uswap_ka_tramp_window)) ||
       ip >= window_label(&uswap_ka_tramp_window_end))
     return false;
+  if (!kernel_access_keep_signal(sig, si, restarts)) return false;
   deferred_signals& d = tls_deferred;
-  if (d.n == max_deferred) return false;  // the handler runs here, as before
-  if (d.n == 0) d.restarts = true;
-  d.restarts = d.restarts && restarts;
-  d.sig[d.n] = sig;
-  d.info[d.n] = *si;
-  ++d.n;
-  stats.deferred_signals.fetch_add(1, std::memory_order_relaxed);
   // Before the call's syscall instruction (or back at it, rewound for a restart): the call is
   // not made; the window goes on to restore the mask.
   if (ip >= window_label(&uswap_ka_tramp_window_open) &&
@@ -2076,6 +2070,19 @@ bool kernel_access_defer_signal(int sig, const siginfo_t* si, void* ucv, bool re
     r[REG_RAX] = -EINTR;
     d.skipped = true;
   }
+  return true;
+}
+
+bool kernel_access_keep_signal(int sig, const siginfo_t* si, bool restarts) noexcept {
+  if (!si) return false;
+  deferred_signals& d = tls_deferred;
+  if (d.n == max_deferred) return false;  // the handler runs where the signal landed, as before
+  if (d.n == 0) d.restarts = true;
+  d.restarts = d.restarts && restarts;
+  d.sig[d.n] = sig;
+  d.info[d.n] = *si;
+  ++d.n;
+  stats.deferred_signals.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

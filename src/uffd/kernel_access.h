@@ -173,6 +173,14 @@ long kernel_access_emulate(long nr, long a1 = 0, long a2 = 0, long a3 = 0, long 
 // (`restarts`: the handler has SA_RESTART; the call one the kernel restarts). Async-signal-safe.
 bool kernel_access_defer_signal(int sig, const siginfo_t* si, void* uc, bool restarts) noexcept;
 
+// The same for a signal the caller found outside a window, in pager code that runs on a stack
+// of the pager's on the program's behalf (the preload shim's calls into the pager from a thread
+// on a stack in the arena, on either side of the signal mask they hold): kept, with the same
+// effect on a call not yet made, for kernel_access_redeliver_deferred, which the caller
+// promises to call once back on the program's stack. False when this thread keeps as many as
+// it can (the handler then runs where the signal landed). Async-signal-safe.
+bool kernel_access_keep_signal(int sig, const siginfo_t* si, bool restarts) noexcept;
+
 // Queues the signals deferred on this thread again (rt_tgsigqueueinfo, the same siginfo), to be
 // delivered as soon as the thread's mask lets them. True when kernel_access_emulate's call was
 // not made because of one: the caller makes it again (after the signal is delivered). The

@@ -936,6 +936,17 @@ C
     jq '[.processes[] | select(.kernel_access == "seccomp") | .program_signals_deferred] | add')
   [ "${deferred:-0}" != null ] && [ "${deferred:-0}" -gt 0 ] ||
     fail "no program signal was kept for the program's context in the seccomp run (${deferred})"
+  # The same for a thread on a stack the program mapped (SBCL's) that maps and unmaps memory:
+  # the shim makes those calls on its pager stack with the signals held, and a signal that came
+  # meanwhile was delivered as the mask came back, still there (every one of them, before the
+  # shim kept them: SBCL's collector found no stack pointer for the thread). Each handler must
+  # find the thread's own stack pointer; the JSON counts the signals kept, in every mode.
+  landed_in_call() { sed -n 's/^pager_stack_signal: \([0-9]*\) signals landed inside.*/\1/p' "$tmp/e"; }
+  in_three_modes pager_stack_signal_test_program "signals to a thread mapping from its own stack" \
+    landed_in_call "no signal landed inside a mapping call"
+  kept=$(tail -n 1 "$tmp/e" | jq '[.processes[].program_signals_deferred] | add')
+  [ "${kept:-0}" != null ] && [ "${kept:-0}" -gt 0 ] ||
+    fail "no signal that landed on the pager stack was kept for the program's context (${kept})"
   # Boehm GC's collector, the same handshake by a real library: the list the blocked reader
   # holds must survive every collection (the previous shim ran the handler on the pager's stack,
   # the collector scanned from there and freed the list: a segmentation fault).

@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "../kernel_access.h"
 #include "../sigbus.h"
 #include "uswap/base/page.h"
 #include "uswap/uffd/job.h"
@@ -95,6 +96,9 @@ bool on_thread_altstack(const void* sp) noexcept;
 // calling it, if the thread has none or is on it already (a signal handler that interrupted a
 // call there and entered the pager again).
 bool call_on_pager_stack(void (*fn)(void*), void* arg);
+// Whether `sp` (an interrupted context's) lies on the calling thread's pager stack while a
+// call_on_pager_stack of its own runs there. Async-signal-safe.
+bool in_call_on_pager_stack(const void* sp) noexcept;
 
 // Pager code (the SIGBUS handler, handler threads, the shim's own calls into the pager) must
 // never be routed into the pager: a thread-local depth marks it.
@@ -236,9 +240,18 @@ auto off_arena_stack(F&& body) {
   if constexpr (!std::is_void_v<result>) return c.r;
 }
 // A call into the pager from a wrapper: body() runs as pager code with the asynchronous signals
-// deferred, off a stack in the arena, and its result is returned.
+// deferred, off a stack in the arena, and its result is returned. A program signal that lands
+// on the pager stack on either side of the deferral (the program's handler would find the
+// pager's stack pointer in its context) is kept (signals.cc) and delivered once the thread is
+// back on its own stack.
 template <class F>
 auto pager_call(F&& body) {
+  struct redeliver_kept {
+    bool switched;  // only then can a signal have been kept for this call
+    ~redeliver_kept() {
+      if (switched) (void)uswap::kernel_access_redeliver_deferred();
+    }
+  } after{inside_arena(__builtin_frame_address(0), 1)};
   return off_arena_stack([&] {
     signals_deferred deferred;
     shim_scope scope;

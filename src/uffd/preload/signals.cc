@@ -127,11 +127,13 @@ class handlers_guard {
   sigset_t saved_;
 };
 
-// With seccomp the program's handlers for the asynchronous signals run behind
-// program_signal_entry, which first lets the engine keep a signal that landed while it waited
-// in a call for the program on a stack of the pager's (kernel_access_defer_signal): there the
-// handler would find the pager's stack pointer instead of the thread's, and a collector that
-// stops threads with a signal (SBCL's, Boehm GC's) scans from it, or gives up. The signal is
+// The program's handlers for the asynchronous signals run behind program_signal_entry, which
+// first keeps a signal that landed on a stack of the pager's: while the engine waited in a call
+// for the program (kernel_access_defer_signal, with seccomp), or in a call into the pager from
+// a thread on a stack in the arena (pager_call), where the mask it restores at the end lets a
+// signal that came meanwhile in before the thread is back on its own stack. There the handler
+// would find the pager's stack pointer instead of the thread's, and a collector that stops
+// threads with a signal (SBCL's, Boehm GC's) scans from it, or gives up. The signal is
 // delivered again on the program's context when the call is over. The program reads back the
 // handler and flags it set.
 struct program_handler {
@@ -145,8 +147,14 @@ void program_signal_entry(int sig, siginfo_t* si, void* uc) {
   const int flags = h.flags.load(std::memory_order_relaxed);
   // SA_RESETHAND: the kernel reset the action as it delivered this one, and would not give it
   // to the program's handler a second time.
+  // Kept, too, when it landed in the shim's own pager code on the pager stack, before or after
+  // the signal mask that code holds (pager_call, emulate_call): both redeliver once back.
+  const bool restarts = (flags & SA_RESTART) != 0;
   if (!(flags & SA_RESETHAND) &&
-      uswap::kernel_access_defer_signal(sig, si, uc, (flags & SA_RESTART) != 0))
+      (uswap::kernel_access_defer_signal(sig, si, uc, restarts) ||
+       (uc && in_call_on_pager_stack(reinterpret_cast<const void*>(
+                  static_cast<const ucontext_t*>(uc)->uc_mcontext.gregs[REG_RSP])) &&
+        uswap::kernel_access_keep_signal(sig, si, restarts))))
     return;
   void* const fn = h.fn.load(std::memory_order_acquire);
   if (!fn) return;  // replaced by SIG_DFL or SIG_IGN while this one was on its way
@@ -157,7 +165,7 @@ void program_signal_entry(int sig, siginfo_t* si, void* uc) {
 }
 
 bool wrapped_signal(int sig) noexcept {
-  if (!ready() || !g.seccomp || sig < 1 || sig > 64 || pager_signal(sig)) return false;
+  if (!ready() || sig < 1 || sig > 64 || pager_signal(sig)) return false;
   switch (sig) {
     case SIGKILL: case SIGSTOP: case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE:
     case SIGTRAP: case SIGSYS:
