@@ -1703,11 +1703,13 @@ long emulate_clone(frame& f, bool v3) noexcept {
     }
     child_frame = reinterpret_cast<void*>(uc_at);
   }
-  if (f.call_mask != f.work_mask) set_mask(f.call_mask);  // the child inherits this mask
+  // Made with the handler's mask: the child takes the program's from the context it resumes
+  // (its copy, or the handler's sigreturn), and neither may take a program signal before: the
+  // child's frame would be pushed over that copy, just below its stack pointer, and this
+  // thread's handler would run on the signal stack (a collector would scan the wrong stack).
   const long r = tramp_clone.load(std::memory_order_relaxed)(f.c.nr, f.c.a[0], f.c.a[1], f.c.a[2],
                                                              f.c.a[3], f.c.a[4], f.c.a[5],
                                                              child_frame);
-  if (f.call_mask != f.work_mask) set_mask(f.work_mask);
   if (r == 0) {
     // A fork-like child (no new stack) returns through here: its copy of the CHILD_*TID word
     // stays pinned (the kernel writes it at its exit), the rest it unpins in its own memory.

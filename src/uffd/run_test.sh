@@ -947,6 +947,24 @@ C
   kept=$(tail -n 1 "$tmp/e" | jq '[.processes[].program_signals_deferred] | add')
   [ "${kept:-0}" != null ] && [ "${kept:-0}" -gt 0 ] ||
     fail "no signal that landed on the pager stack was kept for the program's context (${kept})"
+  # A thread that starts threads with clone(2) itself, its tid words on the heap: with seccomp
+  # the clone traps and the pager makes it. It made it with the program's mask, and a signal
+  # that came meanwhile ran the program's handler on the shim's signal stack (off the thread's
+  # stack); each child must still start with its parent's mask. Signals must have landed inside
+  # the trapped clone (the program counts them); without seccomp nothing traps.
+  cc -O2 -pthread -o "$tmp/clone_signal" "$(dirname "${BASH_SOURCE[0]}")/clone_signal_test_program.c" ||
+    fail "cannot build the clone signal program"
+  want=$("$tmp/clone_signal" 2>/dev/null)
+  for args in "--fault-mode sigbus" "--background-reclaim" "--fault-mode handler-thread"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 180 "$uswap" run --limit 8M $args --json -- "$tmp/clone_signal" >"$tmp/o" 2>"$tmp/e" ||
+      fail "($args) signals to a thread in clone: status $?: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) clone_signal printed $(cat "$tmp/o"), plain $want"
+    n=$(sed -n 's/^clone_signal: \([0-9]*\) signals landed inside clone.*/\1/p' "$tmp/e")
+    if [ "$(tail -n 1 "$tmp/e" | jq -r '.processes[0].kernel_access')" = seccomp ]; then
+      [ "${n:-0}" -gt 0 ] || fail "($args) no signal landed inside a trapped clone: $(head -c 300 "$tmp/e")"
+    fi
+  done
   # Boehm GC's collector, the same handshake by a real library: the list the blocked reader
   # holds must survive every collection (the previous shim ran the handler on the pager's stack,
   # the collector scanned from there and freed the list: a segmentation fault).
