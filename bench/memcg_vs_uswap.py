@@ -314,14 +314,22 @@ def run(argv, env, cwd, timeout, pool=None):
                          stderr=err, start_new_session=True)
     peak = 0
     timed_out = False
-    while p.poll() is None:
-        peak = max(peak, tree_rss_anon(p.pid) + (pool() if pool else 0))
-        if time.monotonic() - t0 > timeout:
+    try:
+        while p.poll() is None:
+            peak = max(peak, tree_rss_anon(p.pid) + (pool() if pool else 0))
+            if time.monotonic() - t0 > timeout:
+                os.killpg(p.pid, signal.SIGKILL)
+                timed_out = True
+                p.wait()
+                break
+            time.sleep(SAMPLE_S)
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): the program's session goes too, so that its cgroup
+        # empties and the set-up can be undone.
+        if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
-            timed_out = True
             p.wait()
-            break
-        time.sleep(SAMPLE_S)
+        raise
     wall = time.monotonic() - t0
     rc = p.returncode if p.returncode >= 0 else 128 - p.returncode
     out.seek(0)
@@ -353,6 +361,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--uswap-arg", action="append", default=[])
     a = ap.parse_args()
+    # SIGTERM and SIGHUP end the run as Ctrl-C does, through the set-up's __exit__: killed
+    # outright, it would leave /dev/zram0 swapped on and the cgroup behind.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     uswap = os.path.abspath(a.uswap)
     if not os.access(uswap, os.X_OK):
         ap.error(f"{a.uswap} is not executable")

@@ -12,8 +12,10 @@
 //                memory.max) of the same limit, with swap on a kernel zram device (--comp) as
 //                the only swap, mapping SIZE bytes with mmap and writing them the same way.
 // Set-up needs root; the command uses /sys/block/zram0 if it is unused, else hot-adds a zram
-// device, and undoes everything afterwards (swapoff, zram reset / hot_remove, cgroup removed).
+// device, and undoes everything afterwards (swapoff, zram reset / hot_remove, cgroup removed),
+// also when SIGINT, SIGTERM or SIGHUP ends the run (undo_on_signal).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -174,9 +176,78 @@ uint64_t vmstat(const char* key) {
   return 0;
 }
 
+// What the kernel side set up, for a SIGINT, SIGTERM or SIGHUP that ends the run before the
+// destructor can undo it (an interrupted benchmark left zram0 swapped on, and the next one
+// found it in use): the handler undoes it with system calls alone, on paths copied here
+// beforehand, then dies of the signal. Written only with those signals blocked.
+struct undo_on_signal {
+  static constexpr size_t path_max = 256;
+  pid_t owner = 0;                       // the process that set up (a forked child does not undo)
+  std::atomic<pid_t> child{0};           // the kernel side's child, while it runs
+  char cgroup[path_max] = {};            // rmdir
+  char swap[path_max] = {};              // swapoff
+  char reset[path_max] = {};             // write "1"
+  char hot_remove_id[32] = {};           // written to /sys/class/zram-control/hot_remove
+};
+undo_on_signal undo;
+
+void write_raw(const char* path, const char* value) noexcept {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!::write(fd, value, std::strlen(value));
+  ::close(fd);
+}
+
+void undo_and_die(int sig) {
+  if (::getpid() == undo.owner) {
+    if (const pid_t c = undo.child.load(); c > 0) {
+      ::kill(c, SIGKILL);
+      while (::waitpid(c, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    const timespec ten_ms{0, 10'000'000};
+    if (undo.cgroup[0])
+      for (int i = 0; i < 100 && ::rmdir(undo.cgroup) != 0 && errno == EBUSY; ++i)
+        ::nanosleep(&ten_ms, nullptr);
+    if (undo.swap[0]) ::swapoff(undo.swap);
+    if (undo.reset[0]) write_raw(undo.reset, "1");
+    if (undo.hot_remove_id[0]) write_raw("/sys/class/zram-control/hot_remove", undo.hot_remove_id);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+constexpr int undo_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// Runs f with the undo signals blocked: the handler never sees a half-written path.
+template <class F>
+void with_undo_signals_blocked(F&& f) {
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (int sig : undo_signals) sigaddset(&set, sig);
+  ::pthread_sigmask(SIG_BLOCK, &set, &old);
+  f();
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+void copy_path(char (&to)[undo_on_signal::path_max], const std::string& from) {
+  std::snprintf(to, sizeof to, "%s", from.size() < sizeof to ? from.c_str() : "");
+}
+
 class kernel_swap {
  public:
-  ~kernel_swap() { teardown(); }
+  kernel_swap() {
+    undo.owner = ::getpid();
+    struct sigaction sa {};
+    sa.sa_handler = undo_and_die;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : undo_signals) sigaddset(&sa.sa_mask, sig);
+    for (int sig : undo_signals) ::sigaction(sig, &sa, nullptr);
+  }
+  ~kernel_swap() {
+    teardown();
+    for (int sig : undo_signals) ::signal(sig, SIG_DFL);
+  }
 
   bool setup(const bench_config& c, std::string* err) {
     if (::geteuid() != 0) {
@@ -194,11 +265,15 @@ class kernel_swap {
       }
       dev_ = "zram" + id;
       hot_added_ = id;
+      with_undo_signals_blocked([&] {
+        std::snprintf(undo.hot_remove_id, sizeof undo.hot_remove_id, "%s", id.c_str());
+      });
     } else {
       *err = "no unused zram device (is the zram module loaded?)";
       return false;
     }
     const std::string sys = "/sys/block/" + dev_;
+    with_undo_signals_blocked([&] { copy_path(undo.reset, sys + "/reset"); });
     if (!write_file(sys + "/comp_algorithm", c.comp, err)) return false;
     if (!write_file(sys + "/disksize", std::to_string(c.size + (64ull << 20)), err)) return false;
     configured_ = true;
@@ -208,6 +283,7 @@ class kernel_swap {
       *err = "mkswap " + node + " failed";
       return false;
     }
+    with_undo_signals_blocked([&] { copy_path(undo.swap, node); });
     if (::swapon(node.c_str(), SWAP_FLAG_PREFER | (32767 << SWAP_FLAG_PRIO_SHIFT)) != 0) {
       *err = "swapon " + node + ": " + std::strerror(errno);
       return false;
@@ -217,6 +293,7 @@ class kernel_swap {
     const std::string name = "uswap-uffdbench-" + std::to_string(::getpid());
     if (exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
       cgroup_ = "/sys/fs/cgroup/memory/" + name;
+      with_undo_signals_blocked([&] { copy_path(undo.cgroup, cgroup_); });
       if (::mkdir(cgroup_.c_str(), 0755) != 0) {
         *err = "mkdir " + cgroup_ + ": " + std::strerror(errno);
         cgroup_.clear();
@@ -235,6 +312,7 @@ class kernel_swap {
       }
       (void)write_file(root + "/cgroup.subtree_control", "+memory", err);
       cgroup_ = root + "/" + name;
+      with_undo_signals_blocked([&] { copy_path(undo.cgroup, cgroup_); });
       if (::mkdir(cgroup_.c_str(), 0755) != 0) {
         *err = "mkdir " + cgroup_ + ": " + std::strerror(errno);
         cgroup_.clear();
@@ -257,9 +335,18 @@ class kernel_swap {
       return res;
     }
     const uint64_t out0 = vmstat("pswpout");
-    const pid_t pid = ::fork();
+    pid_t pid = -1;
+    // Known to the handler from its first instruction: a signal finds the child to kill.
+    with_undo_signals_blocked([&] {
+      pid = ::fork();
+      if (pid > 0) undo.child.store(pid);
+      if (pid == 0)
+        for (int sig : undo_signals) ::signal(sig, SIG_DFL);  // the child just dies
+    });
     if (pid < 0) {
       res.error = std::string("fork: ") + std::strerror(errno);
+      ::close(fds[0]);
+      ::close(fds[1]);
       return res;
     }
     if (pid == 0) {
@@ -289,6 +376,7 @@ class kernel_swap {
     rusage ru{};
     while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
+    undo.child.store(0);
     if (n != sizeof got || got[0] < 0) {
       res.error = "the kernel-side child failed (killed by the OOM killer?)";
       return res;
@@ -301,6 +389,13 @@ class kernel_swap {
   }
 
   void teardown() {
+    // The handler would undo the same again, from here on with nothing left to undo.
+    with_undo_signals_blocked([&] { teardown_now(); });
+  }
+
+ private:
+  void teardown_now() {
+    undo.cgroup[0] = undo.swap[0] = undo.reset[0] = undo.hot_remove_id[0] = '\0';
     std::string err;
     if (!cgroup_.empty()) {
       for (int i = 0; i < 100 && ::rmdir(cgroup_.c_str()) != 0 && errno == EBUSY; ++i)
@@ -323,7 +418,6 @@ class kernel_swap {
     }
   }
 
- private:
   std::string dev_;
   std::string hot_added_;
   bool configured_ = false;
