@@ -122,6 +122,7 @@ int main(void) {
     // call's end is handled there too).
     for (unsigned spins = 0; !atomic_load(&in_call) && !atomic_load(&done); ++spins)
       if (spins % 1024 == 1023) sched_yield();
+    if (atomic_load(&done)) break;  // the thread may be gone: no signal for it
     const long before = atomic_load(&handled);
     const int rc = pthread_kill(t, SIGUSR1);
     if (rc != 0 && rc != ESRCH) die("pthread_kill");

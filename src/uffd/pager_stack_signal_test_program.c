@@ -94,9 +94,10 @@ int main(void) {
     // on its way out, still inside it).
     for (unsigned spins = 0; !atomic_load(&in_call) && !atomic_load(&done); ++spins)
       if (spins % 1024 == 1023) sched_yield();
+    if (atomic_load(&done)) break;  // the thread may be gone: no signal for it
     const long before = atomic_load(&handled);
     const int rc = (n & 1) ? pthread_kill(t, SIGUSR1) : pthread_sigqueue(t, SIGUSR1, v);
-    if (rc != 0 && rc != EAGAIN) die("signalling the thread");
+    if (rc != 0 && rc != EAGAIN && rc != ESRCH) die(strerror(rc));
     // One at a time (signals to a thread merge while one is pending): the next once this one
     // was handled.
     while (atomic_load(&handled) == before && !atomic_load(&done)) sched_yield();
