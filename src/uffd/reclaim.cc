@@ -122,7 +122,9 @@ uint64_t pager::impl::shrink(uint64_t nr_min, uint64_t nr_max) noexcept {
     if (spared == 0 && got == 0 && fruitless_budget-- == 0) break;
   }
   if (opts.reclaim_hook)
-    opts.reclaim_hook(opts.reclaim_hook_arg, resident.load(std::memory_order_relaxed),
+    opts.reclaim_hook(opts.reclaim_hook_arg,
+                      resident.load(std::memory_order_relaxed) +
+                          shared_pages.load(std::memory_order_relaxed),
                       store->device().stats().mem_used);
   if (job_ref jr(*this); jr) {
     // What this pass stored may have taken the pools past the pool worker's high watermark:

@@ -206,8 +206,9 @@ struct pager_options {
   // a write into that window. Default nullptr.
   void (*evict_hook)(void* arg, void* page) = nullptr;
   void* evict_hook_arg = nullptr;
-  // Called after every reclaim pass (the moments memory is tightest), with the pages resident
-  // and the compressed pool's bytes then; for statistics that sample the process (uswap run's
+  // Called after every reclaim pass (the moments memory is tightest), with the routed pages
+  // this process maps (resident, and shared with the forked parent that charged them) and the
+  // compressed pool's bytes then; for statistics that sample the process (uswap run's
   // unrouted-memory peak). It runs inside a fault, with map_lock held for reading: it must not
   // call the pager but for stats(), and must be async-signal-safe in sigbus mode. Default
   // nullptr.

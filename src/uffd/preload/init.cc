@@ -97,9 +97,10 @@ uint64_t round_up_pow2(uint64_t v) {
   return p;
 }
 
-// --- What stays unrouted, sampled. RssAnon of the process minus the routed resident pages,
-// the compressed pool and the pager's tables (pager::metadata_bytes) is anonymous memory the
-// pager does not hold: thread stacks, glibc-internal mappings, memory from before the
+// --- What stays unrouted, sampled. RssAnon of the process minus the routed pages it maps (its
+// charge, and the frames a forked child shares with the parent that charged them, which RssAnon
+// counts in both), the compressed pool and the pager's tables (pager::metadata_bytes) is
+// anonymous memory the pager does not hold: thread stacks, glibc-internal mappings, memory from before the
 // constructor, the pager's other bookkeeping.
 // Samples are taken after reclaim passes (when memory is tightest), on mapping changes and at
 // exit, at most every 10 ms. No sampler thread: a thread of its own would make every program
@@ -160,8 +161,8 @@ bool sample_due() noexcept {
          last_sample_ns.compare_exchange_strong(last, now, std::memory_order_relaxed);
 }
 
-void reclaim_sample(void*, uint64_t resident_pages, uint64_t pool_bytes) {
-  if (sample_due()) sample_with(resident_pages * uswap::page_size, pool_bytes);
+void reclaim_sample(void*, uint64_t mapped_pages, uint64_t pool_bytes) {
+  if (sample_due()) sample_with(mapped_pages * uswap::page_size, pool_bytes);
 }
 
 // --- Statistics lines.
@@ -237,7 +238,7 @@ void sample() noexcept {
   if (!ready()) return;
   shim_scope s;
   const pager_stats st = g.pg->stats();
-  sample_with(st.resident_pages * uswap::page_size, st.zram_mem_used_total);
+  sample_with((st.resident_pages + st.shared_pages) * uswap::page_size, st.zram_mem_used_total);
 }
 
 void sample_if_due() noexcept {
