@@ -6,10 +6,10 @@
 // thread's own stack, wherever in the call the signal landed.
 //
 // The thread maps, fills, checks and unmaps buffers in a loop while the main thread signals it
-// whenever it is inside one of those calls (SA_RESTART and SA_SIGINFO, with a value). Prints the buffers' checksum and
-// whether signals were handled; on stderr, how many signals landed while the thread was inside
-// mmap or munmap (so that the caller can see that the case happened). Exits 0, or says what went
-// wrong and exits 1.
+// whenever it is inside one of those calls (SA_RESTART and SA_SIGINFO, with a value). Prints
+// the buffers' checksum and whether signals were handled; on stderr, how many signals landed
+// while the thread was inside mmap or munmap (so that the caller can see that the case
+// happened). Exits 0, or says what went wrong and exits 1.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>

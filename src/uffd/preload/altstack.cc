@@ -184,7 +184,8 @@ bool on_thread_altstack(const void* sp) noexcept {
 }
 
 bool in_call_on_pager_stack(const void* sp) noexcept {
-  const auto* stack = static_cast<const char*>(tls_altstack) + 2 * uswap::page_size + altstack_bytes;
+  const auto* stack =
+      static_cast<const char*>(tls_altstack) + 2 * uswap::page_size + altstack_bytes;
   const auto* p = static_cast<const char*>(sp);
   // The top itself: after the switch, before the first push (and after the last pop).
   return tls_altstack && tls_on_pager_stack && p >= stack && p <= stack + pager_stack_bytes;

@@ -100,8 +100,8 @@ uint64_t round_up_pow2(uint64_t v) {
 // --- What stays unrouted, sampled. RssAnon of the process minus the routed pages it maps (its
 // charge, and the frames a forked child shares with the parent that charged them, which RssAnon
 // counts in both), the compressed pool and the pager's tables (pager::metadata_bytes) is
-// anonymous memory the pager does not hold: thread stacks, glibc-internal mappings, memory from before the
-// constructor, the pager's other bookkeeping.
+// anonymous memory the pager does not hold: thread stacks, glibc-internal mappings, memory from
+// before the constructor, the pager's other bookkeeping.
 // Samples are taken after reclaim passes (when memory is tightest), on mapping changes and at
 // exit, at most every 10 ms. No sampler thread: a thread of its own would make every program
 // multi-threaded, and glibc's fork then walks structures (stdio's FILE list, the NSS state) in
