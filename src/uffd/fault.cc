@@ -110,6 +110,10 @@ int pager::impl::settle_pin(uint64_t idx, bool write) noexcept {
 
 void pager::impl::charge(uint64_t n) noexcept {
   unsigned fruitless = 0, pool_stalls = 0;
+  // The streak of stalls: the backing device's connection losses at its first, and whether the
+  // device was unreachable or lost a connection during it.
+  uint64_t stall_losses = 0;
+  bool stall_unreachable = false;
   bool waited = false;
   for (;;) {
     job_ref jr(*this);
@@ -169,19 +173,32 @@ void pager::impl::charge(uint64_t n) noexcept {
     // balances in a row (each a whole lap of the device: the first lap may only mark pages
     // idle, for the next to write back): the job cannot be held at its limits. The supervisor
     // stops it and says which limit; this fault waits for that rather than map above the limit.
-    if (jr && jr->pool_limit_bytes() &&
-        last_store_error.load(std::memory_order_relaxed) == ENOSPC &&
-        (balance_pool(*jr, UINT64_MAX, pool_balance::when_full) ? (pool_stalls = 0, false)
-                                                                : ++pool_stalls >= 3)) {
+    const bool stalled = jr && jr->pool_limit_bytes() &&
+                         last_store_error.load(std::memory_order_relaxed) == ENOSPC &&
+                         !balance_pool(*jr, UINT64_MAX, pool_balance::when_full);
+    if (!stalled) {
+      pool_stalls = 0;
+    } else {
       const zram_backing_stat bs = store->device().backing_stat();
-      const bool lost = !bs.kind.empty() && !bs.connected;
+      if (pool_stalls++ == 0) {
+        stall_losses = bs.connection_losses;
+        stall_unreachable = false;
+      }
+      stall_unreachable |=
+          !bs.kind.empty() && (!bs.connected || bs.connection_losses != stall_losses);
+    }
+    if (pool_stalls >= 3) {
       // A backing server that cannot be reached may come back (restarted over its storage, a
       // network that heals): the fault waits for writeback to resume as long as a read would
-      // wait for it, then the job stops.
-      if (lost && wait_for_backing(*jr)) {
+      // wait for it, then the job stops. So too when it was unreachable at any balance of the
+      // three, though a connection is up again now: they failed for the server, not for the
+      // pool, and the writer may not have written through the new connection yet.
+      if (stall_unreachable && wait_for_backing(*jr)) {
         pool_stalls = 0;
         continue;
       }
+      const zram_backing_stat bs = store->device().backing_stat();
+      const bool lost = !bs.kind.empty() && !bs.connected;
       jr->set_stop_reason(lost ? job_stop_backing_lost : job_stop_pool_full);
       for (int i = 0; i < 1000 && jr->stop_reason() != job_stop_none; ++i) {
         const timespec ten_ms{0, 10 * 1000 * 1000};

@@ -320,17 +320,22 @@ bool pager::impl::balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headro
     keep = static_cast<uint64_t>(double(mine) * double(target) / double(total));
   keep = std::min(keep, mine_cap);
   const bool over = keep < mine;
+  uint64_t written = 0;
   if (over) {
     const uint64_t excess = mine - keep;
-    if (!opts.backing_dev.empty()) (void)dev.write_back_cold(2 * (excess / page_size) + reclaim_pass);
+    if (!opts.backing_dev.empty())
+      written = dev.write_back_cold(2 * (excess / page_size) + reclaim_pass);
     (void)dev.compact();
   }
   const uint64_t after = dev.stats().mem_used;
   (void)dev.set_mem_limit(pool_device_limit(limit, others, after));
   publish_job_stats(j);
-  // Over its share, the pool is balanced only if it shrank: a page's worth of bytes under the
-  // limit is no room for zsmalloc, which grows by whole zspages.
-  return over ? after < mine : after + page_size <= pool_device_limit(limit, others, 0);
+  // Over its share, the pool made room if it shrank or wrote pages back: the stores of the
+  // faults waiting for room may have taken what the written pages left before this looked
+  // (the pool then stays at its size while pages flow through it to the backing device). A
+  // page's worth of bytes under the limit is no room for zsmalloc, which grows by whole zspages.
+  return over ? after < mine || written != 0
+              : after + page_size <= pool_device_limit(limit, others, 0);
 }
 
 bool pager::impl::wait_for_backing(job& j) noexcept {

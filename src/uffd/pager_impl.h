@@ -658,7 +658,8 @@ struct pager::impl {
   // The job's pool limit: when the members' pools together pass it, this pool shrinks in
   // proportion to its size (and to mine_cap at most), writing cold pages back (with a backing
   // device) and compacting, and the zram device refuses to grow past what the others leave.
-  // Returns whether the pools have room for more, or over their share, whether this one shrank.
+  // Returns whether the pools have room for more, or over their share, whether this one shrank
+  // or wrote pages back (room that the faults' stores may already have taken).
   //   on_reclaim  each reclaim pass (map_lock held): with the pool worker, only the device's
   //               limit is set and the worker kicked past the high watermark, nothing waits;
   //               without it, a balance here if no one else balances now;

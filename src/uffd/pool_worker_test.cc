@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -157,6 +158,57 @@ TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
   EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
   ASSERT_TRUE(pg->unmap(a, a_kept * page_size).ok());
   ASSERT_TRUE(pg->unmap(b, b_max * page_size).ok());
+  pg->leave_job();
+}
+
+// Many threads storing into a pool at its limit while the worker writes back: the stores take
+// the room each of its batches leaves, so the pool is no smaller at the round's end although
+// hundreds of its pages went to the server. That is room made (the pages now on the server),
+// not a pool that cannot shrink: a fault that finds the pool full and waits for such a round
+// must not count it towards the job's stop (three in a row stopped the job, "its compressed
+// pools reached --pool-limit", though the server had room for all of it).
+TEST(PoolWorker, PagesFlowingThroughAFullPoolDoNotStopTheJob) {
+  zram_test::nbdkit_memory server("1G");
+  ASSERT_TRUE(server.ready());
+  constexpr uint64_t limit = 1 * MiB, pool_limit = 2 * MiB;
+  job_options jo;
+  jo.limit_pages = limit / page_size;
+  jo.pool_limit_bytes = pool_limit;
+  auto jc = job::create(jo);
+  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
+  std::shared_ptr<job> j = std::move(jc).value();
+  pager_options o = options(fault_mode::sigbus, limit, 256 * MiB);
+  o.backing_dev = server.uri();
+  auto pg = make_pager(o);
+  ASSERT_TRUE(pg);
+  ASSERT_TRUE(pg->join_job(j).ok());
+
+  // Many more threads than cores, each writing its own 2 MiB and reading it back twice: 48
+  // threads hold 96 times the resident limit, 24 times the pool's (compressed to about half).
+  const unsigned nthreads = 24 * std::max(2u, std::thread::hardware_concurrency());
+  constexpr uint64_t per_thread = 2 * MiB / page_size / testing::work_scale_by(4);
+  auto m = pg->map(nthreads * per_thread * page_size);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  auto* base = static_cast<uint8_t*>(*m);
+  std::atomic<uint64_t> bad{0};
+  testing::run_threads(static_cast<int>(nthreads), [&](int t) {
+    const uint64_t first = static_cast<uint64_t>(t) * per_thread;
+    uint8_t* mine = base + first * page_size;
+    for (uint64_t i = 0; i < per_thread; ++i) fill_page(mine + i * page_size, first + i, 0);
+    for (int round = 0; round < 2; ++round)
+      for (uint64_t i = 0; i < per_thread; ++i)
+        if (!page_matches(mine + i * page_size, first + i, 0)) bad.fetch_add(1);
+  });
+  const pager_stats s = pg->stats();
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(j->stop_reason(), job_stop_none)
+      << "the job was asked to stop though every page could go to the server: " << describe(s);
+  // The pages went through the pool to the server and came back from it.
+  EXPECT_GT(s.bd_writes, nthreads * per_thread / 4) << describe(s);
+  EXPECT_GT(s.bd_reads, 0u) << describe(s);
+  EXPECT_GT(s.pool_full_waits, 0u) << "no store found the pool full: " << describe(s);
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+  ASSERT_TRUE(pg->unmap(base, nthreads * per_thread * page_size).ok());
   pg->leave_job();
 }
 
