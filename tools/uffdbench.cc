@@ -13,7 +13,7 @@
 //                the only swap, mapping SIZE bytes with mmap and writing them the same way.
 // Set-up needs root; the command uses /sys/block/zram0 if it is unused, else hot-adds a zram
 // device, and undoes everything afterwards (swapoff, zram reset / hot_remove, cgroup removed),
-// also when SIGINT, SIGTERM or SIGHUP ends the run (undo_on_signal).
+// also when SIGINT, SIGTERM or SIGHUP ends the run (undo_record).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -176,11 +176,11 @@ uint64_t vmstat(const char* key) {
   return 0;
 }
 
-// What the kernel side set up, for a SIGINT, SIGTERM or SIGHUP that ends the run before the
-// destructor can undo it (an interrupted benchmark left zram0 swapped on, and the next one
-// found it in use): the handler undoes it with system calls alone, on paths copied here
-// beforehand, then dies of the signal. Written only with those signals blocked.
-struct undo_on_signal {
+// What the kernel side set up, the one record of it: the destructor undoes it, and so does a
+// SIGINT, SIGTERM or SIGHUP that ends the run first (an interrupted benchmark left zram0
+// swapped on, and the next one found it in use), with system calls alone on the paths copied
+// here beforehand, before it dies of the signal. Written only with those signals blocked.
+struct undo_record {
   static constexpr size_t path_max = 256;
   pid_t owner = 0;                       // the process that set up (a forked child does not undo)
   std::atomic<pid_t> child{0};           // the kernel side's child, while it runs
@@ -189,13 +189,30 @@ struct undo_on_signal {
   char reset[path_max] = {};             // write "1"
   char hot_remove_id[32] = {};           // written to /sys/class/zram-control/hot_remove
 };
-undo_on_signal undo;
+undo_record undo;
 
 void write_raw(const char* path, const char* value) noexcept {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return;
   (void)!::write(fd, value, std::strlen(value));
   ::close(fd);
+}
+
+// Undoes what `undo` records, with system calls alone (the signal handler runs it too), and
+// forgets it. Each step is recorded before it is taken, so a step that never happened is undone
+// harmlessly (a swapoff of a device not swapped on fails with EINVAL). Returns swapoff's errno,
+// 0 if it succeeded or had nothing to do.
+int undo_now() noexcept {
+  const timespec ten_ms{0, 10'000'000};
+  if (undo.cgroup[0])
+    for (int i = 0; i < 100 && ::rmdir(undo.cgroup) != 0 && errno == EBUSY; ++i)
+      ::nanosleep(&ten_ms, nullptr);
+  int swapoff_error = 0;
+  if (undo.swap[0] && ::swapoff(undo.swap) != 0 && errno != EINVAL) swapoff_error = errno;
+  if (undo.reset[0]) write_raw(undo.reset, "1");
+  if (undo.hot_remove_id[0]) write_raw("/sys/class/zram-control/hot_remove", undo.hot_remove_id);
+  undo.cgroup[0] = undo.swap[0] = undo.reset[0] = undo.hot_remove_id[0] = '\0';
+  return swapoff_error;
 }
 
 void undo_and_die(int sig) {
@@ -205,13 +222,7 @@ void undo_and_die(int sig) {
       while (::waitpid(c, nullptr, 0) < 0 && errno == EINTR) {
       }
     }
-    const timespec ten_ms{0, 10'000'000};
-    if (undo.cgroup[0])
-      for (int i = 0; i < 100 && ::rmdir(undo.cgroup) != 0 && errno == EBUSY; ++i)
-        ::nanosleep(&ten_ms, nullptr);
-    if (undo.swap[0]) ::swapoff(undo.swap);
-    if (undo.reset[0]) write_raw(undo.reset, "1");
-    if (undo.hot_remove_id[0]) write_raw("/sys/class/zram-control/hot_remove", undo.hot_remove_id);
+    (void)undo_now();
   }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
@@ -230,7 +241,7 @@ void with_undo_signals_blocked(F&& f) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-void copy_path(char (&to)[undo_on_signal::path_max], const std::string& from) {
+void copy_path(char (&to)[undo_record::path_max], const std::string& from) {
   std::snprintf(to, sizeof to, "%s", from.size() < sizeof to ? from.c_str() : "");
 }
 
@@ -264,7 +275,6 @@ class kernel_swap {
         return false;
       }
       dev_ = "zram" + id;
-      hot_added_ = id;
       with_undo_signals_blocked([&] {
         std::snprintf(undo.hot_remove_id, sizeof undo.hot_remove_id, "%s", id.c_str());
       });
@@ -276,7 +286,6 @@ class kernel_swap {
     with_undo_signals_blocked([&] { copy_path(undo.reset, sys + "/reset"); });
     if (!write_file(sys + "/comp_algorithm", c.comp, err)) return false;
     if (!write_file(sys + "/disksize", std::to_string(c.size + (64ull << 20)), err)) return false;
-    configured_ = true;
     const std::string node = "/dev/" + dev_;
     const std::string cmd = "mkswap " + node + " >/dev/null 2>&1";
     if (std::system(cmd.c_str()) != 0) {
@@ -288,7 +297,6 @@ class kernel_swap {
       *err = "swapon " + node + ": " + std::strerror(errno);
       return false;
     }
-    swapped_on_ = node;
     // The memory cgroup: v1's memory controller if it is mounted, else v2.
     const std::string name = "uswap-uffdbench-" + std::to_string(::getpid());
     if (exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
@@ -389,39 +397,16 @@ class kernel_swap {
   }
 
   void teardown() {
-    // The handler would undo the same again, from here on with nothing left to undo.
-    with_undo_signals_blocked([&] { teardown_now(); });
+    // Signals blocked: the handler never undoes the same a second time.
+    int swapoff_error = 0;
+    with_undo_signals_blocked([&] { swapoff_error = undo_now(); });
+    if (swapoff_error)
+      std::cerr << "uswap uffdbench: swapoff /dev/" << dev_ << ": " << std::strerror(swapoff_error)
+                << "\n";
   }
 
  private:
-  void teardown_now() {
-    undo.cgroup[0] = undo.swap[0] = undo.reset[0] = undo.hot_remove_id[0] = '\0';
-    std::string err;
-    if (!cgroup_.empty()) {
-      for (int i = 0; i < 100 && ::rmdir(cgroup_.c_str()) != 0 && errno == EBUSY; ++i)
-        ::usleep(10000);
-      cgroup_.clear();
-    }
-    if (!swapped_on_.empty()) {
-      if (::swapoff(swapped_on_.c_str()) != 0)
-        std::cerr << "uswap uffdbench: swapoff " << swapped_on_ << ": " << std::strerror(errno)
-                  << "\n";
-      swapped_on_.clear();
-    }
-    if (configured_) {
-      (void)write_file("/sys/block/" + dev_ + "/reset", "1", &err);
-      configured_ = false;
-    }
-    if (!hot_added_.empty()) {
-      (void)write_file("/sys/class/zram-control/hot_remove", hot_added_, &err);
-      hot_added_.clear();
-    }
-  }
-
   std::string dev_;
-  std::string hot_added_;
-  bool configured_ = false;
-  std::string swapped_on_;
   std::string cgroup_;
   std::string cgroup_version_;
 };
