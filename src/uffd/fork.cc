@@ -285,8 +285,9 @@ status pager::impl::after_fork_child() noexcept {
   // The child's own statistics start now.
   for (std::atomic<uint64_t>* ctr :
        {&c.faults, &c.wp_faults, &c.zero_fills, &c.swap_ins, &c.readahead, &c.swap_outs,
-        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated, &c.shared_spared, &c.shared_write_around,
-        &c.overcharges, &c.swap_out_failures, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
+        &c.clean_evictions, &c.zero_evictions, &c.reclaim_passes, &c.scanned, &c.rotated,
+        &c.shared_spared, &c.shared_write_around, &c.overcharges, &c.swap_out_failures,
+        &c.eviction_batches, &c.store_refusals, &c.fault_ns, &c.compressed_bytes, &c.wp_sweeps,
         &c.wp_sweep_failures, &c.evict_wp_pages, &c.evict_wp_calls, &c.forks, &c.major_faults,
         &c.pgsteal_kswapd, &c.pgsteal_direct, &c.kswapd_wakeups})
     ctr->store(0, std::memory_order_relaxed);

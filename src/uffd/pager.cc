@@ -600,6 +600,8 @@ pager_stats pager::stats() const {
   s.pool_worker_rounds = ld(m.pool_rounds);
   s.pool_full_waits = ld(m.pool_waits);
   s.swap_out_failures = ld(m.c.swap_out_failures);
+  s.eviction_batches = ld(m.c.eviction_batches);
+  s.store_refusals = ld(m.c.store_refusals);
   s.fault_ns = ld(m.c.fault_ns);
   {
     uint64_t hist[latency_buckets], total = 0;

@@ -403,6 +403,7 @@ struct pager::impl {
     std::atomic<uint64_t> reclaim_passes{0}, scanned{0}, rotated{0}, overcharges{0};
     std::atomic<uint64_t> shared_spared{0}, shared_write_around{0};
     std::atomic<uint64_t> swap_out_failures{0}, fault_ns{0}, compressed_bytes{0};
+    std::atomic<uint64_t> eviction_batches{0}, store_refusals{0};
     std::atomic<uint64_t> wp_sweeps{0}, wp_sweep_failures{0}, evict_wp_pages{0}, evict_wp_calls{0};
     std::atomic<uint64_t> forks{0};
     std::atomic<uint64_t> pgsteal_kswapd{0}, pgsteal_direct{0}, kswapd_wakeups{0};

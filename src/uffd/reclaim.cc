@@ -339,6 +339,7 @@ unsigned pager::impl::evict(uint32_t* v, unsigned n) noexcept {
     USWAP_ASSERT_HELD(ptes[v[i]]);
     p.kind[i] = eviction_pass::stored;
   }
+  c.eviction_batches.fetch_add(1, std::memory_order_relaxed);
   evict_write_protect(p);
   evict_copy_out(p);
   if (opts.evict_hook)
@@ -426,9 +427,13 @@ void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
   }
 }
 
-// 2. Copy out, compress, store. A clean swap-cache page already has its copy.
+// 2. Copy out, compress, store. A clean swap-cache page already has its copy. Once the device
+//    refuses a store for want of room (its mem_limit), the pass's other pages are not compressed
+//    only to be refused too (zswap's pool_reached_full, for one pass): they stay, as a refused
+//    page would; zero pages, which need no room, still go.
 void pager::impl::evict_copy_out(eviction_pass& p) noexcept {
   staging_buffer buf;
+  bool pool_full = false;
   for (unsigned i = 0; i < p.n; ++i) {
     if (p.kind[i] == eviction_pass::failed) continue;
     const uint64_t st = page_lock::load_data(ptes[p.v[i]]);
@@ -447,12 +452,21 @@ void pager::impl::evict_copy_out(eviction_pass& p) noexcept {
       p.kind[i] = eviction_pass::zero;
       continue;
     }
+    if (pool_full) {
+      p.kind[i] = eviction_pass::failed;
+      c.swap_out_failures.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     uint32_t csize = 0;
     swap_entry e;
     if (const int err = store->store(buf.data, &e, &csize); err != 0) {
       p.kind[i] = eviction_pass::failed;
       c.swap_out_failures.fetch_add(1, std::memory_order_relaxed);
       last_store_error.store(err, std::memory_order_relaxed);
+      if (err == ENOSPC) {
+        c.store_refusals.fetch_add(1, std::memory_order_relaxed);
+        pool_full = true;
+      }
       continue;
     }
     if (last_store_error.load(std::memory_order_relaxed) != 0)

@@ -245,6 +245,10 @@ struct pager_stats {
   uint64_t pgsteal_direct = 0;       // pages evicted by faults over the limit
   uint64_t kswapd_wakeups = 0;       // times a charge woke background reclaim
   uint64_t swap_out_failures = 0;    // victims kept because swap or zram was full
+  uint64_t eviction_batches = 0;     // batches of victims evicted together (a pass has one or more)
+  uint64_t store_refusals = 0;       // stores the device refused for want of room (its mem_limit
+                                     // or swap space): each a compression done for nothing, at
+                                     // most one per batch
   // In a job with a pool limit and a backing device: rounds of the pool worker (the thread
   // that writes cold pages back), and faults that waited for one because the pool was full.
   uint64_t pool_worker_rounds = 0;
