@@ -428,9 +428,9 @@ void pager::impl::evict_write_protect(eviction_pass& p) noexcept {
 }
 
 // 2. Copy out, compress, store. A clean swap-cache page already has its copy. Once the device
-//    refuses a store for want of room (its mem_limit), the pass's other pages are not compressed
-//    only to be refused too (zswap's pool_reached_full, for one pass): they stay, as a refused
-//    page would; zero pages, which need no room, still go.
+//    refuses a store for want of room (its mem_limit, or no swap slot), the batch's other pages
+//    are not compressed only to be refused too (zswap's pool_reached_full, for one batch): they
+//    stay, as a refused page would; zero pages, which need no room, still go.
 void pager::impl::evict_copy_out(eviction_pass& p) noexcept {
   staging_buffer buf;
   bool pool_full = false;
