@@ -1322,6 +1322,10 @@ nbd)
   [ "$(jq .job.swap_outs <<<"$json")" -gt 0 ] || fail "nothing was paged"
   [ "$(jq .job.bd_writes <<<"$json")" -gt 0 ] || fail "nothing reached the NBD server"
   [ "$(jq .job.bd_reads <<<"$json")" -gt 0 ] || fail "nothing came back from the NBD server"
+  # A batch of victims stops storing at the device's first refusal (the pool at its limit): the
+  # rest of it is not compressed only to be refused too, so never more refusals than batches.
+  jq -e '[.processes[] | select(.store_refusals > .eviction_batches)] | length == 0' <<<"$json" >/dev/null ||
+    fail "more stores refused than eviction batches: $(jq -c '[.processes[] | {store_refusals, eviction_batches, swap_out_failures}]' <<<"$json")"
   # The limits and a little: four sorting threads sometimes find every page pinned and
   # map above the limit (overcharges, counted in the JSON) rather than fail a fault.
   [ "$(jq .job.peak_footprint_bytes <<<"$json")" -le $(((32 + 16 + 4) << 20)) ] || fail "footprint past the limits: $(jq -c .job <<<"$json")"

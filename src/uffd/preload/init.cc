@@ -268,7 +268,8 @@ void write_stats(const char* event) noexcept {
       ",\"swap_outs\":%" PRIu64 ",\"clean_evictions\":%" PRIu64 ",\"zero_evictions\":%" PRIu64
       ",\"swap_out_bytes\":%" PRIu64 ",\"compressed_bytes\":%" PRIu64 ",\"fault_ns\":%" PRIu64
       ",\"fault_p50_ns\":%" PRIu64 ",\"fault_p99_ns\":%" PRIu64 ",\"overcharges\":%" PRIu64
-      ",\"swap_out_failures\":%" PRIu64 ",\"zram_mem_used_max\":%" PRIu64
+      ",\"swap_out_failures\":%" PRIu64 ",\"store_refusals\":%" PRIu64
+      ",\"eviction_batches\":%" PRIu64 ",\"zram_mem_used_max\":%" PRIu64
       ",\"mapped_bytes\":%" PRIu64 ",\"mappings\":%" PRIu64 ",\"foreign_bytes\":%" PRIu64
       ",\"forks\":%" PRIu64 ",\"trapped_syscalls\":%" PRIu64 ",\"emulated_syscalls\":%" PRIu64
       ",\"restarted_waits\":%" PRIu64 ",\"retrapped_waits\":%" PRIu64
@@ -286,7 +287,8 @@ void write_stats(const char* event) noexcept {
       peak_unrouted.load(), peak_anon.load(), status.number("VmHWM:") * 1024, st.faults,
       st.wp_faults, st.zero_fills, st.swap_ins, st.swap_outs, st.clean_evictions, st.zero_evictions,
       st.swap_out_bytes, st.compressed_bytes, st.fault_ns, st.fault_p50_ns, st.fault_p99_ns,
-      st.overcharges, st.swap_out_failures, st.zram_mem_used_max, st.mapped_bytes, st.mappings,
+      st.overcharges, st.swap_out_failures, st.store_refusals, st.eviction_batches,
+      st.zram_mem_used_max, st.mapped_bytes, st.mappings,
       st.foreign_bytes, st.forks, ka.trapped, ka.emulated, ka.restarted, ka.retrapped,
       ka.deferred_signals, now_ns() - g.start_ns, st.reclaim_passes,
       st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls, status.number("RssFile:") * 1024,
