@@ -12,6 +12,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "../zram/backing_nbd_test.h"
@@ -34,23 +35,40 @@ using namespace uffd_test;
 
 zram_backing_stat backing_of(const pager& pg) { return pg.backing_stat(); }
 
+// A sigbus pager of 256 MiB with a resident limit, writing back to the NBD export at `uri`, in
+// a job of its own with that limit and `pool_limit` (*j). nullptr, the failure reported, if any
+// step fails.
+std::shared_ptr<pager> pager_in_job(uint64_t limit, uint64_t pool_limit, const std::string& uri,
+                                    std::shared_ptr<job>* j) {
+  job_options jo;
+  jo.limit_pages = limit / page_size;
+  jo.pool_limit_bytes = pool_limit;
+  auto jc = job::create(jo);
+  if (!jc.ok()) {
+    ADD_FAILURE() << jc.error().to_string();
+    return nullptr;
+  }
+  *j = std::move(jc).value();
+  pager_options o = options(fault_mode::sigbus, limit, 256 * MiB);
+  o.backing_dev = uri;
+  auto pg = make_pager(o);
+  if (!pg) return nullptr;  // make_pager reported why
+  if (status st = pg->join_job(*j); !st.ok()) {
+    ADD_FAILURE() << "join_job: " << st.to_string();
+    return nullptr;
+  }
+  return pg;
+}
+
 TEST(PoolWorker, AStalledServerDelaysWritebackNotFaults) {
   zram_test::nbdkit_memory server("256M");
   ASSERT_TRUE(server.ready());
   // A resident limit of 512 KiB and a pool of 4 MiB: most of what the program holds is pooled
   // or written back.
   constexpr uint64_t limit = 512 * 1024, pool_limit = 4 * MiB;
-  job_options jo;
-  jo.limit_pages = limit / page_size;
-  jo.pool_limit_bytes = pool_limit;
-  auto jc = job::create(jo);
-  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
-  std::shared_ptr<job> j = std::move(jc).value();
-  pager_options o = options(fault_mode::sigbus, limit, 256 * MiB);
-  o.backing_dev = server.uri();
-  auto pg = make_pager(o);
+  std::shared_ptr<job> j;
+  auto pg = pager_in_job(limit, pool_limit, server.uri(), &j);
   ASSERT_TRUE(pg);
-  ASSERT_TRUE(pg->join_job(j).ok());
 
   // 24 MiB written with the server answering: six times the pool (three times, compressed), so
   // the worker writes back.
@@ -171,17 +189,9 @@ TEST(PoolWorker, PagesFlowingThroughAFullPoolDoNotStopTheJob) {
   zram_test::nbdkit_memory server("1G");
   ASSERT_TRUE(server.ready());
   constexpr uint64_t limit = 1 * MiB, pool_limit = 2 * MiB;
-  job_options jo;
-  jo.limit_pages = limit / page_size;
-  jo.pool_limit_bytes = pool_limit;
-  auto jc = job::create(jo);
-  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
-  std::shared_ptr<job> j = std::move(jc).value();
-  pager_options o = options(fault_mode::sigbus, limit, 256 * MiB);
-  o.backing_dev = server.uri();
-  auto pg = make_pager(o);
+  std::shared_ptr<job> j;
+  auto pg = pager_in_job(limit, pool_limit, server.uri(), &j);
   ASSERT_TRUE(pg);
-  ASSERT_TRUE(pg->join_job(j).ok());
 
   // Many more threads than cores, each writing its own 2 MiB and reading it back twice: 48
   // threads hold 96 times the resident limit, 24 times the pool's (compressed to about half).
