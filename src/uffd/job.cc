@@ -23,7 +23,7 @@ namespace uswap {
 namespace {
 
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
-constexpr uint32_t job_version = 4;
+constexpr uint32_t job_version = 5;
 
 enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
 
@@ -66,6 +66,10 @@ struct alignas(cache_line_size) job::member {
   char comm[16];
   uint64_t usage;  // under the job lock
   std::atomic<uint64_t> usage_seen;  // a copy for lock-free readers
+  // Under the job lock: pages this member still waits for (begin_wait to end_wait); room given
+  // back meanwhile goes to it first, into its usage and `granted` (which it takes lock-free).
+  uint64_t waiting;
+  std::atomic<uint64_t> granted;
   alignas(cache_line_size) std::atomic<uint64_t> reclaim_request;
   // What the member took of its requests and is evicting now (take_reclaim_request until
   // reclaim_served): other askers do not ask for it again.
@@ -95,6 +99,7 @@ struct job::shared {
   uint64_t owner_dead_repairs;
   uint64_t exited[JOB_STAT_COUNT];
   unsigned slots_hint;  // every slot not free is below it
+  unsigned waiters;     // slots with waiting != 0
   // Lock-free readers.
   alignas(cache_line_size) std::atomic<uint64_t> charge_seen;
   std::atomic<uint64_t> peak_charge;
@@ -129,9 +134,15 @@ class job::lock_guard {
 
 void job::repair_locked() noexcept {
   uint64_t sum = 0;
-  for (unsigned i = 0; i < s_->slots_hint; ++i)
-    if (s_->members[i].state.load(std::memory_order_relaxed) != slot_free) sum += s_->members[i].usage;
+  unsigned waiters = 0;
+  for (unsigned i = 0; i < s_->slots_hint; ++i) {
+    const member& m = s_->members[i];
+    if (m.state.load(std::memory_order_relaxed) == slot_free) continue;
+    sum += m.usage;
+    waiters += m.waiting != 0;
+  }
   s_->charge = sum;
+  s_->waiters = waiters;
   s_->charge_seen.store(sum, std::memory_order_relaxed);
   ++s_->owner_dead_repairs;
 }
@@ -243,6 +254,8 @@ result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start
     name_member(m.comm, comm);
     m.usage = usage;
     m.usage_seen.store(usage, std::memory_order_relaxed);
+    m.waiting = 0;
+    m.granted.store(0, std::memory_order_relaxed);
     m.reclaim_request.store(0, std::memory_order_relaxed);
     m.reclaim_serving.store(0, std::memory_order_relaxed);
     m.signalled.store(0, std::memory_order_relaxed);
@@ -335,10 +348,14 @@ void job::leave(unsigned slot) noexcept {
   lock_guard g(*this);
   member& m = s_->members[slot];
   if (m.state.load(std::memory_order_relaxed) == slot_free) return;
-  s_->charge -= std::min(s_->charge, m.usage);
-  s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+  if (m.waiting != 0) {
+    m.waiting = 0;
+    --s_->waiters;
+  }
+  const uint64_t usage = m.usage;
   m.usage = 0;
   m.usage_seen.store(0, std::memory_order_relaxed);
+  give_back_locked(usage);
   for (unsigned k = JOB_CUMULATIVE; k < JOB_STAT_COUNT; ++k)
     s_->exited[k] += m.stat[k].load(std::memory_order_relaxed);
   s_->exited[JOB_POOL_PEAK] = std::max(s_->exited[JOB_POOL_PEAK], m.stat[JOB_POOL_PEAK].load(std::memory_order_relaxed));
@@ -444,8 +461,51 @@ void job::unreserve(unsigned slot, uint64_t n) noexcept {
   n = std::min(n, m.usage);
   m.usage -= n;
   m.usage_seen.store(m.usage, std::memory_order_relaxed);
+  give_back_locked(n);
+}
+
+void job::give_back_locked(uint64_t n) noexcept {
   s_->charge -= std::min(s_->charge, n);
+  // The room goes to the members waiting for it first (lowest slot first), never beyond the
+  // limit: a job overcharged gets below it before anyone is given more.
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  for (unsigned i = 0; s_->waiters != 0 && i < hint && s_->charge < s_->limit_pages; ++i) {
+    member& w = s_->members[i];
+    if (w.waiting == 0 || w.state.load(std::memory_order_relaxed) != slot_live) continue;
+    const uint64_t x = std::min(w.waiting, s_->limit_pages - s_->charge);
+    s_->charge += x;
+    w.usage += x;
+    w.usage_seen.store(w.usage, std::memory_order_relaxed);
+    w.granted.fetch_add(x, std::memory_order_relaxed);
+    w.waiting -= x;
+    if (w.waiting == 0) --s_->waiters;
+  }
   s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+}
+
+void job::begin_wait(unsigned slot, uint64_t pages) noexcept {
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (pages == 0) return;
+  if (m.waiting == 0) ++s_->waiters;
+  m.waiting = pages;
+}
+
+uint64_t job::take_granted(unsigned slot) noexcept {
+  std::atomic<uint64_t>& g = s_->members[slot].granted;
+  return g.load(std::memory_order_relaxed) != 0 ? g.exchange(0, std::memory_order_relaxed) : 0;
+}
+
+uint64_t job::end_wait(unsigned slot) noexcept {
+  {
+    lock_guard g(*this);
+    member& m = s_->members[slot];
+    if (m.waiting != 0) {
+      m.waiting = 0;
+      --s_->waiters;
+    }
+  }
+  return take_granted(slot);
 }
 
 uint64_t job::usage(unsigned slot) const noexcept {

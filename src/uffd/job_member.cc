@@ -224,8 +224,16 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
   constexpr uint64_t wait_backoff_ns = uint64_t{1000} * 1000 * 1000;
   const uint64_t failed = job_wait_failed_ns.load(std::memory_order_relaxed);
   if (failed != 0 && coarse_clock_ns() - failed < wait_backoff_ns) return false;
+  // Waiting before asking: the room the target makes is this member's from its first page.
+  j.begin_wait(jslot, excess);
+  uint64_t got = 0;
+  auto take = [&](uint64_t g) {
+    reserved.fetch_add(g, std::memory_order_relaxed);
+    got += g;
+    return got >= excess;
+  };
   const auto t = j.request_reclaim(jslot, excess + reclaim_pass);
-  if (!t) return false;  // this member holds a fair share: it evicts its own
+  if (!t) return take(j.end_wait(jslot));  // this member holds a fair share: it evicts its own
   job_waits.fetch_add(1, std::memory_order_relaxed);
   // The member's reclaim thread serves it at once, whatever the member is doing; each
   // millisecond the request is still there, it is kicked again. A member without one serves it
@@ -238,12 +246,14 @@ bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
       nudge(j, *t);
     const timespec one_ms{0, 1000 * 1000};
     ::nanosleep(&one_ms, nullptr);
-    if (const uint64_t got = j.try_reserve(jslot, excess, excess + job_charge_batch)) {
-      reserved.fetch_add(got, std::memory_order_relaxed);
+    if (take(j.take_granted(jslot)) ||
+        take(j.try_reserve(jslot, excess - got, excess - got + job_charge_batch))) {
+      take(j.end_wait(jslot));
       job_wait_failed_ns.store(0, std::memory_order_relaxed);
       return true;
     }
   }
+  if (take(j.end_wait(jslot))) return true;
   job_wait_failed_ns.store(coarse_clock_ns(), std::memory_order_relaxed);
   return false;  // nobody made room: evict what this member has
 }

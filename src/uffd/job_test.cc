@@ -435,6 +435,133 @@ TEST(Job, AMemberUnderItsFairShareAsksTheLargestAboveIt) {
   EXPECT_EQ(j->signal(), SIGRTMAX - 2);
 }
 
+// Room given back while a member waits for it goes to that member, up to what it waits for,
+// before any other may reserve it; never beyond the limit, and not after the wait ended.
+TEST(Job, RoomGivenBackGoesToTheMemberWaitingForIt) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto hog = j->join(::getpid(), "hog");
+  auto waiter = j->join(::getpid(), "waiter");
+  auto other = j->join(::getpid(), "other");
+  ASSERT_TRUE(hog.ok() && waiter.ok() && other.ok());
+  ASSERT_EQ(j->try_reserve(*hog, 1000, 1000), 1000u);
+  j->begin_wait(*waiter, 40);
+  j->unreserve(*hog, 30);
+  EXPECT_EQ(j->try_reserve(*other, 1, 1), 0u) << "another member took room given to the waiter";
+  EXPECT_EQ(j->usage(*waiter), 30u);
+  EXPECT_EQ(j->take_granted(*waiter), 30u);
+  EXPECT_EQ(j->take_granted(*waiter), 0u) << "a grant is taken once";
+  j->unreserve(*hog, 30);  // 10 more to the waiter, 20 free
+  EXPECT_EQ(j->usage(*waiter), 40u);
+  EXPECT_EQ(j->try_reserve(*other, 20, 50), 20u);
+  EXPECT_EQ(j->end_wait(*waiter), 10u);
+  j->unreserve(*hog, 5);  // the wait is over: free room
+  EXPECT_EQ(j->usage(*waiter), 40u);
+  EXPECT_EQ(j->try_reserve(*other, 5, 5), 5u);
+  EXPECT_EQ(j->charge(), 1000u);
+
+  // Overcharged (pages mapped above the limit): room given back first brings the job under it.
+  j->force_reserve(*hog, 8);
+  j->begin_wait(*waiter, 16);
+  j->unreserve(*hog, 12);
+  EXPECT_EQ(j->take_granted(*waiter), 4u);
+  EXPECT_EQ(j->charge(), 1000u);
+  // A member that leaves gives its usage to the waiter too.
+  j->leave(*other);
+  EXPECT_EQ(j->end_wait(*waiter), 12u);
+  EXPECT_EQ(j->usage(*waiter), 56u);
+  EXPECT_EQ(j->charge(), 1000u - 25u + 12u);
+  // A waiter that leaves waits no more: what it held is free room.
+  j->begin_wait(*waiter, 8);
+  j->leave(*waiter);
+  j->unreserve(*hog, 1);
+  const job_view v = j->view();
+  ASSERT_EQ(v.members.size(), 1u);
+  EXPECT_EQ(v.charge, v.members[0].usage);
+}
+
+// The five-process fork tree's children, with nothing of their own to evict, asked the parent
+// for room and waited, while the other members' faults reserved every page the parent gave
+// back: after 200 ms the waiter mapped above the limit. Here the holder gives room back a few
+// pages at a time while greedy members reserve all the time; once it has given what the waiter
+// asked for, the waiter must hold it, every round.
+TEST(JobConcurrency, RoomMadeForAWaitingMemberIsNotTakenByOthers) {
+  constexpr uint64_t limit = 1024, need = 32, step = 4;
+  constexpr int greedy = 3;  // with the waiter and the holder, more threads than cores
+  const int rounds = 400 / testing::work_scale;
+  auto j = make_job(limit);
+  ASSERT_TRUE(j);
+  auto holder = j->join(::getpid(), "holder");
+  auto waiter = j->join(::getpid(), "waiter");
+  ASSERT_TRUE(holder.ok() && waiter.ok());
+  std::vector<unsigned> greedy_slots;
+  for (int g = 0; g < greedy; ++g) {
+    auto s = j->join(::getpid(), "greedy");
+    ASSERT_TRUE(s.ok());
+    greedy_slots.push_back(*s);
+  }
+  ASSERT_EQ(j->try_reserve(*holder, limit, limit), limit);
+  std::atomic<int> asked{0}, served{0};
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> short_rounds{0}, over_limit{0}, taken_while_waiting{0};
+  std::atomic<bool> waiting{false};
+  testing::run_threads(2 + greedy, [&](int t) {
+    if (t == 0) {  // the waiter: asks, waits for the holder to have given `need`, checks
+      for (int r = 1; r <= rounds; ++r) {
+        j->begin_wait(*waiter, need);
+        waiting.store(true);
+        asked.store(r);
+        while (served.load() < r) std::this_thread::yield();
+        waiting.store(false);
+        uint64_t got = j->take_granted(*waiter);
+        got += j->end_wait(*waiter);
+        // What is free now, as the pager's wait also tries: the room is there unless taken.
+        if (got < need) got += j->try_reserve(*waiter, need - got, need - got);
+        if (got < need) short_rounds.fetch_add(1);
+        j->unreserve(*waiter, got);
+      }
+      done.store(true);
+    } else if (t == 1) {  // the holder: gives back in steps, as eviction passes do; takes room back
+      int seen = 0;
+      while (!done.load()) {
+        if (asked.load() > seen) {
+          ++seen;
+          for (uint64_t given = 0; given < need; given += step) {
+            while (j->usage(*holder) < step && j->try_reserve(*holder, step, step) == 0)
+              std::this_thread::yield();
+            j->unreserve(*holder, step);
+          }
+          served.store(seen);
+        } else if (j->try_reserve(*holder, 1, 8) == 0) {
+          std::this_thread::yield();
+        }
+      }
+    } else {  // greedy: reserves whatever room there is, gives its pages back 64 at a time
+      const unsigned s = greedy_slots[static_cast<size_t>(t - 2)];
+      uint64_t held = 0;
+      while (!done.load()) {
+        const uint64_t got = j->try_reserve(s, 1, 1);
+        held += got;
+        if (got && waiting.load()) taken_while_waiting.fetch_add(1);
+        if (j->charge() > limit) over_limit.fetch_add(1);
+        if (held >= 64 || got == 0) {
+          j->unreserve(s, held);
+          held = 0;
+        }
+      }
+      j->unreserve(s, held);
+    }
+  });
+  EXPECT_EQ(short_rounds.load(), 0u) << "rounds whose room for the waiter went to others";
+  EXPECT_EQ(over_limit.load(), 0u);
+  EXPECT_GT(taken_while_waiting.load(), 0u) << "no other member reserved while the waiter waited";
+  const job_view v = j->view();
+  uint64_t sum = 0;
+  for (const auto& m : v.members) sum += m.usage;
+  EXPECT_EQ(v.charge, sum);
+  EXPECT_LE(v.peak_charge, limit);
+}
+
 // A fork's child is a copy of its parent's resident pages and pool from the moment it exists:
 // the others' pool limits and the footprint count its slot before it runs (and publishes).
 TEST(Job, AChildNotYetRunningCountsItsCopyOfTheParentsPool) {

@@ -12,7 +12,8 @@
 //
 // Pressure: a member that cannot get a batch evicts its own pages, unless it holds less than
 // its fair share (limit / live members) while another member holds more: then it asks the
-// member with the largest usage to reclaim (reclaim_request) and waits a bounded time for room.
+// member with the largest usage to reclaim (reclaim_request) and waits a bounded time for room,
+// which is handed to it as it is given back (begin_wait), not left for the next member to charge.
 // The member's reclaim thread serves the request at once (kick_kswapd wakes it through a futex
 // in the segment); a member without one serves it at its next fault, or from a signal when it
 // is idle in a system call that the signal cannot disturb (job_member.cc, quiet_to_interrupt).
@@ -41,9 +42,9 @@
 //
 // Thread-safety: every function may be called from any thread of any member; the shared state
 // is atomics and data under the job lock. A job object is one process's view of the segment.
-// Invariants (job lock held): charge == sum of usage over slots not free; a slot is free,
-// live (a member is using it), dead (its process is gone, its usage not yet returned) or
-// reserved for a child not yet adopted.
+// Invariants (job lock held): charge == sum of usage over slots not free; waiters == slots
+// with waiting != 0, none of them free; a slot is free, live (a member is using it), dead (its
+// process is gone, its usage not yet returned) or reserved for a child not yet adopted.
 #pragma once
 
 #include <pthread.h>
@@ -238,8 +239,18 @@ class job {
   uint64_t try_reserve(unsigned slot, uint64_t need, uint64_t want) noexcept;
   // Reserves `n` pages beyond the limit (an overcharge: nothing could be evicted).
   void force_reserve(unsigned slot, uint64_t n) noexcept;
-  // Gives back `n` reserved pages (at most the slot's usage).
+  // Gives back `n` reserved pages (at most the slot's usage); members waiting for room get them
+  // first (begin_wait).
   void unreserve(unsigned slot, uint64_t n) noexcept;
+  // A member that asked another for room (request_reclaim) waits for it: room given back from
+  // begin_wait until end_wait (unreserve, a member leaving) goes to it first, up to `pages` in
+  // all, added to its usage at once so that no other member's fault takes it meanwhile (memcg
+  // needs no such hand-off: there every task reclaims the cgroup's pages itself, here a member
+  // evicts only its own). take_granted returns what was given since it last took (lock-free);
+  // end_wait ends the wait and returns what is left to take.
+  void begin_wait(unsigned slot, uint64_t pages) noexcept;
+  uint64_t take_granted(unsigned slot) noexcept;
+  uint64_t end_wait(unsigned slot) noexcept;
   uint64_t usage(unsigned slot) const noexcept;
   // The job's charge now (a lock-free snapshot).
   uint64_t charge() const noexcept;
@@ -301,6 +312,8 @@ class job {
   job(int fd, shared* s, size_t bytes) noexcept : fd_(fd), s_(s), bytes_(bytes) {}
   std::atomic<uint16_t>* block_refs() const noexcept;
   void repair_locked() noexcept;
+  // The job's charge less n (pages a member gave back), then the room to waiting members.
+  void give_back_locked(uint64_t n) noexcept;
   result<unsigned> take_slot_locked(uint32_t state, pid_t pid, uint64_t start,
                                     std::string_view comm, uint64_t usage);
   friend void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n);
