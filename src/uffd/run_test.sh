@@ -1032,6 +1032,10 @@ C
   # (MariaDB's shutdown waits for its signal thread): in both fault modes, with a kswapd thread.
   in_three_modes sigwait_test_program "a process-directed signal missed the sigwait thread" \
     swap_outs_of_run "the sigwait program was not paged"
+  # A vfork child that resets its handlers before exec (gdb starting its inferior) leaves its
+  # parent's handlers in place: the parent still sees SIGCHLD (gdb waited for ever without it).
+  in_three_modes vfork_signal_test_program "a vfork child's SIG_DFL took its parent's handler" \
+    swap_outs_of_run "the vfork program was not paged"
   # setpriv --reuid --regid (as PostgreSQL's case starts its server): it raises its capabilities
   # again with capset after setresuid, then calls setresgid, which glibc makes every thread do;
   # the pager's threads must share the caller's capabilities by then, or glibc aborts.

@@ -175,6 +175,29 @@ bool wrapped_signal(int sig) noexcept {
   }
 }
 
+// sigaction in a child that shares this memory but not the kernel's actions (vfork; a clone
+// with CLONE_VM and no CLONE_SIGHAND): the table of the program's handlers is its parent's, so
+// the child's actions go to the kernel as they are. A vfork child resets its handlers to SIG_DFL
+// before exec (gdb starting its inferior, a shell): written to the table, that took the
+// parent's handler away while the parent's kernel action still named the entry, and gdb never
+// saw another SIGCHLD. What the child inherited reads back as the parent's handler.
+int shared_memory_child_sigaction(int sig, const struct sigaction* act,
+                                  struct sigaction* old) noexcept {
+  struct sigaction a {}, o{};
+  if (act) a = *act;
+  const int r = lc().sigaction(sig, act ? &a : nullptr, &o);
+  if (r != 0) return r;
+  if (o.sa_sigaction == &program_signal_entry && sig >= 1 && sig <= 64) {
+    const program_handler& h = program_handlers[sig];
+    const int mine = SA_SIGINFO | SA_ONSTACK;
+    o.sa_sigaction =
+        reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h.fn.load(std::memory_order_relaxed));
+    o.sa_flags = (o.sa_flags & ~mine) | (h.flags.load(std::memory_order_relaxed) & mine);
+  }
+  if (old) *old = o;
+  return 0;
+}
+
 int program_sigaction(int sig, const struct sigaction* act, struct sigaction* old) noexcept {
   // `act` and `old` are copied outside the lock (either may be arena memory, which may fault).
   struct sigaction a {}, o{};
@@ -321,6 +344,11 @@ USWAP_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigactio
       act = &copy;
     }
   }
+  // A child sharing this memory (vfork) resets a pager signal before exec: the chained action
+  // is its parent's, and the child, running on the parent's pager until exec, keeps the shim's
+  // handler; exec resets it anyway. It reads the action back, nothing more.
+  const bool shared_memory_child = ready() && uswap::raw_syscall(SYS_getpid) != g.pid;
+  if (shared_memory_child && pager_signal(sig)) act = nullptr;
   if (pager_signal(sig) && !in_pager_code()) {
     shim_scope s;
     if (sig == SIGBUS && g.sigbus_mode) {
@@ -333,6 +361,7 @@ USWAP_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigactio
     }
     return 0;
   }
+  if (shared_memory_child) return shared_memory_child_sigaction(sig, act, old);
   if (wrapped_signal(sig)) return program_sigaction(sig, act, old);
   if (handlers_onstack.load(std::memory_order_acquire)) return onstack_sigaction(sig, act, old);
   return lc().sigaction(sig, act, old);
