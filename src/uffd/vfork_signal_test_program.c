@@ -4,7 +4,8 @@
  * shim keeps the program's handlers in a table of its own behind one entry point, and the
  * child's SIG_DFL for SIGCHLD once emptied the parent's entry: gdb never saw another SIGCHLD
  * and waited for ever. Checked here: after such a child, the parent's SIGCHLD handler runs for
- * a child that stops and one that exits, sigaction reads back its handler, and its own SIGBUS
+ * a child that stops and one that exits, sigaction reads back its handler, sigaltstack the
+ * alternate stack the parent set (the child disabled its own), and its own SIGBUS
  * handler still gets a SIGBUS that is not a pager fault (a read past the end of a file). The
  * program's memory is paged meanwhile (twice the 8 MiB limit of run_test.sh). Prints one line;
  * exits 0 when every check holds. */
@@ -55,6 +56,10 @@ static void vfork_resetting_child(void) {
     sigaction(SIGCHLD, &dfl, NULL);
     sigaction(SIGBUS, &dfl, NULL);
     signal(SIGUSR1, SIG_DFL);
+    stack_t off;
+    memset(&off, 0, sizeof off);
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, NULL);
     execl("/bin/true", "true", (char *)NULL);
     _exit(127);
   }
@@ -76,6 +81,12 @@ int main(void) {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   CHECK(sigaction(SIGCHLD, &sa, NULL) == 0);
   CHECK(signal(SIGBUS, on_bus) != SIG_ERR);
+  static char alt[64 * 1024];
+  stack_t ss;
+  memset(&ss, 0, sizeof ss);
+  ss.ss_sp = alt;
+  ss.ss_size = sizeof alt;
+  CHECK(sigaltstack(&ss, NULL) == 0);
 
   sig_atomic_t was = chld_seen;
   vfork_resetting_child();
@@ -84,6 +95,9 @@ int main(void) {
   struct sigaction now;
   CHECK(sigaction(SIGCHLD, NULL, &now) == 0);
   CHECK(now.sa_sigaction == on_chld && (now.sa_flags & SA_SIGINFO));
+  stack_t now_ss;
+  CHECK(sigaltstack(NULL, &now_ss) == 0);
+  CHECK(now_ss.ss_sp == alt && now_ss.ss_size == sizeof alt && !(now_ss.ss_flags & SS_DISABLE));
 
   /* A child that stops (as gdb's inferior does at each event), then exits. */
   was = chld_seen;

@@ -544,7 +544,9 @@ USWAP_EXPORT int sigaltstack(const stack_t* ss, stack_t* old) {
       *old = tls_program_ss;
       if (on_it && !(old->ss_flags & SS_DISABLE)) old->ss_flags |= SS_ONSTACK;
     }
-    if (ss) {
+    // A vfork child runs on its parent thread's TLS, so this record is the parent's: what the
+    // child sets is not kept (its exec resets the alternate stack anyway).
+    if (ss && uswap::raw_syscall(SYS_getpid) == g.pid) {
       tls_program_ss = *ss;
       if (ss->ss_flags & SS_DISABLE) tls_program_ss = {nullptr, SS_DISABLE, 0};
     }
