@@ -481,6 +481,15 @@ void job::give_back_locked(uint64_t n) noexcept {
     if (w.waiting == 0) --s_->waiters;
   }
   s_->charge_seen.store(s_->charge, std::memory_order_relaxed);
+  USWAP_DCHECK(waiters_counted_locked() == s_->waiters);
+}
+
+unsigned job::waiters_counted_locked() const noexcept {
+  unsigned n = 0;
+  for (unsigned i = 0; i < std::min<unsigned>(s_->slots_hint, job_max_members); ++i)
+    n += s_->members[i].state.load(std::memory_order_relaxed) != slot_free &&
+         s_->members[i].waiting != 0;
+  return n;
 }
 
 void job::begin_wait(unsigned slot, uint64_t pages) noexcept {
@@ -489,6 +498,7 @@ void job::begin_wait(unsigned slot, uint64_t pages) noexcept {
   if (pages == 0) return;
   if (m.waiting == 0) ++s_->waiters;
   m.waiting = pages;
+  USWAP_DCHECK(waiters_counted_locked() == s_->waiters);
 }
 
 uint64_t job::take_granted(unsigned slot) noexcept {

@@ -314,6 +314,8 @@ class job {
   void repair_locked() noexcept;
   // The job's charge less n (pages a member gave back), then the room to waiting members.
   void give_back_locked(uint64_t n) noexcept;
+  // Slots not free with waiting != 0, counted (the debug check of `waiters`).
+  unsigned waiters_counted_locked() const noexcept;
   result<unsigned> take_slot_locked(uint32_t state, pid_t pid, uint64_t start,
                                     std::string_view comm, uint64_t usage);
   friend void job_die_mid_update_for_test(job& j, unsigned slot, uint64_t n);
