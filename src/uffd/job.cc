@@ -348,10 +348,7 @@ void job::leave(unsigned slot) noexcept {
   lock_guard g(*this);
   member& m = s_->members[slot];
   if (m.state.load(std::memory_order_relaxed) == slot_free) return;
-  if (m.waiting != 0) {
-    m.waiting = 0;
-    --s_->waiters;
-  }
+  stop_waiting_locked(m);
   const uint64_t usage = m.usage;
   m.usage = 0;
   m.usage_seen.store(0, std::memory_order_relaxed);
@@ -509,13 +506,15 @@ uint64_t job::take_granted(unsigned slot) noexcept {
 uint64_t job::end_wait(unsigned slot) noexcept {
   {
     lock_guard g(*this);
-    member& m = s_->members[slot];
-    if (m.waiting != 0) {
-      m.waiting = 0;
-      --s_->waiters;
-    }
+    stop_waiting_locked(s_->members[slot]);
   }
   return take_granted(slot);
+}
+
+void job::stop_waiting_locked(member& m) noexcept {
+  if (m.waiting == 0) return;
+  m.waiting = 0;
+  --s_->waiters;
 }
 
 uint64_t job::usage(unsigned slot) const noexcept {

@@ -314,6 +314,8 @@ class job {
   void repair_locked() noexcept;
   // The job's charge less n (pages a member gave back), then the room to waiting members.
   void give_back_locked(uint64_t n) noexcept;
+  // The member waits no more (its count off `waiters`).
+  void stop_waiting_locked(member& m) noexcept;
   // Slots not free with waiting != 0, counted (the debug check of `waiters`).
   unsigned waiters_counted_locked() const noexcept;
   result<unsigned> take_slot_locked(uint32_t state, pid_t pid, uint64_t start,

@@ -175,6 +175,16 @@ bool wrapped_signal(int sig) noexcept {
   }
 }
 
+// A kernel action naming program_signal_entry, as the program gave it: its handler, and its
+// SA_SIGINFO and SA_ONSTACK (the kernel's other flags: the C library adds SA_RESTORER).
+void as_the_program_gave_it(int sig, struct sigaction& o) noexcept {
+  const program_handler& h = program_handlers[sig];
+  const int mine = SA_SIGINFO | SA_ONSTACK;
+  o.sa_sigaction =
+      reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h.fn.load(std::memory_order_relaxed));
+  o.sa_flags = (o.sa_flags & ~mine) | (h.flags.load(std::memory_order_relaxed) & mine);
+}
+
 // sigaction in a child that shares this memory but not the kernel's actions (vfork; a clone
 // with CLONE_VM and no CLONE_SIGHAND): the table of the program's handlers is its parent's, so
 // the child's actions go to the kernel as they are. A vfork child resets its handlers to SIG_DFL
@@ -187,13 +197,7 @@ int shared_memory_child_sigaction(int sig, const struct sigaction* act,
   if (act) a = *act;
   const int r = lc().sigaction(sig, act ? &a : nullptr, &o);
   if (r != 0) return r;
-  if (o.sa_sigaction == &program_signal_entry && sig >= 1 && sig <= 64) {
-    const program_handler& h = program_handlers[sig];
-    const int mine = SA_SIGINFO | SA_ONSTACK;
-    o.sa_sigaction =
-        reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h.fn.load(std::memory_order_relaxed));
-    o.sa_flags = (o.sa_flags & ~mine) | (h.flags.load(std::memory_order_relaxed) & mine);
-  }
+  if (o.sa_sigaction == &program_signal_entry) as_the_program_gave_it(sig, o);
   if (old) *old = o;
   return 0;
 }
@@ -209,13 +213,7 @@ int program_sigaction(int sig, const struct sigaction* act, struct sigaction* ol
     handlers_guard lock;
     r = lc().sigaction(sig, nullptr, &o);
     if (r == 0 && o.sa_sigaction == &program_signal_entry) {
-      // The kernel's flags (the C library adds SA_RESTORER), SA_SIGINFO and SA_ONSTACK as the
-      // program gave them.
-      const program_handler& h = program_handlers[sig];
-      const int mine = SA_SIGINFO | SA_ONSTACK;
-      o.sa_sigaction =
-          reinterpret_cast<void (*)(int, siginfo_t*, void*)>(h.fn.load(std::memory_order_relaxed));
-      o.sa_flags = (o.sa_flags & ~mine) | (h.flags.load(std::memory_order_relaxed) & mine);
+      as_the_program_gave_it(sig, o);
     } else if (r == 0 && (onstack_added & bit)) {
       o.sa_flags &= ~SA_ONSTACK;
     }
