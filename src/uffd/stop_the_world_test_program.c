@@ -74,10 +74,15 @@ int main(void) {
     for (size_t i = at; i < at + slice; i += 4096) sum += heap[i]++;
     atomic_store(&resume, 1);
   }
-  // On a busy machine the signal can miss every mapping call of those rounds: more stops, whose
-  // walks only read (the printed sums stay the plain run's), until a few of them land inside.
+  // On a busy machine the signal can miss every mapping call of those rounds, and where the
+  // first stop lands the next ones land too: a signal sent as soon as the mutator resumes is
+  // delivered as its handler returns, at the same place. So more stops, each sent once the
+  // mutator is inside a mapping call again, whose walks only read (the printed sums stay the
+  // plain run's), until a few of them land inside.
   volatile uint64_t read_sum = 0;
   for (int round = 0; round < 40 * stops && atomic_load(&inside_count) < 5; ++round) {
+    for (unsigned spins = 0; !atomic_load(&in_mapping_call) && spins < (1u << 20); ++spins)
+      if (spins % 1024 == 1023) sched_yield();
     if (pthread_kill(t, SIGUSR1) != 0) die("pthread_kill");
     while (!atomic_load(&stopped)) sched_yield();
     atomic_store(&stopped, 0);
