@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     const CLI::App* ctx = deepest_parsed(app);
     std::cerr << "uswap: " << e.what() << "\n\n" << ctx->help();
-    return e.get_exit_code() == 0 ? 2 : e.get_exit_code();
+    // A usage error is 2 (uswap(1), EXIT STATUS), whatever CLI11's code for its kind (105 for
+    // a value that does not convert, 106 for a missing one): a script tells usage errors apart
+    // by one number, and the program's own statuses that uswap run passes on stay apart.
+    return 2;
   }
 
   const auto* fn = table.find(app);
