@@ -705,7 +705,8 @@ void add_run_command(CLI::App& app, command_table& table) {
   sub->add_option("--stats-dir", c.stats_dir,
                   "Keep memory.current, memory.max, memory.peak, memory.swap.current, memory.stat, "
                   "mm_stat, io_stat and bd_stat (cgroup v2 and zram formats) up to date in this "
-                  "directory while the job runs");
+                  "directory while the job runs (made if missing; one it cannot write to is an "
+                  "error before the program starts)");
   sub->add_option("--comp", c.comp, "zram compression: lz4, lz4hc, zstd, lzo")
       ->capture_default_str();
   add_size_option(

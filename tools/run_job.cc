@@ -41,14 +41,30 @@ uint64_t mono_ns() {
 
 // Writes `text` to dir/name through a temporary file and rename, so that a reader never sees a
 // half-written file.
-void put_file(const std::string& dir, const char* name, const std::string& text) {
+// Replaces DIR/NAME with `text` at once (a reader never sees half a file); 0, or the errno of
+// the step that failed.
+int put_file(const std::string& dir, const char* name, const std::string& text) {
   const std::string tmp = dir + "/." + name + ".tmp", path = dir + "/" + name;
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return;
-    out << text;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return e;
+    }
+    done += static_cast<size_t>(n);
   }
-  ::rename(tmp.c_str(), path.c_str());
+  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  return 0;
 }
 
 job_totals totals_of(const job_view& v) {
@@ -142,7 +158,10 @@ result<std::unique_ptr<job_supervisor>> job_supervisor::create(const options& o)
     return error(errno, "--stats-dir " + o.stats_dir + ": " + std::strerror(errno));
   s->job_ = std::move(*j);
   s->stats_dir_ = o.stats_dir;
-  if (!s->stats_dir_.empty()) s->write_stats_dir(s->job_->view());
+  // The first view is written before the program starts: a directory it cannot write to is a
+  // usage error now, not an empty live view found later.
+  if (!s->stats_dir_.empty())
+    if (status st = s->write_stats_dir(s->job_->view()); !st.ok()) return st;
   return s;
 }
 
@@ -236,7 +255,7 @@ void job_supervisor::poll(int timeout_ms) {
   }
   if (job_->stop_reason() != job_stop_none) stop_if_asked(job_->view());
   if (!stats_dir_.empty() && mono_ns() >= next_view_ns_) {
-    write_stats_dir(job_->view());
+    update_stats_dir();
     next_view_ns_ = mono_ns() + 100 * 1000 * 1000;
   }
 }
@@ -254,7 +273,7 @@ job_totals job_supervisor::finish() {
   poll(0);
   for (const auto& [slot, w] : watched_) ::close(w.pidfd);
   watched_.clear();
-  if (!stats_dir_.empty()) write_stats_dir(job_->view());
+  if (!stats_dir_.empty()) update_stats_dir();
   return totals();
 }
 
@@ -268,16 +287,39 @@ job_totals job_supervisor::totals() const {
   return t;
 }
 
+void job_supervisor::update_stats_dir() {
+  const status st = write_stats_dir(job_->view());
+  if (st.ok()) {
+    stats_dir_failing_ = false;
+    return;
+  }
+  // The job goes on without its live view (a full disk, a directory removed): said once per
+  // run of failures, not at every 100 ms round.
+  if (!stats_dir_failing_)
+    std::fprintf(stderr, "uswap run: %s (the job goes on; the live view is written again once "
+                 "it can be)\n", std::string(st.message()).c_str());
+  stats_dir_failing_ = true;
+}
+
 // cgroup v2's memory.* files and zram's mm_stat / io_stat, summed over the job's members.
-void job_supervisor::write_stats_dir(const job_view& v) {
+status job_supervisor::write_stats_dir(const job_view& v) {
+  int failed = 0;
+  const char* failed_name = nullptr;
+  auto put = [&](const std::string& dir, const char* name, const std::string& text) {
+    if (failed) return;
+    if (const int e = put_file(dir, name, text)) {
+      failed = e;
+      failed_name = name;
+    }
+  };
   const job_totals t = totals_of(v);
   auto num = [](uint64_t x) { return std::to_string(x) + "\n"; };
   const uint64_t* s = t.stat;
-  put_file(stats_dir_, "memory.current", num(s[JOB_RESIDENT] * page_size));
-  put_file(stats_dir_, "memory.max", num(t.limit_bytes));
-  put_file(stats_dir_, "memory.peak", num(t.peak_charge_bytes));
-  put_file(stats_dir_, "memory.swap.current", num(s[JOB_SWAP_PAGES] * page_size));
-  put_file(stats_dir_, "memory.stat",
+  put(stats_dir_, "memory.current", num(s[JOB_RESIDENT] * page_size));
+  put(stats_dir_, "memory.max", num(t.limit_bytes));
+  put(stats_dir_, "memory.peak", num(t.peak_charge_bytes));
+  put(stats_dir_, "memory.swap.current", num(s[JOB_SWAP_PAGES] * page_size));
+  put(stats_dir_, "memory.stat",
            "anon " + std::to_string(s[JOB_RESIDENT] * page_size) +
                "\nswap " + std::to_string(s[JOB_SWAP_PAGES] * page_size) +
                "\nzswap " + std::to_string(s[JOB_POOL_BYTES]) +
@@ -301,18 +343,21 @@ void job_supervisor::write_stats_dir(const job_view& v) {
                 static_cast<unsigned long long>(s[JOB_COMPACTED]),
                 static_cast<unsigned long long>(s[JOB_HUGE_PAGES]),
                 static_cast<unsigned long long>(s[JOB_HUGE_PAGES]));
-  put_file(stats_dir_, "mm_stat", mm);
+  put(stats_dir_, "mm_stat", mm);
   char io[128];
   std::snprintf(io, sizeof io, "%8llu %8llu %8llu %8llu\n",
                 static_cast<unsigned long long>(s[JOB_FAILED_READS]),
                 static_cast<unsigned long long>(s[JOB_FAILED_WRITES]), 0ull,
                 static_cast<unsigned long long>(s[JOB_NOTIFY_FREE]));
-  put_file(stats_dir_, "io_stat", io);
+  put(stats_dir_, "io_stat", io);
   char bd[96];
   std::snprintf(bd, sizeof bd, "%8llu %8llu %8llu\n", static_cast<unsigned long long>(s[JOB_BD_COUNT]),
                 static_cast<unsigned long long>(s[JOB_BD_READS]),
                 static_cast<unsigned long long>(s[JOB_BD_WRITES]));
-  put_file(stats_dir_, "bd_stat", bd);
+  put(stats_dir_, "bd_stat", bd);
+  if (!failed) return {};
+  return error(failed, "--stats-dir " + stats_dir_ + ": cannot write " + failed_name + ": " +
+                           std::strerror(failed));
 }
 
 }  // namespace uswap::tools

@@ -75,7 +75,8 @@ class job_supervisor {
  private:
   job_supervisor() = default;
   void watch_new_members();
-  void write_stats_dir(const job_view& v);
+  status write_stats_dir(const job_view& v);
+  void update_stats_dir();  // write_stats_dir, a failure said on stderr (once until it works)
   void stop_if_asked(const job_view& v);
   std::unique_ptr<job> job_;
   std::string stats_dir_;
@@ -90,6 +91,7 @@ class job_supervisor {
   };
   std::map<unsigned, watched> watched_;  // slot -> the member there
   uint64_t next_view_ns_ = 0;
+  bool stats_dir_failing_ = false;
 };
 
 }  // namespace uswap::tools

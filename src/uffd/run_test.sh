@@ -401,6 +401,16 @@ print(subprocess.run(sys.argv[1:], stderr=subprocess.DEVNULL).returncode)' \
     grep -q "$want" "$tmp/o" || fail "memory.stat lacks '$want': $(cat "$tmp/o")"
   done
   [ "$(sed -n 's/^ *\([0-9]\+ \+\)\{8\}[0-9]\+$/ok/p' "$tmp/o")" = ok ] || fail "mm_stat is not 9 numbers: $(cat "$tmp/o")"
+  # A --stats-dir it cannot write to is an error before the program starts (it was accepted and
+  # left empty); one that goes away while the job runs is said once, the job going on, and
+  # written again once it is back.
+  "$uswap" run --limit 8M --stats-dir /etc/passwd -- touch "$tmp/ran" >"$tmp/o" 2>&1
+  [ $? -eq 1 ] && grep -q "stats-dir /etc/passwd: cannot write memory.current: Not a directory" "$tmp/o" &&
+    [ ! -e "$tmp/ran" ] || fail "--stats-dir on a file: $(cat "$tmp/o")"
+  "$uswap" run --limit 8M --stats-dir "$tmp/sd3" -- sh -c "rm -r $tmp/sd3; sleep 0.5; mkdir $tmp/sd3; sleep 0.5; exit 3" >"$tmp/o" 2>&1
+  [ $? -eq 3 ] && [ "$(grep -c "stats-dir $tmp/sd3: cannot write" "$tmp/o")" = 1 ] &&
+    [ "$(cat "$tmp/sd3/memory.max" 2>/dev/null)" = 8388608 ] ||
+    fail "--stats-dir removed while the job ran: $(cat "$tmp/o"; ls "$tmp/sd3")"
   "$uswap" run --limit 8M --limit-per-process --stats-dir "$tmp/sd2" -- true >"$tmp/o" 2>&1
   [ $? -eq 2 ] && grep -q "limit-per-process" "$tmp/o" || fail "--stats-dir with --limit-per-process: $(cat "$tmp/o")"
   # A job that cannot be held at --limit + --pool-limit (no backing file, or a full one) is

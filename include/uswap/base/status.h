@@ -82,7 +82,7 @@ class [[nodiscard]] result {
   status status_;
 };
 
-// The symbolic name of an errno value ("ENOSPC"), or "E<number>" when unknown.
+// The symbolic name of an errno value ("ENOSPC"); "E?" for a number the C library does not know.
 const char* errno_name(int code) noexcept;
 
 inline std::string status::to_string() const {
@@ -117,7 +117,12 @@ inline const char* errno_name(int code) noexcept {
     case ENOTSUP: return "ENOTSUP";
     case EBADMSG: return "EBADMSG";
     case ENODATA: return "ENODATA";
-    default: return "E?";
+    default: {
+      // glibc's own table (2.32) for the rest: EACCES, ENOTDIR... ENOTSUP stays ENOTSUP above,
+      // where glibc names that number EOPNOTSUPP.
+      const char* name = ::strerrorname_np(code);
+      return name ? name : "E?";
+    }
   }
 }
 
