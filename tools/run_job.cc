@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "uswap/base/page.h"
@@ -39,8 +38,6 @@ uint64_t mono_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Writes `text` to dir/name through a temporary file and rename, so that a reader never sees a
-// half-written file.
 // Replaces DIR/NAME with `text` at once (a reader never sees half a file); 0, or the errno of
 // the step that failed.
 int put_file(const std::string& dir, const char* name, const std::string& text) {
@@ -158,8 +155,8 @@ result<std::unique_ptr<job_supervisor>> job_supervisor::create(const options& o)
     return error(errno, "--stats-dir " + o.stats_dir + ": " + std::strerror(errno));
   s->job_ = std::move(*j);
   s->stats_dir_ = o.stats_dir;
-  // The first view is written before the program starts: a directory it cannot write to is a
-  // usage error now, not an empty live view found later.
+  // The first view is written before the program starts: a directory it cannot write to is an
+  // error now, not an empty live view found later.
   if (!s->stats_dir_.empty())
     if (status st = s->write_stats_dir(s->job_->view()); !st.ok()) return st;
   return s;
@@ -320,16 +317,16 @@ status job_supervisor::write_stats_dir(const job_view& v) {
   put(stats_dir_, "memory.peak", num(t.peak_charge_bytes));
   put(stats_dir_, "memory.swap.current", num(s[JOB_SWAP_PAGES] * page_size));
   put(stats_dir_, "memory.stat",
-           "anon " + std::to_string(s[JOB_RESIDENT] * page_size) +
-               "\nswap " + std::to_string(s[JOB_SWAP_PAGES] * page_size) +
-               "\nzswap " + std::to_string(s[JOB_POOL_BYTES]) +
-               "\nzswapped " + std::to_string(s[JOB_ORIG_DATA]) +
-               "\npgfault " + std::to_string(s[JOB_PGFAULT]) +
-               "\npgmajfault " + std::to_string(s[JOB_PGMAJFAULT]) +
-               "\npswpin " + std::to_string(s[JOB_SWAP_INS]) +
-               "\npswpout " + std::to_string(s[JOB_SWAP_OUTS]) +
-               "\nworkingset_refault_anon " + std::to_string(s[JOB_SWAP_INS]) +
-               "\nworkingset_refault " + std::to_string(s[JOB_SWAP_INS]) + "\n");
+      "anon " + std::to_string(s[JOB_RESIDENT] * page_size) +
+          "\nswap " + std::to_string(s[JOB_SWAP_PAGES] * page_size) +
+          "\nzswap " + std::to_string(s[JOB_POOL_BYTES]) +
+          "\nzswapped " + std::to_string(s[JOB_ORIG_DATA]) +
+          "\npgfault " + std::to_string(s[JOB_PGFAULT]) +
+          "\npgmajfault " + std::to_string(s[JOB_PGMAJFAULT]) +
+          "\npswpin " + std::to_string(s[JOB_SWAP_INS]) +
+          "\npswpout " + std::to_string(s[JOB_SWAP_OUTS]) +
+          "\nworkingset_refault_anon " + std::to_string(s[JOB_SWAP_INS]) +
+          "\nworkingset_refault " + std::to_string(s[JOB_SWAP_INS]) + "\n");
   // zram's columns: orig_data_size compr_data_size mem_used_total mem_limit mem_used_max
   // same_pages pages_compacted huge_pages huge_pages_since (the last as huge_pages: no reset).
   char mm[256];
