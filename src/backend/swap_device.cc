@@ -92,7 +92,6 @@ class zram_swap_device final : public swap_device {
   zram_block_allocator* backing_allocator() const override { return z_->backing_allocator(); }
   zram_backing_stat backing_stat() const override { return z_->backing_stat(); }
   void after_fork_child() noexcept override { z_->after_fork_child(); }
-  uint64_t pool_share_milli() const noexcept override { return z_->pool_share_milli(); }
   swap_device_stats stats() const override {
     swap_device_stats s;
     s.mm_stat = z_->mm_stat();

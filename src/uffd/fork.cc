@@ -160,7 +160,6 @@ void pager::impl::after_fork_parent() noexcept {
   }
   set_arena_fork_flag(false);
   in_fork = false;
-  pool_may_be_shared_now(true);  // with the child's copy of the device
   pool_mu.unlock();
   c.forks.fetch_add(1, std::memory_order_relaxed);
   tls_map_writer = nullptr;
@@ -173,7 +172,6 @@ status pager::impl::after_fork_child() noexcept {
   in_fork = false;
   // A remote backing device's connections are the parent's sockets: made anew here.
   store->device().after_fork_child();
-  pool_may_be_shared_now(false);  // with the parent's device
   // The parent's pagemap descriptor reads the parent's page tables (mark_fork_shared opens one).
   own_fd_release(pagemap_fd);
   if (pagemap_fd >= 0) ::close(pagemap_fd);

@@ -273,10 +273,9 @@ bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noex
       // and kicks the worker once the pools pass the high watermark (an eighth of the limit,
       // at least the faults' headroom, below it), early enough that it keeps ahead of them.
       swap_device& dev = store->device();
-      const uint64_t used = dev.stats().mem_used;
-      const uint64_t mine = pool_charged(used);
+      const uint64_t mine = dev.stats().mem_used;
       const uint64_t others = others_pool_bytes(j);
-      (void)dev.set_mem_limit(pool_device_limit(limit, others, mine, used));
+      (void)dev.set_mem_limit(pool_device_limit(limit, others, mine));
       if (others + mine + pool_high_watermark(limit) > limit) kick_pool_worker();
       return true;
     }
@@ -305,26 +304,20 @@ bool pager::impl::balance_pool(job& j, uint64_t mine_cap, pool_balance how) noex
   return true;
 }
 
-uint64_t pager::impl::pool_device_limit(uint64_t limit, uint64_t others, uint64_t mine,
-                                        uint64_t used) const noexcept {
+uint64_t pager::impl::pool_device_limit(uint64_t limit, uint64_t others,
+                                        uint64_t mine) const noexcept {
   // What the others leave, less room for a reclaim pass of theirs in flight (their published
   // sizes are from their last pass): several members storing a pass at once stay within the
   // limit. Never below what the device holds (a store fails; nothing is taken away).
   const uint64_t pass = pool_headroom();
   const uint64_t room = limit > others + pass ? limit - others - pass : 0;
-  // `mine` counts this pool by its share (pool_charged); the device counts all it holds, the
-  // part shared copy-on-write with a relative too, so the limit grows by that part. It may stop
-  // being shared at once (the relative exits) and be this pool's whole: never past the job's
-  // limit for it.
-  const uint64_t shared = used - std::min(used, mine);
-  const uint64_t lim = std::min(std::max(room, mine) + shared, std::max(limit, used));
-  return std::max<uint64_t>(lim, page_size);
+  return std::max<uint64_t>(std::max(room, mine), page_size);
 }
 
 bool pager::impl::balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headroom) noexcept {
   const uint64_t limit = j.pool_limit_bytes();
   swap_device& dev = store->device();
-  const uint64_t mine = pool_charged(dev.stats().mem_used);
+  const uint64_t mine = dev.stats().mem_used;
   // The job's pools as published, with this one as it is now.
   const uint64_t others = others_pool_bytes(j);
   const uint64_t total = others + mine;
@@ -344,16 +337,15 @@ bool pager::impl::balance_pool_locked(job& j, uint64_t mine_cap, uint64_t headro
       written = dev.write_back_cold(2 * (excess / page_size) + reclaim_pass);
     (void)dev.compact();
   }
-  const uint64_t used_after = dev.stats().mem_used;
-  const uint64_t after = pool_charged(used_after);
-  (void)dev.set_mem_limit(pool_device_limit(limit, others, after, used_after));
+  const uint64_t after = dev.stats().mem_used;
+  (void)dev.set_mem_limit(pool_device_limit(limit, others, after));
   publish_job_stats(j);
   // Over its share, the pool made room if it shrank or wrote pages back: the stores of the
   // faults waiting for room may have taken what the written pages left before this looked
   // (the pool then stays at its size while pages flow through it to the backing device). A
   // page's worth of bytes under the limit is no room for zsmalloc, which grows by whole zspages.
   return over ? after < mine || written != 0
-              : after + page_size <= pool_device_limit(limit, others, 0, 0);
+              : after + page_size <= pool_device_limit(limit, others, 0);
 }
 
 bool pager::impl::wait_for_backing(job& j) noexcept {
@@ -455,43 +447,14 @@ void pager::impl::trim_reservation(job& j, uint64_t keep) noexcept {
   }
 }
 
-uint64_t pager::impl::pool_charged(uint64_t mem_used) noexcept {
-  if (!pool_maybe_shared.load(std::memory_order_relaxed)) return mem_used;
-  const uint64_t now = coarse_clock_ns();
-  uint64_t last = pool_share_read_ns.load(std::memory_order_relaxed);
-  // One reader per interval; the others take the last share read (1000 until the first read
-  // after a fork: counted whole, the safe side of a limit).
-  if (now - last >= pool_share_interval_ns &&
-      pool_share_read_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
-    const uint64_t share = store->device().pool_share_milli();
-    pool_share_milli.store(share, std::memory_order_relaxed);
-    if (share >= 1000) pool_maybe_shared.store(false, std::memory_order_relaxed);
-  }
-  return mem_used * pool_share_milli.load(std::memory_order_relaxed) / 1000;
-}
-
-void pager::impl::pool_may_be_shared_now(bool publish) noexcept {
-  if (store->device().stats().mem_used == 0) return;
-  pool_share_read_ns.store(0, std::memory_order_relaxed);  // read at the next count
-  pool_maybe_shared.store(true, std::memory_order_relaxed);
-  // Published at once in the parent: the job counts its pool by its share from the fork on.
-  if (!publish) return;
-  job_ref jr(*this);
-  if (jr) publish_job_stats(*jr);
-}
-
 void pager::impl::publish_job_stats(job& j) noexcept {
   auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   uint64_t v[JOB_STAT_COUNT] = {};
   const swap_backend_stats ps = store->stats();
   v[JOB_RESIDENT] = ld(resident);
-  // A member came or went: the pool's share may have changed with it (a child that shared it
-  // exited), read again now rather than at the next interval.
-  const uint64_t fair = j.fair_share();
-  if (job_fair_pages.exchange(fair, std::memory_order_relaxed) != fair)
-    pool_share_read_ns.store(0, std::memory_order_relaxed);
+  job_fair_pages.store(j.fair_share(), std::memory_order_relaxed);
   v[JOB_SWAP_PAGES] = ps.used_slots;
-  v[JOB_POOL_BYTES] = pool_charged(ps.device.mem_used);
+  v[JOB_POOL_BYTES] = ps.device.mem_used;
   v[JOB_POOL_PEAK] = ps.device.mem_used_max;
   if (const auto& mm = ps.device.mm_stat) {
     v[JOB_ORIG_DATA] = mm->orig_data_size;
@@ -551,10 +514,7 @@ void pager::impl::reserve_child_share() noexcept {
       (void)dev.set_mem_limit(std::max<uint64_t>({half, dev.stats().mem_used, page_size}));
     }
     USWAP_DCHECK(reserved.load(std::memory_order_relaxed) == jr->usage(jslot));
-    // The child's copy of the pool is this one, shared copy-on-write: half of it is the
-    // child's to count until it reads its own share (pool_charged), this process's share being
-    // read again right after the fork (after_fork_parent).
-    auto slot = jr->reserve_for_child(::getpid(), 0, store->device().stats().mem_used / 2,
+    auto slot = jr->reserve_for_child(::getpid(), 0, store->device().stats().mem_used,
                                       {jslot, 0});
     if (slot) {
       child_slot = static_cast<int>(*slot);

@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkpool|forkwb|pipewrite|eventloop|reuid|daemon
+ *   job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -27,12 +27,6 @@
  *             rewrites all of it, so the child's inherited frames are its alone and must be
  *             charged to it (the tree holds 1.8 of the limit otherwise, nothing paged out): the
  *             job pages out (run_test.sh checks) and the summed Pss_Anon stays near the limit
- *   forkpool  (with --pool-limit and no backing file) a parent writes 2.4 of the limit of data
- *             that compresses to about half (a pool of about 0.7 of the limit), then forks three
- *             children that, all at once, each rewrite a tenth of the limit of it and read the
- *             rest back: their copies of the pool are the parent's, shared copy-on-write, so the
- *             job holds about one pool, not four; counted once per process the pools passed the
- *             limit and the job was stopped
  *   forkwb    (the same) a child of a fork reads back pages its parent had written back, while
  *             the parent frees them and writes new ones into the same backing file
  *   pipewrite a process holding most of the limit writes half of it into a pipe in one write(2)
@@ -274,38 +268,6 @@ static void forkcow(void) {
   CHECK(write(down[1], &x, 1) == 1);
   CHECK(child_ok(c));
   CHECK(intact(p, bytes, 4));
-  free(p);
-}
-
-static void forkpool(void) {
-  const size_t bytes = part(2.4), mine = part(0.1);
-  uint64_t *p = fill_random(bytes, 11);
-  CHECK(p != NULL);
-  if (!p) return;
-  int go[2];
-  CHECK(pipe(go) == 0);
-  pid_t c[3];
-  for (int k = 0; k < 3; ++k) {
-    c[k] = fork();
-    CHECK(c[k] >= 0);
-    if (c[k] == 0) {
-      char x;
-      if (read(go[0], &x, 1) != 1) _exit(2);
-      /* This child's own tenth at the end of the buffer (the k-th from the end), the rest of
-       * the parent's data read back up to it. */
-      const size_t end = bytes - (size_t)k * mine;
-      uint64_t *q = p + (end - mine) / 8;
-      for (size_t i = 0; i < mine / 8; ++i) q[i] = (i % 4) ? 0 : (20 + k) * 0x9e3779b97f4a7c15ull + i;
-      const int bad = !intact_random(p, end - mine, 11) || !intact(q, mine, 20 + k);
-      _exit(bad);
-    }
-  }
-  const char go_all[3] = {'g', 'g', 'g'};
-  CHECK(write(go[1], go_all, 3) == 3);
-  for (int k = 0; k < 3; ++k) CHECK(child_ok(c[k]));
-  CHECK(intact_random(p, bytes, 11));
-  close(go[0]);
-  close(go[1]);
   free(p);
 }
 
@@ -631,7 +593,7 @@ int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkpool|forkwb|pipewrite|eventloop|reuid|daemon\n");
+    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -652,8 +614,6 @@ int main(int argc, char **argv) {
     pool();
   else if (strcmp(argv[1], "forkwb") == 0)
     forkwb();
-  else if (strcmp(argv[1], "forkpool") == 0)
-    forkpool();
   else if (strcmp(argv[1], "pipewrite") == 0)
     pipewrite();
   else if (strcmp(argv[1], "eventloop") == 0)

@@ -455,21 +455,6 @@ struct pager::impl {
   std::atomic<uint32_t> pool_round{0};
   std::atomic<bool> pool_round_shrank{false};
   std::atomic<uint64_t> pool_rounds{0}, pool_waits{0};
-  // After fork() the pool is shared copy-on-write between parent and child, and each device
-  // counts all of it: the job would count it once per process (a job at --pool-limit without a
-  // backing file was stopped with its real pool well under the limit). A member counts its
-  // pool as mem_used times its share (swap_device::pool_share_milli: Pss over Rss of the pool's
-  // memory), so that the job counts each page once. The share is read at most every
-  // pool_share_interval_ns and only while pool_maybe_shared: from a fork with a pool (parent and
-  // child) until a read finds it all this process's own.
-  static constexpr uint64_t pool_share_interval_ns = uint64_t{100} * 1000 * 1000;
-  std::atomic<bool> pool_maybe_shared{false};
-  std::atomic<uint64_t> pool_share_read_ns{0};
-  std::atomic<uint64_t> pool_share_milli{1000};
-  uint64_t pool_charged(uint64_t mem_used) noexcept;
-  // After a fork, in the parent (publish: its share read and published at once) and in the
-  // child (not yet in its own slot of the job: the parent published half the pool for it).
-  void pool_may_be_shared_now(bool publish) noexcept;
   // Background reclaim (kswapd.cc; the kernel's kswapd and its watermarks). A charge that
   // leaves less than kswapd_low_room() pages of room wakes the thread (kswapd_kick, a futex word,
   // counts wake-ups); it evicts until kswapd_high_room() pages are free and sleeps again. The
@@ -699,10 +684,8 @@ struct pager::impl {
     const uint64_t published = j.pool_bytes();
     return published - std::min(published, j.published(jslot, JOB_POOL_BYTES));
   }
-  // The zram device's mem_limit for a pool counted as `mine` bytes (pool_charged), `used` in
-  // the device, beside the others' `others`.
-  uint64_t pool_device_limit(uint64_t limit, uint64_t others, uint64_t mine,
-                             uint64_t used) const noexcept;
+  // The zram device's mem_limit for a pool holding `mine` bytes beside the others' `others`.
+  uint64_t pool_device_limit(uint64_t limit, uint64_t others, uint64_t mine) const noexcept;
   // The pool worker's life (job_member.cc): started by join_job and in a forked child, stopped
   // by the destructor; a child forgets the parent's.
   void start_pool_worker() noexcept;

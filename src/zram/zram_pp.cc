@@ -369,10 +369,6 @@ void zram_device::after_fork_child() noexcept {
   if (z_->bdev) z_->bdev->after_fork_child();
 }
 
-uint64_t zram_device::pool_share_milli() const noexcept {
-  return z_->arena ? z_->arena->resident_share_milli() : 1000;
-}
-
 uint64_t zram_device::compact() {
   const uint64_t freed = z_->mem_pool->compact();
   // Compaction is how memory is given back: return the emptied zspages' pages to the host too.

@@ -3,11 +3,7 @@
 // corrupted objects, the statistics files, and slot_free_notify.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -399,52 +395,6 @@ void corrupt_object(zram_device& dev, uint64_t index, size_t at) {
   ref->release();
   bytes[at % bytes.size()] ^= 0x20;
   ASSERT_TRUE(dev.mem_pool().obj_write(info->handle, bytes.data(), bytes.size()).ok());
-}
-
-// After fork() the pool's memory is shared copy-on-write: each process's share of it (Pss over
-// Rss of the pool's chunks) is about a half, the parent's back to the whole once the child is
-// gone, and the child's grows as it rewrites the pages it stores (each written zspage its own).
-TEST(Zram, PoolShareIsHalfAfterForkAndTheWholeAgainAlone) {
-  zram_options o = opts(zram_lock_mode::slot_bitlock, 32 << 20);
-  auto dev = make_dev(o);
-  alignas(8) uint8_t page[page_size], got[page_size];
-  for (uint64_t i = 0; i < dev->nr_pages(); ++i) {
-    make_page(page, i % 3 ? page_kind::compressible : page_kind::incompressible, i);
-    ASSERT_TRUE(dev->write_page(i, page).ok());
-  }
-  EXPECT_EQ(dev->pool_share_milli(), 1000u);
-  int ready[2], done[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(done), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // Exit status: 0 all held; 1 the share after fork; 2 the contents; 3 the share after the
-    // rewrite (no gtest assertion in a forked child).
-    const uint64_t shared = dev->pool_share_milli();
-    char c = 1;
-    (void)!::write(ready[1], &c, 1);
-    (void)!::read(done[0], &c, 1);  // the parent has read its share
-    if (shared < 400 || shared > 600) ::_exit(1);
-    for (uint64_t i = 0; i < dev->nr_pages(); ++i) {
-      make_page(page, i % 3 ? page_kind::compressible : page_kind::incompressible, i);
-      if (!dev->read_page(i, got).ok() || std::memcmp(page, got, page_size) != 0) ::_exit(2);
-      make_page(page, i % 3 ? page_kind::compressible : page_kind::incompressible, i + 7);
-      if (!dev->write_page(i, page).ok()) ::_exit(2);
-    }
-    ::_exit(dev->pool_share_milli() > 800 ? 0 : 3);
-  }
-  char c;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
-  const uint64_t parent_shared = dev->pool_share_milli();
-  ASSERT_EQ(::write(done[1], &c, 1), 1);
-  int st = 0;
-  ASSERT_EQ(::waitpid(child, &st, 0), child);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
-  EXPECT_GE(parent_shared, 400u);
-  EXPECT_LE(parent_shared, 600u);
-  EXPECT_EQ(dev->pool_share_milli(), 1000u);  // the child's copy is gone
-  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
 }
 
 TEST(Zram, ACorruptedObjectReadsAsEIOAndAZeroedBufferNotGarbage) {

@@ -1,20 +1,11 @@
 #include "zspage_arena.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <functional>
 #include <mutex>
 #include <new>
 
-#include "uswap/base/own_fd.h"
 #include "uswap/base/page.h"
-#include "uswap/base/raw_syscall.h"
 
 namespace uswap::zram_detail {
 
@@ -38,9 +29,7 @@ void* zspage_arena::new_chunk() noexcept {
   // give a huge page ("always"); MADV_NOHUGEPAGE keeps the pool's memory to what it holds.
   ::madvise(chunk, chunk_bytes, huge_pages_ ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
   try {
-    // Sorted: resident_share_milli looks a mapping's chunks up by address.
-    chunks_.insert(std::upper_bound(chunks_.begin(), chunks_.end(), chunk, std::less<void*>()),
-                   chunk);
+    chunks_.push_back(chunk);
   } catch (const std::bad_alloc&) {
     ::munmap(chunk, chunk_bytes);
     return nullptr;
@@ -134,110 +123,6 @@ uint64_t zspage_arena::chunks() const noexcept {
 uint64_t zspage_arena::resident_free_pages() const noexcept {
   std::lock_guard<mutex> guard(lock_);
   return resident_free_pages_;
-}
-
-namespace {
-
-// Parses a hexadecimal or decimal number at p; p is left past it.
-uint64_t parse_number(const char*& p, int base) noexcept {
-  uint64_t v = 0;
-  for (;; ++p) {
-    const char c = *p;
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (base == 16 && c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else
-      return v;
-    v = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
-  }
-}
-
-// The kB figure of a "Name:   123 kB" line when the line starts with `name` (with its colon).
-bool field_kb(const char* line, const char* name, uint64_t& kb) noexcept {
-  const size_t n = std::strlen(name);
-  if (std::strncmp(line, name, n) != 0) return false;
-  const char* p = line + n;
-  while (*p == ' ') ++p;
-  kb = parse_number(p, 10);
-  return true;
-}
-
-// Sums Rss and Pss (kB) of the mappings of /proc/self/smaps that overlap `chunks` (sorted
-// starts of chunk_bytes each), each weighted by the part of it they cover (a chunk may be merged
-// with a neighbouring mapping of the same flags). No allocation and no C library call that may
-// take a lock: it runs inside the pager, possibly in its fault handler. The buffer is static,
-// not on the caller's stack, which may be paged memory a read(2) from here would trap on.
-bool sum_chunk_smaps(const std::vector<void*>& chunks, uint64_t chunk_bytes, double& rss,
-                     double& pss) noexcept {
-  static char buf[16384];
-  // Made directly, not through the C library's wrappers: under `uswap run` those are the
-  // shim's (raw_syscall.h). Moved out of the program's way at once (own_fd.h).
-  const long raw = raw_syscall(SYS_openat, AT_FDCWD, "/proc/self/smaps", O_RDONLY | O_CLOEXEC);
-  if (raw < 0) return false;
-  const int fd = own_fd_take(static_cast<int>(raw));
-  double weight = 0;  // of the current mapping: the part of it the chunks cover
-  size_t have = 0;
-  bool ok = true;
-  for (;;) {
-    const long n = raw_syscall(SYS_read, fd, buf + have, sizeof buf - 1 - have);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      ok = false;
-      break;
-    }
-    have += static_cast<size_t>(n);
-    buf[have] = '\0';
-    char* line = buf;
-    for (char* nl; (nl = std::strchr(line, '\n')) != nullptr; line = nl + 1) {
-      *nl = '\0';
-      const char* p = line;
-      const uint64_t lo = parse_number(p, 16);
-      uint64_t kb = 0;
-      if (p != line && *p == '-') {
-        // A mapping's first line, "lo-hi perms ...": how much of it the chunks cover.
-        ++p;
-        const uint64_t hi = parse_number(p, 16);
-        uint64_t covered = 0;
-        auto it = std::upper_bound(chunks.begin(), chunks.end(), lo, [](uint64_t a, void* c) {
-          return a < reinterpret_cast<uintptr_t>(c);
-        });
-        if (it != chunks.begin()) --it;
-        for (; it != chunks.end() && reinterpret_cast<uintptr_t>(*it) < hi; ++it) {
-          const uint64_t c = reinterpret_cast<uintptr_t>(*it);
-          const uint64_t from = std::max(c, lo), to = std::min(c + chunk_bytes, hi);
-          if (to > from) covered += to - from;
-        }
-        weight = hi > lo ? double(covered) / double(hi - lo) : 0;
-      } else if (weight > 0 && field_kb(line, "Rss:", kb)) {
-        rss += weight * double(kb);
-      } else if (weight > 0 && field_kb(line, "Pss:", kb)) {
-        pss += weight * double(kb);
-      }
-    }
-    // The unfinished line moves to the front; a line longer than the buffer (a mapping's path)
-    // is dropped: it holds no figure.
-    have = static_cast<size_t>(buf + have - line);
-    if (have == sizeof buf - 1) have = 0;
-    std::memmove(buf, line, have);
-    if (n == 0) break;
-  }
-  own_fd_release(fd);
-  raw_syscall(SYS_close, fd);
-  return ok;
-}
-
-}  // namespace
-
-uint64_t zspage_arena::resident_share_milli() const noexcept {
-  // lock_ over the scan keeps chunks_ as it is (a new chunk waits a few milliseconds), and
-  // makes one scan at a time, which the static buffer needs.
-  std::lock_guard<mutex> guard(lock_);
-  if (chunks_.empty()) return 1000;
-  double rss = 0, pss = 0;
-  if (!sum_chunk_smaps(chunks_, chunk_bytes, rss, pss) || rss <= 0) return 1000;
-  return std::min<uint64_t>(1000, static_cast<uint64_t>(1000.0 * pss / rss + 0.5));
 }
 
 }  // namespace uswap::zram_detail

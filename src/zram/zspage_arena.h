@@ -56,20 +56,12 @@ class zspage_arena final : public zs_page_allocator {
   uint64_t chunks() const noexcept;
   uint64_t resident_free_pages() const noexcept;
 
-  // The part of the chunks' resident memory that is this process's own: their proportional set
-  // size over their resident set size in /proc/self/smaps, in thousandths (1000: nothing
-  // shared). After fork() the chunks are shared copy-on-write with the other process until
-  // either writes a page, and each process's Pss counts a shared page by its share. 1000 when
-  // smaps cannot be read. Reads the whole of smaps (a few milliseconds for thousands of
-  // mappings, the arena's lock held): for callers that cache it.
-  uint64_t resident_share_milli() const noexcept;
-
  private:
   static constexpr unsigned max_pages = ZS_MAX_PAGES_PER_ZSPAGE;
   void* new_chunk() noexcept;
 
   mutable mutex lock_;
-  std::vector<void*> chunks_;  // sorted by address
+  std::vector<void*> chunks_;
   uint8_t* bump_ = nullptr;
   size_t bump_pages_ = 0;
   std::array<std::vector<void*>, max_pages + 1> resident_;  // by size in pages

@@ -96,10 +96,6 @@ class swap_device {
   // In a child after fork(), before anything else uses the device: connections to a remote
   // backing device were the parent's and are made anew (zram_device::after_fork_child).
   virtual void after_fork_child() noexcept {}
-  // The part of mem_used that is this process's own, in thousandths (zram_device::
-  // pool_share_milli): below 1000 while the pool is shared copy-on-write with a process forked
-  // from this one or this one's parent. Reads /proc/self/smaps: callers cache it.
-  virtual uint64_t pool_share_milli() const noexcept { return 1000; }
   virtual swap_device_stats stats() const = 0;
   // The device's mm_stat line as /sys/block/zramN/mm_stat prints it, or "" (ram).
   virtual std::string mm_stat_text() const = 0;

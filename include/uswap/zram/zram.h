@@ -403,11 +403,6 @@ class zram_device {
   // In a child after fork(), before the device is used there: a remote backing device's
   // connections belonged to the parent and are made anew. No other thread may use the device.
   void after_fork_child() noexcept;
-  // The part of the pool's memory that is this process's own, in thousandths: after fork() the
-  // pool is shared copy-on-write with the other process until either writes a page (Pss over
-  // Rss of the pool's memory, from /proc/self/smaps; 1000 when nothing is shared or smaps cannot
-  // be read). No counterpart in the kernel, whose zram exists once. Costs a read of smaps.
-  uint64_t pool_share_milli() const noexcept;
   // writeback_store(): moves the selected slots to the backing file; returns how many moved.
   // EINVAL without a backing file; ENOSPC when it filled up (the slots moved so far stay moved).
   result<uint64_t> writeback(const zram_writeback_params& params = {});
