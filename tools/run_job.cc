@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "uswap/base/atomic_file.h"
 #include "uswap/base/page.h"
 #include "uswap/zram/zram.h"
 
@@ -36,32 +37,6 @@ uint64_t mono_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// Replaces DIR/NAME with `text` at once (a reader never sees half a file); 0, or the errno of
-// the step that failed.
-int put_file(const std::string& dir, const char* name, const std::string& text) {
-  const std::string tmp = dir + "/." + name + ".tmp", path = dir + "/" + name;
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return errno;
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = n < 0 ? errno : EIO;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return e;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return e;
-  }
-  return 0;
 }
 
 job_totals totals_of(const job_view& v) {
@@ -304,8 +279,8 @@ status job_supervisor::write_stats_dir(const job_view& v) {
   const char* failed_name = nullptr;
   auto put = [&](const std::string& dir, const char* name, const std::string& text) {
     if (failed) return;
-    if (const int e = put_file(dir, name, text)) {
-      failed = e;
+    if (status st = write_file_atomically(dir, name, text); !st.ok()) {
+      failed = st.code();
       failed_name = name;
     }
   };

@@ -1,13 +1,19 @@
-// enum_names, mix64, fetch_max, USWAP_DCHECK and own_fd.
+// enum_names, mix64, fetch_max, USWAP_DCHECK, own_fd and write_file_atomically.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "uswap/base/atomic_file.h"
 #include "uswap/base/atomic_max.h"
 #include "uswap/base/dcheck.h"
 #include "uswap/base/enum_names.h"
@@ -97,6 +103,33 @@ TEST(Dcheck, OffInReleaseTheConditionIsNotEvaluated) {
   EXPECT_EQ(evaluated, 0);
 }
 #endif
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(WriteFileAtomically, ReplacesTheFileWholeAndLeavesNoTemporary) {
+  char dir[] = "/tmp/uswap_atomic_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string d = dir;
+  ASSERT_TRUE(write_file_atomically(d, "stat", "first\n").ok());
+  EXPECT_EQ(read_whole(d + "/stat"), "first\n");
+  ASSERT_TRUE(write_file_atomically(d, "stat", "second, longer\n").ok());
+  EXPECT_EQ(read_whole(d + "/stat"), "second, longer\n");
+  EXPECT_NE(::access((d + "/.stat.tmp").c_str(), F_OK), 0);
+  // A directory that is not there: ENOENT, the path named.
+  const status st = write_file_atomically(d + "/missing", "stat", "x");
+  EXPECT_EQ(st.code(), ENOENT);
+  EXPECT_NE(st.message().find(d + "/missing/stat"), std::string_view::npos) << st.to_string();
+  // A directory in the way of the rename: the old name stays a directory, no temporary left.
+  ASSERT_EQ(::mkdir((d + "/busy").c_str(), 0755), 0);
+  EXPECT_EQ(write_file_atomically(d, "busy", "x").code(), EISDIR);
+  EXPECT_NE(::access((d + "/.busy.tmp").c_str(), F_OK), 0);
+  for (const char* f : {"/stat"}) ::unlink((d + f).c_str());
+  ::rmdir((d + "/busy").c_str());
+  ::rmdir(dir);
+}
 
 }  // namespace
 }  // namespace uswap

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <new>
 
+#include "uswap/base/atomic_file.h"
 #include "uswap/base/page.h"
 #include "uswap/base/units.h"
 
@@ -30,35 +31,6 @@ result<uint32_t> parse_u32(std::string_view key, std::string_view value) {
   if (value.empty() || ec != std::errc() || p != end)
     return bad_param(key, value, "expected a whole number below 2^32");
   return v;
-}
-
-// Writes `text` to dir/name through a temporary file renamed into place, so that a reader sees
-// the old file or the new one, never a part.
-status write_file_atomically(const std::string& dir, const char* name, const std::string& text) {
-  const std::string path = dir + "/" + name;
-  const std::string tmp = dir + "/." + name + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return error(errno, "uswap: statsdir: cannot create " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return error(e, "uswap: statsdir: cannot write " + tmp + ": " + std::strerror(e));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return error(e, "uswap: statsdir: cannot rename " + tmp + " to " + path + ": " +
-                        std::strerror(e));
-  }
-  return {};
 }
 
 // One page of zeros for zero requests: write_page() recognises it as same-filled and stores the
@@ -385,7 +357,8 @@ status nbd_export::write_stats() const {
       {"lock_mode", std::string(to_string(config_.lock)) + "\n"},
   };
   for (const auto& [name, text] : files)
-    if (status st = write_file_atomically(dir, name, text); !st.ok()) return st;
+    if (status st = write_file_atomically(dir, name, text); !st.ok())
+      return error(st.code(), "uswap: statsdir: " + std::string(st.message()));
   return {};
 }
 
