@@ -919,6 +919,28 @@ C
   [ "${hooked:-0}" -gt 0 ] || fail "no call reached the library's hooks: $(head -c 300 "$tmp/e")"
   [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 5000 ] ||
     fail "the hooked mmap program's heap was not paged: $(tail -c 600 "$tmp/e")"
+  # A library constructor that maps at a hint in the arena's range and passes that memory to the
+  # kernel before the shim's constructor (Chromium's PartitionAlloc: a random hint below 64 TiB,
+  # then prctl(PR_SET_VMA_ANON_NAME)). The shim drops such a hint. Before, the kernel kept it: a
+  # first image ran without a pager (the arena's range was taken), and one exec'd under an
+  # ancestor's seccomp filter died of SIGSYS at that prctl (a Chromium zygote, every other run).
+  cc -O2 -shared -fPIC -o "$tmp/libearly.so" "$here/early_hint_test_lib.c" &&
+    cc -O2 -o "$tmp/early" "$here/early_hint_test_program.c" -L"$tmp" -learly -Wl,-rpath,"$tmp" ||
+    fail "cannot build the early hint program"
+  want=$("$tmp/early" 2>/dev/null)
+  for how in first exec; do
+    cmd=("$tmp/early")
+    [ $how = exec ] && cmd=(sh -c "exec '$tmp/early'")
+    "$uswap" run --limit 8M --access user-mode-only -- "${cmd[@]}" >"$tmp/o" 2>"$tmp/e"
+    st=$?
+    [ $st = 0 ] || fail "a hint mapped before the shim ($how image): status $st: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] ||
+      fail "the early hint program ($how image) printed $(cat "$tmp/o"), plain $want"
+    grep -q "^early_hint: mapped outside the hinted range" "$tmp/e" ||
+      fail "a hint in the arena's range was kept before the shim ($how image): $(head -c 600 "$tmp/e")"
+    ! grep -q "without a pager" "$tmp/e" ||
+      fail "the early hint program ($how image) ran without a pager: $(head -c 600 "$tmp/e")"
+  done
   # Threads on stacks the program mapped (SBCL's): glibc's descriptor at the top of a stack in
   # the arena, signals delivered while the pages below the stack pointer are evicted (the
   # program counts how often that was the case: it must have happened), joins that return, a

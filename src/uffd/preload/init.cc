@@ -579,6 +579,63 @@ void map_guards(uintptr_t lo, uintptr_t hi) {
               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 }
 
+// The arena's place as the environment gives it: an ancestor's filter's range (USWAP_SECCOMP,
+// which fixes it), or USWAP_ARENA_BASE aligned down to the size USWAP_MAX_SIZE asks for. Quiet:
+// the constructor names a bad value; the mmap wrapper asks too, before the constructor.
+struct arena_plan {
+  uintptr_t lo = 0, hi = 0;  // [lo, hi): the arena
+  uint64_t asked = 0;        // the size this image asks for (USWAP_MAX_SIZE, rounded)
+  bool inherited = false;    // an ancestor's filter tests [lo, hi)
+  uintptr_t tramp = 0;       // its trampoline
+};
+arena_plan plan_arena() noexcept {
+  auto size_of = [](const char* name, uint64_t dflt) {
+    const char* v = getenv(name);
+    if (!v || !*v) return dflt;
+    const auto r = uswap::parse_size(v);
+    return r ? *r : dflt;
+  };
+  arena_plan a;
+  a.asked = std::max(round_up_pow2(size_of("USWAP_MAX_SIZE", uswap::shim_arena::default_size)),
+                     uswap::shim_arena::min_size);
+  if (const char* sc = getenv("USWAP_SECCOMP"); sc && *sc) {
+    unsigned long long lo = 0, hi = 0, tr = 0;
+    if (sscanf(sc, "%llx:%llx:%llx", &lo, &hi, &tr) == 3 && lo < hi) {
+      a.lo = lo;
+      a.hi = hi;
+      a.inherited = true;
+      a.tramp = tr;
+      return a;
+    }
+  }
+  a.lo = size_of("USWAP_ARENA_BASE", default_arena_base) & ~(a.asked - 1);
+  a.hi = a.lo + a.asked;
+  return a;
+}
+
+}  // namespace
+
+bool in_planned_arena(const void* addr, size_t len) noexcept {
+  // Computed once (the environment is the one the image started with); a race computes the
+  // same twice. hi == 0: not yet; lo == hi: the shim is not configured.
+  static std::atomic<uintptr_t> plan_lo{0}, plan_hi{0};
+  uintptr_t hi = plan_hi.load(std::memory_order_acquire);
+  if (hi == 0) {
+    const char* limit = getenv("USWAP_LIMIT");
+    arena_plan a;
+    if (limit && *limit) a = plan_arena();
+    // The guard pages and the trampoline below, the guard page above (kernel_access.h).
+    const uintptr_t lo = a.hi ? a.lo - pager_pages_below_arena - uswap::page_size : 1;
+    hi = a.hi ? a.hi + uswap::page_size : 1;
+    plan_lo.store(lo, std::memory_order_relaxed);
+    plan_hi.store(hi, std::memory_order_release);
+  }
+  const auto p = reinterpret_cast<uintptr_t>(addr);
+  return len != 0 && p < hi && p + len > plan_lo.load(std::memory_order_relaxed);
+}
+
+namespace {
+
 __attribute__((constructor)) void shim_init() {
   shim_scope s;
   resolve_libc();
@@ -587,9 +644,9 @@ __attribute__((constructor)) void shim_init() {
 
   uswap::pager_options o;
   o.limit = env_size("USWAP_LIMIT", 0);
-  const uint64_t size =
-      std::max(round_up_pow2(env_size("USWAP_MAX_SIZE", uswap::shim_arena::default_size)),
-               uswap::shim_arena::min_size);
+  (void)env_size("USWAP_MAX_SIZE", 0);  // named if bad; plan_arena reads it
+  const arena_plan plan = plan_arena();
+  const uint64_t size = plan.asked;
   o.max_size = size;
   struct sysinfo si {};
   const uint64_t ram = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : size;
@@ -640,17 +697,10 @@ __attribute__((constructor)) void shim_init() {
   }
 
   // The arena's place: the one an ancestor's filter tests, if there is one.
-  uintptr_t inherited_lo = 0, inherited_hi = 0, inherited_tramp = 0;
-  if (const char* sc = getenv("USWAP_SECCOMP"); sc && *sc) {
-    unsigned long long lo = 0, hi = 0, tr = 0;
-    if (sscanf(sc, "%llx:%llx:%llx", &lo, &hi, &tr) == 3) {
-      inherited_lo = lo;
-      inherited_hi = hi;
-      inherited_tramp = tr;
-    }
-  }
-  o.arena_base =
-      inherited_lo ? inherited_lo : env_size("USWAP_ARENA_BASE", default_arena_base) & ~(size - 1);
+  const uintptr_t inherited_lo = plan.inherited ? plan.lo : 0,
+                  inherited_hi = plan.inherited ? plan.hi : 0, inherited_tramp = plan.tramp;
+  if (!plan.inherited) (void)env_size("USWAP_ARENA_BASE", 0);  // named if bad
+  o.arena_base = plan.lo;
   if (inherited_lo && inherited_hi - inherited_lo != size) {
     fprintf(stderr,
             "uswap: an ancestor's arena is %llu MiB, this process asks for %llu MiB: "

@@ -241,7 +241,16 @@ bool detached_error(const uswap::status& st) noexcept { return st.code() == EPER
 using namespace uswap::shim;
 
 USWAP_EXPORT void* mmap(void* addr, size_t len, int prot, int flags, int fd, off_t off) {
-  if (!active()) return lc().mmap(addr, len, prot, flags, fd, off);
+  if (!active()) {
+    // Before the constructor, a hint in the arena's range would be kept by the kernel: the
+    // arena could not be reserved there (the process would run unrouted), and with an
+    // ancestor's filter every system call naming that memory would trap while no handler is
+    // there to serve it (SIGSYS kills). The hint is dropped; the program takes any address.
+    if (addr && !ready() && !(flags & (MAP_FIXED | MAP_FIXED_NOREPLACE)) &&
+        in_planned_arena(addr, len))
+      addr = nullptr;
+    return lc().mmap(addr, len, prot, flags, fd, off);
+  }
   const bool fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
   if ((flags & MAP_FIXED) && over_pager_pages(addr, len)) {
     refuse_over_pager_pages("MAP_FIXED mapping", addr, len);

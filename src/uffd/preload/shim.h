@@ -133,6 +133,12 @@ inline bool over_pager_pages(const void* p, size_t len) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   return ready() && len != 0 && a < g.arena_lo && a + len > g.arena_lo - pager_pages_below_arena;
 }
+// Whether [p, p + len) touches the range the arena takes, or will once the constructor has run
+// (init.cc: an ancestor's filter's range, else USWAP_ARENA_BASE and USWAP_MAX_SIZE), its guard
+// pages and trampoline included; false when the shim is not configured. For the memory calls
+// made before the constructor (a library's constructor that maps at a hint, as Chromium's
+// PartitionAlloc does at its first malloc), which must leave the range alone (mmap.cc).
+bool in_planned_arena(const void* p, size_t len) noexcept;
 inline bool inside_arena(const void* p, size_t len) noexcept {
   const auto a = reinterpret_cast<uintptr_t>(p);
   return ready() && a >= g.arena_lo && len <= g.arena_hi - a;
