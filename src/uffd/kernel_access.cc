@@ -757,8 +757,13 @@ void die_of_sigsys() noexcept {
 
 void forward(int sig, siginfo_t* si, void* uc) {
   stats.forwarded.fetch_add(1, std::memory_order_relaxed);
-  // Another filter's trap (the program's own seccomp sandbox): its owner may want to know.
-  if (si->si_code == ka_sys_seccomp && g.foreign_trap) g.foreign_trap(g.ctx, si->si_syscall);
+  // Another filter's trap (the program's own seccomp sandbox): its owner may want to know, and
+  // may answer a call of its own itself (the call was not made: RAX is its result).
+  if (si->si_code == ka_sys_seccomp && g.foreign_trap && uc)
+    if (const int err = g.foreign_trap(g.ctx, si->si_syscall); err > 0) {
+      static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_RAX] = -err;
+      return;
+    }
   const struct sigaction* prev = chained.load(std::memory_order_acquire);
   if (prev && (prev->sa_flags & SA_SIGINFO) && prev->sa_sigaction) {
     prev->sa_sigaction(sig, si, uc);

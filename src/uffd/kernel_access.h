@@ -133,8 +133,12 @@ struct kernel_access_config {
   void (*fork_parent)(void* ctx, long result) = nullptr;
   void (*fork_child)(void* ctx) = nullptr;
   // A seccomp trap of another filter (the program's own sandbox), with the system call's
-  // number, just before it goes to the program's SIGSYS handler. Default null.
-  void (*foreign_trap)(void* ctx, int nr) = nullptr;
+  // number, before it goes to the program's SIGSYS handler. Returns 0 to let it go there, or an
+  // errno that the call returns instead, the program's handler not run: the caller's own call,
+  // made where the program's handler must not run (inside the pager, with its locks held: a
+  // handler that touches an evicted page would wait for them forever). Called in the SIGSYS
+  // handler: async-signal-safe. Default null: every such trap goes to the program.
+  int (*foreign_trap)(void* ctx, int nr) = nullptr;
 };
 
 // The SECCOMP_RET_DATA of the filter's traps: the handler takes a SIGSYS as its own only when

@@ -49,7 +49,7 @@ struct engine_config {
   bool (*fork_prepare)(void*) = nullptr;
   void (*fork_parent)(void*, long) = nullptr;
   void (*fork_child)(void*) = nullptr;
-  void (*foreign_trap)(void*, int) = nullptr;
+  int (*foreign_trap)(void*, int) = nullptr;
 };
 extern engine_config g;
 

@@ -815,6 +815,22 @@ C
       fail "($how) a sandboxed program: status $rc, plain $want: $(tail -c 600 "$tmp/o")"
     grep -q "[1-9][0-9]* swap-outs" "$tmp/o" || fail "($how) nothing was paged: $(tail -c 400 "$tmp/o")"
   done
+  # A sandbox that traps calls to a handler of the program's (Firefox's content processes): the
+  # pager's own calls it refuses (a job's open of /proc, kill, the samples) fail with EPERM and
+  # never reach the program's handler, which read paged-out memory inside the pager with its
+  # locks held: the process hung or crashed (137 or 139) every time before. The shim says which
+  # call it lost, so the path was taken.
+  cc -O2 -pthread -o "$tmp/trapsb" "$(dirname "${BASH_SOURCE[0]}")/trapping_sandbox_test_program.c" ||
+    fail "cannot build the trapping sandbox program"
+  want=$("$tmp/trapsb" 2>/dev/null)
+  timeout -s KILL 300 "$uswap" run --limit 8M -- "$tmp/trapsb" >"$tmp/o" 2>"$tmp/e"
+  st=$?
+  [ $st = 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+    fail "a sandbox that traps to its own handler: status $st, printed $(cat "$tmp/o"), plain $want: $(tail -c 600 "$tmp/e")"
+  grep -q "the handler saw 256 openat (256 the program's own), 0 other" "$tmp/e" ||
+    fail "the program's sandbox handler saw the pager's calls: $(grep trapping_sandbox "$tmp/e")"
+  grep -q "refused the pager's .*the pager goes on without it" "$tmp/e" ||
+    fail "no call of the pager's met the program's sandbox: $(tail -c 600 "$tmp/e")"
   # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
   # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
   # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a

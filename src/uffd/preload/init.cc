@@ -161,8 +161,11 @@ bool sample_due() noexcept {
          last_sample_ns.compare_exchange_strong(last, now, std::memory_order_relaxed);
 }
 
+// No sample once the program sandboxed itself: it opens /proc and calls mincore, which a
+// sandbox refuses (sandbox.cc: the shim makes no call of its own from then on).
 void reclaim_sample(void*, uint64_t mapped_pages, uint64_t pool_bytes) {
-  if (sample_due()) sample_with(mapped_pages * uswap::page_size, pool_bytes);
+  if (!program_sandboxed.load(std::memory_order_relaxed) && sample_due())
+    sample_with(mapped_pages * uswap::page_size, pool_bytes);
 }
 
 // --- Statistics lines.
@@ -242,7 +245,8 @@ void sample() noexcept {
 }
 
 void sample_if_due() noexcept {
-  if (ready() && sample_due()) pager_call([] { sample(); });  // off a stack in the arena
+  if (ready() && !program_sandboxed.load(std::memory_order_relaxed) && sample_due())
+    pager_call([] { sample(); });  // off a stack in the arena
 }
 
 void write_stats(const char* event) noexcept {
@@ -478,10 +482,16 @@ void raw_fork_child(void*) {
 // A sandbox the program installed (Chromium's seccomp-bpf policy in its renderers) refused one
 // of the pager's own system calls: the program's handler will end the process. Said once, so
 // that the crash it reports has its cause next to it.
-void foreign_trap(void*, int nr) {
-  if (!in_pager_code()) return;  // the program's own call: the program's business
+// The program's sandbox refused a call. The program's own: its handler decides (Firefox's
+// brokers the file opens). The pager's (a statistics sample's open of /proc, a job's nudge): it
+// fails with EPERM here, as a sandbox that denies it would make it fail, and the program's
+// handler never runs inside the pager, where it could wait forever for a lock the pager holds
+// (Firefox's content processes hung so: the handler touched an evicted page during a reclaim
+// pass's sample). Said once.
+int foreign_trap(void*, int nr) {
+  if (!in_pager_code()) return 0;
   static std::atomic<bool> said{false};
-  if (said.exchange(true)) return;
+  if (said.exchange(true)) return EPERM;
   // Plain writes: this is a signal handler.
   const syscall_table::syscall_spec* s = syscall_table::lookup(nr);
   char num[24];
@@ -492,10 +502,11 @@ void foreign_trap(void*, int nr) {
   while (v /= 10);
   const char* parts[] = {"uswap: a seccomp filter the program installed refused the pager's ",
                          s && s->name ? s->name : "system call", " (", p,
-                         "): a program that "
-                         "sandboxes itself cannot be paged; run it with its sandbox off "
-                         "(chromium: --no-sandbox)\n"};
+                         "): the pager goes on without it (EPERM); if paging fails for it, run "
+                         "the program with its sandbox off (chromium: --no-sandbox, firefox: "
+                         "MOZ_DISABLE_CONTENT_SANDBOX=1)\n"};
   for (const char* part : parts) (void)!::write(2, part, strlen(part));
+  return EPERM;
 }
 
 void unpin_cb(void* ctx, const void* addr, uint64_t len) {
