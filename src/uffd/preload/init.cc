@@ -479,9 +479,6 @@ void raw_fork_child(void*) {
   after_fork_child();
 }
 
-// A sandbox the program installed (Chromium's seccomp-bpf policy in its renderers) refused one
-// of the pager's own system calls: the program's handler will end the process. Said once, so
-// that the crash it reports has its cause next to it.
 // The program's sandbox refused a call. The program's own: its handler decides (Firefox's
 // brokers the file opens). The pager's (a statistics sample's open of /proc, a job's nudge): it
 // fails with EPERM here, as a sandbox that denies it would make it fail, and the program's
