@@ -831,6 +831,19 @@ C
     fail "the program's sandbox handler saw the pager's calls: $(grep trapping_sandbox "$tmp/e")"
   grep -q "refused the pager's .*the pager goes on without it" "$tmp/e" ||
     fail "no call of the pager's met the program's sandbox: $(tail -c 600 "$tmp/e")"
+  # An executable with its own operator new and delete, exported, but not the sized delete, the
+  # array forms or the nothrow new (Firefox's over mozjemalloc): the shim's, which libstdc++'s
+  # would have been, must call the program's. Before, its blocks reached mimalloc's free and the
+  # program died (136, 2 of 2).
+  c++ -O2 -rdynamic -o "$tmp/ownops" "$(dirname "${BASH_SOURCE[0]}")/own_operators_test_program.cc" ||
+    fail "cannot build the own operators program"
+  want=$("$tmp/ownops")
+  "$uswap" run --limit 32M --json -- "$tmp/ownops" >"$tmp/o" 2>"$tmp/e"
+  st=$?
+  [ $st = 0 ] && [ "$(cat "$tmp/o")" = "$want" ] ||
+    fail "a program with its own operator new: status $st, printed $(cat "$tmp/o"), plain $want: $(tail -c 600 "$tmp/e")"
+  [ "$(tail -n 1 "$tmp/e" | jq '[.processes[].swap_outs] | add')" -gt 5000 ] ||
+    fail "the own operators program's allocator was not paged: $(tail -c 600 "$tmp/e")"
   # A Free Pascal program's runtime installs its SIGBUS handler with its own rt_sigaction(2),
   # past the shim's sigaction: the pager's next fault went to it ("Runtime error 216", exit 216,
   # with the previous shim). Named unrouted, and the shim stays out of it, directly or from a
