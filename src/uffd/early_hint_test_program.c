@@ -27,7 +27,8 @@ int main(void) {
   if (early_hint_read != (long)sizeof msg || memcmp(early_hint_block, msg, sizeof msg) != 0)
     die("the constructor's read did not arrive");
   // Every page written, then read back through a pipe page by page: more calls on the mapping.
-  for (size_t i = 0; i < early_hint_bytes; ++i) early_hint_block[i] = (unsigned char)(i * 7 + i / 4096);
+  for (size_t i = 0; i < early_hint_bytes; ++i)
+    early_hint_block[i] = (unsigned char)(i * 7 + i / 4096);
   int fds[2];
   if (pipe(fds) != 0) die("pipe");
   uint64_t h = 1469598103934665603ull;

@@ -44,7 +44,8 @@ void* operator new(std::size_t n) {
   const size_t need = (sizeof(header) + n + 15) & ~size_t{15};
   if (need > chunk_bytes) throw std::bad_alloc();
   if (!chunk || chunk_used + need > chunk_bytes) {
-    void* p = mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p =
+        mmap(nullptr, chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     chunk = static_cast<unsigned char*>(p);
     chunk_used = 0;
@@ -94,7 +95,8 @@ int main() {
     for (const auto& s : strings) sum = sum * 31 + static_cast<unsigned char>((*s)[s->size() / 2]);
   }
   if (live_marked != 0 || total_marked < 200000) {
-    std::fprintf(stderr, "own_operators: %ld of %ld blocks never came back to the program's delete\n",
+    std::fprintf(stderr,
+                 "own_operators: %ld of %ld blocks never came back to the program's delete\n",
                  live_marked, total_marked);
     return 1;
   }

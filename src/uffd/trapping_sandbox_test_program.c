@@ -139,7 +139,8 @@ int main(void) {
     return 1;
   }
   const unsigned long opens = atomic_load(&traps_openat), others = atomic_load(&traps_other);
-  fprintf(stderr, "trapping_sandbox: the handler saw %lu openat (%d the program's own), %lu other\n",
+  fprintf(stderr,
+          "trapping_sandbox: the handler saw %lu openat (%d the program's own), %lu other\n",
           opens, refused, others);
   if (opens != (unsigned long)refused || refused != own_opens || others != 0) {
     fprintf(stderr, "trapping_sandbox: the handler got calls the program never made (last %d)\n",

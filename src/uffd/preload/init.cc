@@ -80,12 +80,14 @@ uint64_t now_ns() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint64_t env_size(const char* name, uint64_t dflt) {
+// `say`: name a bad value on stderr (the constructor); quiet before it (the mmap wrapper may run
+// inside the program's malloc, where stdio must not).
+uint64_t env_size(const char* name, uint64_t dflt, bool say = true) {
   const char* v = getenv(name);
   if (!v || !*v) return dflt;
   auto r = uswap::parse_size(v);
   if (!r) {
-    fprintf(stderr, "uswap: bad %s=%s, using the default\n", name, v);
+    if (say) fprintf(stderr, "uswap: bad %s=%s, using the default\n", name, v);
     return dflt;
   }
   return *r;
@@ -588,24 +590,19 @@ void map_guards(uintptr_t lo, uintptr_t hi) {
 }
 
 // The arena's place as the environment gives it: an ancestor's filter's range (USWAP_SECCOMP,
-// which fixes it), or USWAP_ARENA_BASE aligned down to the size USWAP_MAX_SIZE asks for. Quiet:
-// the constructor names a bad value; the mmap wrapper asks too, before the constructor.
+// which fixes it), or USWAP_ARENA_BASE aligned down to the size USWAP_MAX_SIZE asks for. `say`
+// as env_size's: the constructor names a bad value, the mmap wrapper asks quietly.
 struct arena_plan {
   uintptr_t lo = 0, hi = 0;  // [lo, hi): the arena
   uint64_t asked = 0;        // the size this image asks for (USWAP_MAX_SIZE, rounded)
   bool inherited = false;    // an ancestor's filter tests [lo, hi)
   uintptr_t tramp = 0;       // its trampoline
 };
-arena_plan plan_arena() noexcept {
-  auto size_of = [](const char* name, uint64_t dflt) {
-    const char* v = getenv(name);
-    if (!v || !*v) return dflt;
-    const auto r = uswap::parse_size(v);
-    return r ? *r : dflt;
-  };
+arena_plan plan_arena(bool say) noexcept {
   arena_plan a;
-  a.asked = std::max(round_up_pow2(size_of("USWAP_MAX_SIZE", uswap::shim_arena::default_size)),
-                     uswap::shim_arena::min_size);
+  a.asked =
+      std::max(round_up_pow2(env_size("USWAP_MAX_SIZE", uswap::shim_arena::default_size, say)),
+               uswap::shim_arena::min_size);
   if (const char* sc = getenv("USWAP_SECCOMP"); sc && *sc) {
     unsigned long long lo = 0, hi = 0, tr = 0;
     if (sscanf(sc, "%llx:%llx:%llx", &lo, &hi, &tr) == 3 && lo < hi) {
@@ -616,7 +613,7 @@ arena_plan plan_arena() noexcept {
       return a;
     }
   }
-  a.lo = size_of("USWAP_ARENA_BASE", default_arena_base) & ~(a.asked - 1);
+  a.lo = env_size("USWAP_ARENA_BASE", default_arena_base, say) & ~(a.asked - 1);
   a.hi = a.lo + a.asked;
   return a;
 }
@@ -631,7 +628,7 @@ bool in_planned_arena(const void* addr, size_t len) noexcept {
   if (hi == 0) {
     const char* limit = getenv("USWAP_LIMIT");
     arena_plan a;
-    if (limit && *limit) a = plan_arena();
+    if (limit && *limit) a = plan_arena(/*say=*/false);
     // The guard pages and the trampoline below, the guard page above (kernel_access.h).
     const uintptr_t lo = a.hi ? a.lo - pager_pages_below_arena - uswap::page_size : 1;
     hi = a.hi ? a.hi + uswap::page_size : 1;
@@ -652,8 +649,7 @@ __attribute__((constructor)) void shim_init() {
 
   uswap::pager_options o;
   o.limit = env_size("USWAP_LIMIT", 0);
-  (void)env_size("USWAP_MAX_SIZE", 0);  // named if bad; plan_arena reads it
-  const arena_plan plan = plan_arena();
+  const arena_plan plan = plan_arena(/*say=*/true);
   const uint64_t size = plan.asked;
   o.max_size = size;
   struct sysinfo si {};
@@ -707,7 +703,6 @@ __attribute__((constructor)) void shim_init() {
   // The arena's place: the one an ancestor's filter tests, if there is one.
   const uintptr_t inherited_lo = plan.inherited ? plan.lo : 0,
                   inherited_hi = plan.inherited ? plan.hi : 0, inherited_tramp = plan.tramp;
-  if (!plan.inherited) (void)env_size("USWAP_ARENA_BASE", 0);  // named if bad
   o.arena_base = plan.lo;
   if (inherited_lo && inherited_hi - inherited_lo != size) {
     fprintf(stderr,

@@ -73,7 +73,7 @@ const program_operators& program_ops() noexcept {
 }  // namespace
 
 #define USWAP_NEW_EXPORT __attribute__((visibility("default")))
-#define USWAP_NEW_EXPORT_HIDDEN __attribute__((visibility("hidden"), used))
+#define USWAP_WRAP_TWIN __attribute__((visibility("hidden"), used))
 
 USWAP_NEW_EXPORT void* operator new(std::size_t n) { return alloc_or_throw(n); }
 namespace {
@@ -161,20 +161,22 @@ USWAP_NEW_EXPORT void operator delete[](void* p, std::align_val_t, const std::no
 
 // The shim's own calls of the forms above (--wrap): the shim's allocator, as before.
 extern "C" {
-USWAP_NEW_EXPORT_HIDDEN void* __wrap__Znam(std::size_t n) { return alloc_or_throw(n); }
-USWAP_NEW_EXPORT_HIDDEN void* __wrap__ZnwmRKSt9nothrow_t(std::size_t n, const std::nothrow_t&) noexcept {
+USWAP_WRAP_TWIN void* __wrap__Znam(std::size_t n) { return alloc_or_throw(n); }
+USWAP_WRAP_TWIN void* __wrap__ZnwmRKSt9nothrow_t(std::size_t n,
+                                                 const std::nothrow_t&) noexcept {
   return nothrow(alloc_or_throw, n);
 }
-USWAP_NEW_EXPORT_HIDDEN void* __wrap__ZnamRKSt9nothrow_t(std::size_t n, const std::nothrow_t&) noexcept {
+USWAP_WRAP_TWIN void* __wrap__ZnamRKSt9nothrow_t(std::size_t n,
+                                                 const std::nothrow_t&) noexcept {
   return nothrow(alloc_or_throw, n);
 }
-USWAP_NEW_EXPORT_HIDDEN void __wrap__ZdaPv(void* p) noexcept { std::free(p); }
-USWAP_NEW_EXPORT_HIDDEN void __wrap__ZdlPvm(void* p, std::size_t) noexcept { std::free(p); }
-USWAP_NEW_EXPORT_HIDDEN void __wrap__ZdaPvm(void* p, std::size_t) noexcept { std::free(p); }
-USWAP_NEW_EXPORT_HIDDEN void __wrap__ZdlPvRKSt9nothrow_t(void* p, const std::nothrow_t&) noexcept {
+USWAP_WRAP_TWIN void __wrap__ZdaPv(void* p) noexcept { std::free(p); }
+USWAP_WRAP_TWIN void __wrap__ZdlPvm(void* p, std::size_t) noexcept { std::free(p); }
+USWAP_WRAP_TWIN void __wrap__ZdaPvm(void* p, std::size_t) noexcept { std::free(p); }
+USWAP_WRAP_TWIN void __wrap__ZdlPvRKSt9nothrow_t(void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
-USWAP_NEW_EXPORT_HIDDEN void __wrap__ZdaPvRKSt9nothrow_t(void* p, const std::nothrow_t&) noexcept {
+USWAP_WRAP_TWIN void __wrap__ZdaPvRKSt9nothrow_t(void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 }
