@@ -486,7 +486,8 @@ void pass_fd(int fd, const char* var) {
 // The child: the program with the shim preloaded and its settings in USWAP_* variables.
 [[noreturn]] void exec_program(const run_config& c, const std::string& preload,
                                const char* stats_path, const std::string& job_path,
-                               const std::string& backing_path, int job_fd, int backing_fd) {
+                               const std::string& backing_path, int job_fd, int guest_fd,
+                               int backing_fd) {
   if (preload.empty())
     ::unsetenv("LD_PRELOAD");
   else
@@ -509,6 +510,7 @@ void pass_fd(int fd, const char* var) {
   else
     ::setenv("USWAP_JOB", job_path.c_str(), 1);
   pass_fd(job_fd, "USWAP_JOB_FD");
+  pass_fd(guest_fd, "USWAP_JOB_SOCK_FD");
   pass_fd(backing_fd, "USWAP_BACKING_FD");
   if (backing_path.empty())
     ::unsetenv("USWAP_BACKING");
@@ -647,7 +649,7 @@ int run_sized(const run_config& c) {
   }
   if (pid == 0)
     exec_program(c, preload, stats_path, job_path, backing_path, sup ? sup->member_fd() : -1,
-                 sup ? sup->backing_fd() : -1);
+                 sup ? sup->guest_socket() : -1, sup ? sup->backing_fd() : -1);
   run_result r;
   r.keep_all = c.json;
   const int status = wait_for(pid, sup.get());

@@ -23,12 +23,17 @@ namespace uswap::tools {
 
 namespace {
 
-// Whether `pid` has ended (gone, or a zombie); a pid reused since looks alive.
+// Whether the process of `pidfd` has ended (gone, or a zombie).
+bool pidfd_ended(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+// Whether `pid` has ended; a pid reused since looks alive.
 bool process_ended(pid_t pid) {
   const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (fd < 0) return errno == ESRCH;
-  pollfd p{fd, POLLIN, 0};
-  const bool ended = ::poll(&p, 1, 0) > 0;
+  const bool ended = pidfd_ended(fd);
   ::close(fd);
   return ended;
 }
@@ -139,6 +144,8 @@ result<std::unique_ptr<job_supervisor>> job_supervisor::create(const options& o)
 
 job_supervisor::~job_supervisor() {
   for (const auto& [slot, w] : watched_) ::close(w.pidfd);
+  for (const auto& [key, a] : announced_)
+    if (a.pidfd >= 0) ::close(a.pidfd);
   if (backing_fd_ >= 0) ::close(backing_fd_);
 }
 
@@ -174,10 +181,55 @@ std::string job_supervisor::member_path() const {
   return "/proc/" + std::to_string(::getpid()) + "/fd/" + std::to_string(job_->fd());
 }
 
+void job_supervisor::read_messages() {
+  job_messages msgs = job_->read_messages();
+  for (const job_announcement& a : msgs.announced) {
+    if (auto old = announced_.find(a.key); old != announced_.end() && old->second.pidfd >= 0)
+      ::close(old->second.pidfd);
+    announced_[a.key] = {a.pid, a.pidfd, mono_ns()};
+  }
+  for (unsigned slot : msgs.nudges) job_nudge(*job_, slot);
+}
+
+pid_t job_supervisor::name_guest(const job_member_view& m) {
+  auto it = announced_.find(m.guest_key);
+  if (it == announced_.end()) return 0;  // not read yet: the next round
+  const announced a = it->second;
+  announced_.erase(it);
+  // Named only while its pidfd says it runs: the start time name_guest read was its own.
+  const bool named = job_->name_guest(m.slot, m.guest_key, a.pid) &&
+                     (a.pidfd < 0 || !pidfd_ended(a.pidfd));
+  if (a.pidfd >= 0) ::close(a.pidfd);
+  if (!named) job_->reap_dead(m.slot);
+  return named ? a.pid : 0;
+}
+
+void job_supervisor::forget_stale_announcements() {
+  // An announcement no slot took: the guest could not join (every slot taken) and is limited
+  // alone, or it died before it joined. Kept a while, the slot being taken after the send.
+  constexpr uint64_t stale_ns = uint64_t{10} * 1000 * 1000 * 1000;
+  const uint64_t now = mono_ns();
+  for (auto it = announced_.begin(); it != announced_.end();) {
+    if (now - it->second.at_ns > stale_ns) {
+      if (it->second.pidfd >= 0) ::close(it->second.pidfd);
+      it = announced_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void job_supervisor::watch_new_members() {
+  // Before the view: a guest announces itself before it takes its slot, so every guest the
+  // view shows has its announcement read by now.
+  read_messages();
   const job_view v = job_->view();
-  for (const job_member_view& m : v.members) {
+  for (job_member_view m : v.members) {
     if (m.dead) continue;
+    if (!m.for_child && m.guest_key != 0 && m.pid == 0) {
+      m.pid = name_guest(m);
+      if (m.pid == 0) continue;
+    }
     if (m.for_child) {
       // A fork's share for its child: adopted within microseconds, unless the fork failed or
       // the child died first. A child its parent named and that is gone (or a zombie) goes
@@ -208,15 +260,18 @@ void job_supervisor::watch_new_members() {
 
 void job_supervisor::poll(int timeout_ms) {
   watch_new_members();
+  forget_stale_announcements();
   std::vector<pollfd> fds;
   std::vector<unsigned> slots;
   for (const auto& [slot, w] : watched_) {
     fds.push_back({w.pidfd, POLLIN, 0});
     slots.push_back(slot);
   }
+  // A guest's message ends the wait: it is named (and watched) or its nudge sent at once.
+  fds.push_back({job_->message_socket(), POLLIN, 0});
   const int n = ::poll(fds.data(), fds.size(), timeout_ms);
   if (n > 0) {
-    for (size_t i = 0; i < fds.size(); ++i) {
+    for (size_t i = 0; i < slots.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       // The process ended. If it left the job on its way out, its slot is free (or a new
       // member's, which still_alive tells apart); otherwise its share comes back now.
@@ -224,6 +279,9 @@ void job_supervisor::poll(int timeout_ms) {
       ::close(fds[i].fd);
       watched_.erase(slots[i]);
     }
+    // A guest's nudge is sent now, and a new guest named and watched: its parent may be
+    // waiting in wait_for for the whole of a short-lived child.
+    if (fds.back().revents & POLLIN) watch_new_members();
   }
   if (job_->stop_reason() != job_stop_none) stop_if_asked(job_->view());
   if (!stats_dir_.empty() && mono_ns() >= next_view_ns_) {
@@ -236,6 +294,7 @@ int job_supervisor::member_fd() const noexcept { return job_->fd(); }
 
 std::vector<pid_t> job_supervisor::running_members() const {
   std::vector<pid_t> pids;
+  // A guest not yet named (pid 0) is left out: its parent, a member, is running.
   for (const job_member_view& m : job_->view().members)
     if (!m.dead && (m.for_child || job_->still_alive(m.slot))) pids.push_back(m.pid);
   return pids;

@@ -3,8 +3,9 @@
 // (--stats-dir, in cgroup v2's and zram's file formats) and the job's totals for the summary.
 //
 // Thread-safety: one thread (uswap run's) drives a job_supervisor. Invariants: every live member
-// of the job is watched through a pidfd within one poll interval of joining, and a member whose
-// process is gone without leaving is reaped before the next poll returns.
+// of the job is watched through a pidfd within one poll interval of joining (a guest, in
+// another pid namespace, once named by its announcement), and a member whose process is gone
+// without leaving is reaped before the next poll returns.
 #pragma once
 
 #include <sys/types.h>
@@ -57,6 +58,9 @@ class job_supervisor {
   // processes that changed their user and outlive uswap run: the segment's, the backing file's
   // (-1 without one, or for an NBD export).
   int member_fd() const noexcept;
+  // The member end of the job's socket, on which guests (processes in another pid namespace)
+  // announce themselves (USWAP_JOB_SOCK_FD).
+  int guest_socket() const noexcept { return job_->guest_socket(); }
   int backing_fd() const noexcept { return backing_fd_; }
   // Members still running (a fork's share not yet adopted counts): a daemon's processes, after
   // the program uswap run started has exited.
@@ -75,6 +79,12 @@ class job_supervisor {
  private:
   job_supervisor() = default;
   void watch_new_members();
+  // Guests (job.h): announcements read into announced_ and nudges sent for them; a guest's
+  // slot named after its announcement (its pid, 0 when it is gone and its slot reaped);
+  // announcements no slot took forgotten after a while.
+  void read_messages();
+  pid_t name_guest(const job_member_view& m);
+  void forget_stale_announcements();
   status write_stats_dir(const job_view& v);
   void update_stats_dir();  // write_stats_dir, a failure said on stderr (once until it works)
   void stop_if_asked(const job_view& v);
@@ -90,6 +100,12 @@ class job_supervisor {
     pid_t pid;
   };
   std::map<unsigned, watched> watched_;  // slot -> the member there
+  struct announced {
+    pid_t pid;
+    int pidfd;  // -1 where the kernel gives none
+    uint64_t at_ns;
+  };
+  std::map<uint64_t, announced> announced_;  // key -> the guest that announced it
   uint64_t next_view_ns_ = 0;
   bool stats_dir_failing_ = false;
 };

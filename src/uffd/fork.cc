@@ -551,8 +551,11 @@ void pager::prepare_fork() noexcept { impl_->prepare_fork(); }
 void pager::fork_returned(pid_t child) noexcept {
   impl& m = *impl_;
   const bool child_created = child > 0;
+  // A guest's child's pid is of its namespace: not named to the supervisor, which would look
+  // it up in its own (the slot is reaped by age if the child never adopts it).
   if (child_created && m.fork_child_slot >= 0)
-    if (job_ref jr(m); jr) jr->child_forked(static_cast<unsigned>(m.fork_child_slot), child);
+    if (job_ref jr(m); jr && !jr->guest())
+      jr->child_forked(static_cast<unsigned>(m.fork_child_slot), child);
   if (!child_created) {
     if (zram_block_allocator* a = m.store->device().backing_allocator())
       for (uint64_t b : m.fork_blocks) a->release(b);

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,8 +23,28 @@ namespace uswap {
 
 namespace {
 
+// Linux 6.5's names, which older C libraries lack.
+#ifdef SO_PASSPIDFD
+constexpr int so_passpidfd = SO_PASSPIDFD;
+#else
+constexpr int so_passpidfd = 76;
+#endif
+#ifdef SCM_PIDFD
+constexpr int scm_pidfd = SCM_PIDFD;
+#else
+constexpr int scm_pidfd = 0x04;
+#endif
+
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
-constexpr uint32_t job_version = 5;
+constexpr uint32_t job_version = 6;
+
+// A guest's message on the job's socket: its announcement (magic job_magic, a key), or a
+// nudge it asks the supervisor to send (nudge_magic, the target's slot).
+struct guest_message {
+  uint64_t magic;
+  uint64_t value;
+};
+constexpr uint64_t nudge_magic = job_magic + 1;
 
 enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
 
@@ -65,6 +86,7 @@ struct alignas(cache_line_size) job::member {
   uint64_t created_ns;
   char comm[16];
   uint64_t usage;  // under the job lock
+  uint64_t guest_key;  // under the job lock: a guest's key (0: not a guest)
   std::atomic<uint64_t> usage_seen;  // a copy for lock-free readers
   // Under the job lock: pages this member still waits for (begin_wait to end_wait); room given
   // back meanwhile goes to it first, into its usage and `granted` (which it takes lock-free).
@@ -106,6 +128,7 @@ struct job::shared {
   std::atomic<uint64_t> peak_footprint;
   std::atomic<uint64_t> reclaim_requests;
   std::atomic<uint64_t> stop_reason;
+  std::atomic<uint64_t> guest_keys;  // the last key handed to a guest
   uint64_t backing_blocks;
   std::atomic<uint64_t> block_hint;
   std::atomic<uint64_t> blocks_in_use;
@@ -170,6 +193,20 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
     return error(e, std::string("job: mapping the segment: ") + std::strerror(e));
   }
   // The memfd is zero-filled: every atomic and counter starts at 0, every slot free.
+  // The guests' socket: datagrams, each member's announcement one message with its
+  // credentials; the supervisor's end is non-blocking and asks for them (and for a pidfd,
+  // where the kernel has SO_PASSPIDFD).
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    const int e = errno;
+    ::munmap(p, bytes);
+    ::close(fd);
+    return error(e, std::string("job: the guests' socket: ") + std::strerror(e));
+  }
+  const int one = 1;
+  (void)::setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+  (void)::setsockopt(sv[0], SOL_SOCKET, so_passpidfd, &one, sizeof one);
+  (void)::fcntl(sv[0], F_SETFL, O_NONBLOCK);
   auto* s = static_cast<shared*>(p);
   s->limit_pages = opts.limit_pages;
   s->pool_limit_bytes = opts.pool_limit_bytes;
@@ -189,7 +226,10 @@ result<std::unique_ptr<job>> job::create(const job_options& opts) {
   s->version = job_version;
   // Members map the segment only after a fork or exec of the creator (system calls order them).
   s->magic = job_magic;
-  return std::unique_ptr<job>(new job(fd, s, bytes));
+  std::unique_ptr<job> j(new job(fd, s, bytes));
+  j->guest_rx_ = sv[0];
+  j->guest_tx_ = sv[1];
+  return j;
 }
 
 result<std::unique_ptr<job>> job::attach(int fd) {
@@ -224,7 +264,11 @@ uint64_t job::resident_bytes() const noexcept {
 
 job::~job() {
   if (s_) ::munmap(s_, bytes_);
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {  // the supervisor's: the socket is its too
+    ::close(fd_);
+    ::close(guest_rx_);
+    ::close(guest_tx_);
+  }
 }
 
 uint64_t job::limit_pages() const noexcept { return s_->limit_pages; }
@@ -254,6 +298,7 @@ result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start
     name_member(m.comm, comm);
     m.usage = usage;
     m.usage_seen.store(usage, std::memory_order_relaxed);
+    m.guest_key = 0;
     m.waiting = 0;
     m.granted.store(0, std::memory_order_relaxed);
     m.reclaim_request.store(0, std::memory_order_relaxed);
@@ -276,6 +321,129 @@ result<unsigned> job::join(pid_t pid, std::string_view comm) {
   auto slot = take_slot_locked(slot_live, pid, start, comm, 0);
   if (slot) ++s_->members_joined;
   return slot;
+}
+
+result<uint64_t> job::announce_guest() {
+  if (guest_tx_ < 0)
+    return error(EXDEV, "job: the process is in a pid namespace other than the job's, with no "
+                        "socket to the supervisor to be named by");
+  const guest_message msg{job_magic, s_->guest_keys.fetch_add(1, std::memory_order_relaxed) + 1};
+  // The supervisor reads the socket at every round of its watch: a full buffer (a burst of
+  // forks in a sandbox) empties within milliseconds.
+  for (unsigned tries = 0;; ++tries) {
+    if (::send(guest_tx_, &msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(sizeof msg))
+      return msg.value;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN || tries == 1000)
+      return error(errno, std::string("job: cannot announce this process (in a pid namespace "
+                                      "other than the job's) to the supervisor: ") +
+                              std::strerror(errno));
+    const timespec one_ms{0, 1000 * 1000};
+    ::nanosleep(&one_ms, nullptr);
+  }
+}
+
+result<unsigned> job::join_guest(std::string_view comm) {
+  auto key = announce_guest();
+  if (!key) return key.error();
+  lock_guard g(*this);
+  auto slot = take_slot_locked(slot_live, 0, 0, comm, 0);
+  if (!slot) return slot;
+  s_->members[*slot].guest_key = *key;
+  ++s_->members_joined;
+  guest_ = true;
+  return slot;
+}
+
+status job::adopt_guest(unsigned slot, std::string_view comm) {
+  if (slot >= job_max_members) return error(EINVAL, "job: no slot " + std::to_string(slot));
+  auto key = announce_guest();
+  if (!key) {
+    // The share reserved for it goes back now, not when the supervisor finds it unadopted.
+    lock_guard g(*this);
+    if (s_->members[slot].state.load(std::memory_order_relaxed) == slot_child)
+      leave_locked(s_->members[slot]);
+    return key.error();
+  }
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) != slot_child)
+    return error(EINVAL, "job: slot " + std::to_string(slot) + " is not reserved for a child");
+  m.pid.store(0, std::memory_order_relaxed);
+  m.start_time = 0;
+  m.guest_key = *key;
+  name_member(m.comm, comm);
+  m.state.store(slot_live, std::memory_order_release);
+  ++s_->members_joined;
+  guest_ = true;
+  return {};
+}
+
+void job::relay_nudge(unsigned slot) noexcept {
+  if (guest_tx_ < 0 || slot >= job_max_members) return;
+  const int saved_errno = errno;
+  const guest_message msg{nudge_magic, slot};
+  // Lost when the socket is full: the asker asks again within a millisecond.
+  (void)::send(guest_tx_, &msg, sizeof msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+  errno = saved_errno;
+}
+
+job_messages job::read_messages() {
+  job_messages out;
+  if (guest_rx_ < 0) return out;
+  for (;;) {
+    guest_message msg{};
+    iovec iov{&msg, sizeof msg};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int))];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(guest_rx_, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    job_announcement a;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level != SOL_SOCKET) continue;
+      if (c->cmsg_type == SCM_CREDENTIALS) {
+        ucred u;
+        std::memcpy(&u, CMSG_DATA(c), sizeof u);
+        a.pid = u.pid;
+      } else if (c->cmsg_type == scm_pidfd) {
+        std::memcpy(&a.pidfd, CMSG_DATA(c), sizeof a.pidfd);
+      }
+    }
+    const bool whole = n == static_cast<ssize_t>(sizeof msg);
+    if (whole && msg.magic == job_magic && msg.value != 0 && a.pid > 0) {
+      a.key = msg.value;
+      out.announced.push_back(a);
+      continue;
+    }
+    if (a.pidfd >= 0) ::close(a.pidfd);
+    if (whole && msg.magic == nudge_magic && msg.value < job_max_members)
+      out.nudges.push_back(static_cast<unsigned>(msg.value));
+  }
+  return out;
+}
+
+pid_t job::member_pid(unsigned slot) const noexcept {
+  return slot < job_max_members ? s_->members[slot].pid.load(std::memory_order_acquire) : 0;
+}
+
+bool job::name_guest(unsigned slot, uint64_t key, pid_t pid) noexcept {
+  if (slot >= job_max_members || key == 0 || pid <= 0) return false;
+  const uint64_t start = process_start_time(pid);
+  if (start == 0) return false;
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) != slot_live || m.guest_key != key ||
+      m.pid.load(std::memory_order_relaxed) != 0)
+    return false;
+  m.start_time = start;
+  m.pid.store(pid, std::memory_order_release);
+  return true;
 }
 
 result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes,
@@ -346,7 +514,10 @@ void job::reap_unadopted(unsigned slot, uint64_t max_age_ns, pid_t ended_child) 
 void job::leave(unsigned slot) noexcept {
   if (slot >= job_max_members) return;
   lock_guard g(*this);
-  member& m = s_->members[slot];
+  leave_locked(s_->members[slot]);
+}
+
+void job::leave_locked(member& m) noexcept {
   if (m.state.load(std::memory_order_relaxed) == slot_free) return;
   stop_waiting_locked(m);
   const uint64_t usage = m.usage;
@@ -403,6 +574,7 @@ void job::reap_dead(unsigned slot) noexcept {
 }
 
 unsigned job::reap_ended_members(unsigned self) noexcept {
+  if (guest_) return 0;  // its pids are not the members' (kill(pid, 0) would ask another)
   const int saved_errno = errno;
   unsigned n = 0;
   const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
@@ -738,6 +910,7 @@ job_view job::view() const {
       mv.dead = st == slot_dead;
       mv.for_child = st == slot_child;
       if (mv.for_child) mv.child = m.child.load(std::memory_order_relaxed);
+      mv.guest_key = m.guest_key;
       mv.age_ns = mono_ns() - m.created_ns;
       mv.comm.assign(m.comm, strnlen(m.comm, sizeof m.comm));
       mv.usage = m.usage;

@@ -89,6 +89,9 @@ namespace {
 // compression stream the shim made ready, see pager::serve_job_request), once until it takes it,
 // and only while the signal cannot disturb a system call of the program's (quiet_to_interrupt).
 void nudge(job& j, const job_target& t) noexcept {
+  // A guest's pids name other processes than the target's: the supervisor signals for it.
+  if (j.guest()) return j.relay_nudge(t.slot);
+  if (t.pid <= 0) return;  // a guest not yet named
   if (!quiet_to_interrupt(t.pid)) return;
   if (!j.mark_signalled(t.slot)) return;
   siginfo_t si;
@@ -104,6 +107,11 @@ void nudge(job& j, const job_target& t) noexcept {
 
 }  // namespace
 
+void job_nudge(job& j, unsigned slot) noexcept {
+  const pid_t pid = j.member_pid(slot);
+  if (pid > 0) nudge(j, {slot, pid});
+}
+
 bool is_job_signal(const siginfo_t* si) noexcept {
   return si && si->si_code == SI_QUEUE && si->si_value.sival_int == job_signal_magic;
 }
@@ -113,11 +121,9 @@ status pager::join_job(std::shared_ptr<job> j) {
   if (!j) return error(EINVAL, "pager: no job to join");
   if (m.jlink.load(std::memory_order_relaxed)) return error(EBUSY, "pager: already in a job");
   if (m.detached()) return error(EINVAL, "pager: a detached copy cannot join a job");
-  if (!j->in_pid_namespace())
-    return error(EXDEV, "pager: the process is in a pid namespace other than the job's");
   char comm[16];
   process_comm(comm);
-  auto slot = j->join(::getpid(), comm);
+  auto slot = j->in_pid_namespace() ? j->join(::getpid(), comm) : j->join_guest(comm);
   if (!slot) return slot.error();
   map_read_guard g(m.map_lock, &m);
   // What is mapped already counts from now on (a process joins before it runs, with ~nothing).
@@ -162,6 +168,12 @@ void pager::warm_up() noexcept {
 
 bool pager::in_job() const noexcept {
   return impl_->jlink.load(std::memory_order_relaxed) != nullptr;
+}
+
+pid_t pager::job_pid() const noexcept {
+  const impl& m = *impl_;
+  job* j = m.jlink.load(std::memory_order_relaxed);
+  return j ? j->member_pid(m.jslot) : 0;
 }
 
 void pager::serve_job_request(bool c_library_locks_maybe_held) noexcept {
@@ -514,8 +526,9 @@ void pager::impl::reserve_child_share() noexcept {
       (void)dev.set_mem_limit(std::max<uint64_t>({half, dev.stats().mem_used, page_size}));
     }
     USWAP_DCHECK(reserved.load(std::memory_order_relaxed) == jr->usage(jslot));
-    auto slot = jr->reserve_for_child(::getpid(), 0, store->device().stats().mem_used,
-                                      {jslot, 0});
+    // A guest's pid is not the job's: its child's slot is reaped by age if no child adopts it.
+    auto slot = jr->reserve_for_child(jr->guest() ? 0 : ::getpid(), 0,
+                                      store->device().stats().mem_used, {jslot, 0});
     if (slot) {
       child_slot = static_cast<int>(*slot);
       return;
@@ -536,23 +549,21 @@ void pager::impl::job_after_fork_child() noexcept {
   job_waits.store(0, std::memory_order_relaxed);
   char comm[16];
   process_comm(comm);
-  if (!j->in_pid_namespace()) {
-    // A child in a new pid namespace (clone with CLONE_NEWPID, or after unshare): its pid here
-    // names another process for everyone else in the job. Limited alone; its share goes back.
-    if (child_slot >= 0) j->leave(static_cast<unsigned>(child_slot));
-    own_all_shared();
-    jlink.store(nullptr, std::memory_order_relaxed);
-    reserved.store(0, std::memory_order_relaxed);
-    child_slot = -1;
-    return;
-  }
-  if (child_slot >= 0 && j->adopt(static_cast<unsigned>(child_slot), ::getpid(), comm).ok()) {
+  // A child in a new pid namespace (clone with CLONE_NEWPID, or after unshare), or of a guest:
+  // its pid here names another process for everyone else in the job, so it is a guest.
+  const bool guest = !j->in_pid_namespace();
+  const bool adopted =
+      child_slot >= 0 && (guest ? j->adopt_guest(static_cast<unsigned>(child_slot), comm)
+                                : j->adopt(static_cast<unsigned>(child_slot), ::getpid(), comm))
+                             .ok();
+  if (adopted) {
     jslot = static_cast<unsigned>(child_slot);
     mark_fork_shared();
     reserved.store(j->usage(jslot), std::memory_order_relaxed);
   } else {
-    // The parent could not reserve a share: join anew.
-    auto slot = j->join(::getpid(), comm);
+    // The parent could not reserve a share (or a guest could not announce itself): join anew,
+    // or be limited alone.
+    auto slot = guest ? j->join_guest(comm) : j->join(::getpid(), comm);
     if (!slot) {
       own_all_shared();
       jlink.store(nullptr, std::memory_order_relaxed);  // limited alone (its limit is the job's)

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -202,7 +203,7 @@ TEST(Job, AnotherProcessSeesTheSameJob) {
 }
 
 // Members are named by pid: a process in another pid namespace (a sandbox's CLONE_NEWPID
-// child, pid 1 there) is told so, and the pager then keeps it out of the job.
+// child, pid 1 there) is told so.
 TEST(Job, AProcessInAnotherPidNamespaceIsNotInTheJobs) {
   auto j = make_job(500);
   ASSERT_TRUE(j);
@@ -218,6 +219,99 @@ TEST(Job, AProcessInAnotherPidNamespaceIsNotInTheJobs) {
   });
   if (rc == 77) GTEST_SKIP() << "no pid namespace can be made here";
   EXPECT_EQ(rc, 0);
+}
+
+// It then joins as a guest: unnamed until the supervisor reads its announcement, whose
+// credentials the kernel gave in the supervisor's numbering, and named by that pid, so that its
+// death is seen and its charge comes back. A guest reaps nobody by pid: a live member's pid
+// names no process in the guest's namespace.
+TEST(Job, AGuestInAnotherPidNamespaceIsNamedByItsAnnouncement) {
+  auto j = make_job(500);
+  ASSERT_TRUE(j);
+  ASSERT_GE(j->guest_socket(), 0);
+  auto self = j->join(::getpid(), "parent");
+  ASSERT_TRUE(self);
+  ASSERT_EQ(j->try_reserve(*self, 50, 50), 50u);
+  int pid_pipe[2], slot_pipe[2];
+  ASSERT_EQ(::pipe(pid_pipe), 0);
+  ASSERT_EQ(::pipe(slot_pipe), 0);
+  const pid_t mid = ::fork();
+  ASSERT_GE(mid, 0);
+  if (mid == 0) {
+    ::close(pid_pipe[0]);
+    ::close(slot_pipe[0]);
+    if (::unshare(CLONE_NEWPID) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) ::_exit(77);
+    const pid_t g = ::fork();
+    if (g == 0) {
+      auto mine = job::attach(j->fd());
+      if (!mine) ::_exit(10);
+      if (::getpid() != 1 || (*mine)->in_pid_namespace()) ::_exit(11);
+      auto none = (*mine)->join_guest("guest");  // no socket: no way to be named
+      if (none || none.error().code() != EXDEV) ::_exit(12);
+      (*mine)->set_guest_socket(j->guest_socket());
+      auto s = (*mine)->join_guest("guest");
+      if (!s || !(*mine)->guest()) ::_exit(13);
+      if ((*mine)->try_reserve(*s, 100, 100) != 100) ::_exit(14);
+      if ((*mine)->reap_ended_members(*s) != 0) ::_exit(15);
+      const unsigned slot = *s;
+      if (::write(slot_pipe[1], &slot, sizeof slot) != sizeof slot) ::_exit(16);
+      ::pause();
+      ::_exit(0);
+    }
+    // fork() answers in this process's namespace, the job's: the guest's pid there.
+    if (g < 0 || ::write(pid_pipe[1], &g, sizeof g) != sizeof g) ::_exit(30);
+    int st = 0;
+    ::waitpid(g, &st, 0);
+    ::_exit(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? 0 : WIFEXITED(st) ? WEXITSTATUS(st) : 31);
+  }
+  ::close(pid_pipe[1]);
+  ::close(slot_pipe[1]);
+  pid_t outer = 0;
+  unsigned slot = 0;
+  const bool got = ::read(pid_pipe[0], &outer, sizeof outer) == sizeof outer &&
+                   ::read(slot_pipe[0], &slot, sizeof slot) == sizeof slot;
+  ::close(pid_pipe[0]);
+  ::close(slot_pipe[0]);
+  if (!got) {
+    int st = 0;
+    ::waitpid(mid, &st, 0);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77) GTEST_SKIP() << "no pid namespace can be made here";
+    FAIL() << "the guest failed: status " << st;
+  }
+  // The parent, a live member whose pid means nothing in the guest's namespace, is still in.
+  EXPECT_EQ(j->usage(*self), 50u);
+  const std::vector<job_announcement> a = j->read_messages().announced;
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].pid, outer);
+  EXPECT_GE(a[0].pidfd, 0);  // Linux 6.5's SO_PASSPIDFD
+  const job_view before = j->view();
+  const auto guest = std::find_if(before.members.begin(), before.members.end(),
+                                  [&](const job_member_view& m) { return m.slot == slot; });
+  ASSERT_NE(guest, before.members.end());
+  EXPECT_EQ(guest->pid, 0);
+  EXPECT_EQ(guest->guest_key, a[0].key);
+  EXPECT_EQ(guest->usage, 100u);
+  EXPECT_FALSE(j->still_alive(slot));  // unnamed: nothing to look at yet
+  EXPECT_FALSE(j->name_guest(slot, a[0].key + 1, outer));
+  EXPECT_FALSE(j->name_guest(*self, a[0].key, outer));
+  ASSERT_TRUE(j->name_guest(slot, a[0].key, outer));
+  EXPECT_FALSE(j->name_guest(slot, a[0].key, outer));  // once
+  EXPECT_EQ(j->member_pid(slot), outer);
+  EXPECT_TRUE(j->still_alive(slot));
+  EXPECT_EQ(j->charge(), 150u);
+  // Killed, it is seen by its pid here, and its share comes back.
+  ASSERT_EQ(::kill(outer, SIGKILL), 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(mid, &st, 0), mid);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  pollfd p{a[0].pidfd, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 1);
+  ::close(a[0].pidfd);
+  EXPECT_FALSE(j->still_alive(slot));
+  j->reap_dead(slot);
+  EXPECT_EQ(j->charge(), 50u);
+  EXPECT_EQ(j->view().members_reaped, 1u);
+  j->leave(*self);
 }
 
 TEST(JobConcurrency, ProcessesReservingTogetherNeverPassTheLimit) {

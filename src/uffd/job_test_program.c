@@ -1,6 +1,6 @@
 /* Processes sharing one `uswap run` job (one --limit for the tree), checked from inside: every
  * page a process wrote reads back, whatever the others did meanwhile. Run as
- *   job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon
+ *   job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon|pidns
  * under `uswap run --limit L --json`; sizes are fractions of L (USWAP_LIMIT, or 32 MiB without
  * the shim, where the program runs as a plain check of itself). run_test.sh's `job` case checks
  * the job's side (its peak, overcharges, reaped members, requests for room) from the JSON.
@@ -48,11 +48,19 @@
  *             member's share must come back (nothing is swapped out: run_test.sh checks the
  *             stats dir) and the new image must join the job uswap run no longer serves. The
  *             daemon writes "ok" or what failed to the file named by JOB_TEST_RESULT.
+ *   pidns     a process forks a child, then holds 0.6 of the limit; the child makes a pid namespace (a
+ *             user namespace first when not root: a sandbox's way) and execs this program as
+ *             its pid 1, which holds 0.6 of the limit and forks a child holding 0.5: the two in
+ *             the namespace are guests of the job (their pids are not the job's), and the tree
+ *             must fit in the limit (its summed Pss_Anon checked) while all hold at once. The
+ *             first process then kills the guests' child by its pid outside: its share must
+ *             come back (run_test.sh checks it was reaped)
  * Exits 0 when every check in every process holds. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
@@ -531,6 +539,101 @@ static void reuid(void) {
   free(mem);
 }
 
+/* This process's pid as the /proc it sees numbers it (NSpid's first field: /proc is the job's,
+ * not remounted in the new namespace), or -1. */
+static pid_t outer_pid(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long pid = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "NSpid: %ld", &pid) == 1) break;
+  fclose(f);
+  return (pid_t)pid;
+}
+
+/* pidns's image in the new pid namespace: pid 1 there. */
+static void pidns_inner(void) {
+  const char *u = getenv("JOB_TEST_UP"), *d = getenv("JOB_TEST_DOWN");
+  CHECK(u && d);
+  if (!u || !d) return;
+  const int up = atoi(u), down = atoi(d);
+  CHECK(getpid() == 1);
+  const size_t bytes = part(0.6), child_bytes = part(0.5);
+  uint64_t *mine = fill(bytes, 52);
+  CHECK(mine != NULL);
+  int ready[2];
+  CHECK(pipe(ready) == 0);
+  const pid_t h = fork();
+  CHECK(h >= 0);
+  if (h == 0) {
+    uint64_t *m = fill(child_bytes, 53);
+    const pid_t me = outer_pid();
+    const int bad = !m || !intact(m, child_bytes, 53) || !intact(mine, bytes, 52);
+    if (write(ready[1], &me, sizeof me) != sizeof me) _exit(1);
+    for (;;) pause();  /* until killed */
+    _exit(bad);
+  }
+  pid_t pids[2] = {outer_pid(), 0};
+  CHECK(read(ready[0], &pids[1], sizeof pids[1]) == sizeof pids[1]);
+  CHECK(write(up, pids, sizeof pids) == sizeof pids);
+  char c;
+  CHECK(read(down, &c, 1) == 1);
+  int st = 0;
+  CHECK(waitpid(h, &st, 0) == h && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  CHECK(intact(mine, bytes, 52));
+  free(mine);
+}
+
+static void pidns(void) {
+  const size_t bytes = part(0.6);
+  int up[2], down[2];
+  CHECK(pipe(up) == 0 && pipe(down) == 0);
+  char num[16];
+  snprintf(num, sizeof num, "%d", up[1]);
+  setenv("JOB_TEST_UP", num, 1);
+  snprintf(num, sizeof num, "%d", down[0]);
+  setenv("JOB_TEST_DOWN", num, 1);
+  const pid_t c = fork();
+  CHECK(c >= 0);
+  if (c == 0) {
+    if (unshare(CLONE_NEWPID) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) _exit(77);
+    const pid_t g = fork();
+    if (g == 0) {
+      execl("/proc/self/exe", "job_test_program", "pidns-inner", (char *)NULL);
+      _exit(6);
+    }
+    _exit(g > 0 && child_ok(g) ? 0 : 1);
+  }
+  close(up[1]);
+  close(down[0]);
+  /* Made after the fork: frames the child shared would stay resident in it when this process
+   * evicts its copy (uncharged, the child never writing them), and the tree's sum would say
+   * nothing of the guests. */
+  uint64_t *p = fill(bytes, 51);
+  CHECK(p != NULL);
+  pid_t guests[2] = {0, 0};
+  const ssize_t n = read(up[0], guests, sizeof guests);
+  if (n == 0) {
+    int st = 0;
+    CHECK(waitpid(c, &st, 0) == c && WIFEXITED(st) && WEXITSTATUS(st) == 77);
+    printf("pidns: no pid namespace can be made here: not run\n");
+    return;
+  }
+  CHECK(n == sizeof guests && guests[0] > 1 && guests[1] > 1);
+  /* 1.7 of the limit written by three of the four (the namespace's pid 1 and its child, this
+   * process; the child that made the namespace holds nothing): under uswap, what the job cannot
+   * hold is paged out, the guests' share included. */
+  const pid_t pids[4] = {getpid(), c, guests[0], guests[1]};
+  if (getenv("USWAP_LIMIT")) check_tree_pss(pids, 4, limit + limit / 2);
+  CHECK(p != NULL && intact(p, bytes, 51));
+  CHECK(kill(guests[1], SIGKILL) == 0);
+  CHECK(write(down[1], "k", 1) == 1);
+  CHECK(child_ok(c));
+  CHECK(p != NULL && intact(p, bytes, 51));
+  free(p);
+}
+
 /* The image the daemon execs: 0.9 of the limit, which fits only if the killed member's share
  * came back. */
 static void daemon_worker(void) {
@@ -593,7 +696,7 @@ int main(int argc, char **argv) {
   const char *l = getenv("USWAP_LIMIT");
   limit = l ? strtoull(l, NULL, 10) : (32u << 20);
   if (argc != 2) {
-    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon\n");
+    fprintf(stderr, "usage: job_test_program forktree|forkshare|forkcow|hog|hogsleep|hoglocked|killed|pool|forkwb|pipewrite|eventloop|reuid|daemon|pidns\n");
     return 2;
   }
   if (strcmp(argv[1], "forktree") == 0)
@@ -626,6 +729,10 @@ int main(int argc, char **argv) {
     daemon_mode();
   else if (strcmp(argv[1], "daemon-worker") == 0)
     daemon_worker();
+  else if (strcmp(argv[1], "pidns") == 0)
+    pidns();
+  else if (strcmp(argv[1], "pidns-inner") == 0)
+    pidns_inner();
   else
     CHECK(!"unknown mode");
   return check_exit(argv[1]);

@@ -36,6 +36,16 @@
 // job's backing file is shared: its blocks have holder counts in the segment (a block written
 // back before a fork is held by parent and child until both free it), handed out lowest first.
 //
+// Guests: a process in a pid namespace other than the supervisor's (a sandbox's CLONE_NEWPID
+// child, a container) has pids that name other processes for the rest of the job. It joins
+// unnamed: before it takes its slot it announces a key on the job's socket (a datagram
+// socketpair of the supervisor's, its member end inherited), the kernel attaching its
+// credentials as the supervisor sees them (its pid there and, where the kernel can, a pidfd);
+// the supervisor names the slot that holds the key (name_guest) and then watches it as any
+// other. Announced before the slot is taken, a guest that dies at any point is found by its
+// pidfd. A guest signals and reaps nobody by pid; others ask it for room through its reclaim
+// thread's futex, or by signal once it is named.
+//
 // Statistics: each member publishes its counters (resident, pool, faults, swap-ins...) into its
 // slot; the supervisor sums live slots and the totals of members that left for the live view
 // (memory.current, memory.stat, mm_stat) and the summary.
@@ -44,7 +54,8 @@
 // is atomics and data under the job lock. A job object is one process's view of the segment.
 // Invariants (job lock held): charge == sum of usage over slots not free; waiters == slots
 // with waiting != 0, none of them free; a slot is free, live (a member is using it), dead (its
-// process is gone, its usage not yet returned) or reserved for a child not yet adopted.
+// process is gone, its usage not yet returned) or reserved for a child not yet adopted; a live
+// slot with pid 0 is a guest not yet named, and holds its key.
 #pragma once
 
 #include <pthread.h>
@@ -123,6 +134,7 @@ struct job_member_view {
   bool dead = false;  // gone without leaving, not yet reaped
   bool for_child = false;   // reserved by a parent for the child of its fork, not yet adopted
   pid_t child = 0;          // for_child: the child, once the parent named it (0: not yet)
+  uint64_t guest_key = 0;   // a guest's announced key (0: not a guest); pid 0 until named
   uint64_t age_ns = 0;      // since it was taken (CLOCK_MONOTONIC)
   std::string comm;
   uint64_t usage = 0;  // pages reserved
@@ -166,6 +178,27 @@ class job_blocks final : public zram_block_allocator {
   job& j_;
 };
 
+// What a guest announced (job::read_messages): its key, and the sender as the supervisor sees
+// it.
+struct job_announcement {
+  uint64_t key = 0;
+  pid_t pid = 0;   // the sender's pid in the supervisor's namespace (0: not known)
+  int pidfd = -1;  // the sender's pidfd (the caller closes it); -1 where the kernel gives none
+};
+
+// What guests sent the supervisor: announcements, and the slots of members a guest asked for
+// room and that the supervisor is to signal for it (job_nudge; a guest cannot, their pids not
+// being its).
+struct job_messages {
+  std::vector<job_announcement> announced;
+  std::vector<unsigned> nudges;
+};
+
+// Asks the member of `slot` to serve its reclaim request now, by the job's signal to its main
+// thread, once until it takes it, and only where the signal cannot cut one of the program's
+// system calls short (job_member.cc). The caller sees pids as the supervisor does (not a guest).
+void job_nudge(job& j, unsigned slot) noexcept;
+
 // Who lends a fork's child its share (job::reserve_for_child).
 struct child_share_donor {
   unsigned slot = job_max_members;  // the parent's slot; default: none, all from free room
@@ -196,11 +229,35 @@ class job {
   // --- Membership.
   // Whether the calling process sees pids as the supervisor does: members are named by their
   // pids (signals, the supervisor's pidfds), so a process in another pid namespace (a sandbox's
-  // CLONE_NEWPID child, where it may be pid 1) must not join; false also when /proc is out of
-  // reach (nothing can be checked).
+  // CLONE_NEWPID child, where it may be pid 1) joins as a guest; false also when /proc is out
+  // of reach and the process cannot be known to be where its parent was.
   bool in_pid_namespace() const noexcept;
   // A slot for process `pid` (comm: its name, for the summary); ENOSPC when every slot is taken.
   result<unsigned> join(pid_t pid, std::string_view comm);
+
+  // --- Guests (processes in another pid namespace; see above).
+  // Supervisor: the member end of the job's socket, for the members to inherit (-1 for an
+  // attached view). Member: set_guest_socket gives the view its inherited end (not owned).
+  int guest_socket() const noexcept { return guest_tx_; }
+  void set_guest_socket(int fd) noexcept { guest_tx_ = fd; }
+  // A slot for the calling process as a guest, announced first; EXDEV without the socket, the
+  // send's error when the announcement cannot be made (the supervisor gone), ENOSPC.
+  result<unsigned> join_guest(std::string_view comm);
+  // adopt() for a child that is a guest; the reserved slot goes back if the announcement fails.
+  status adopt_guest(unsigned slot, std::string_view comm);
+  // Whether this process joined or adopted as a guest.
+  bool guest() const noexcept { return guest_; }
+  // Supervisor: the end guests' messages arrive at (poll it for POLLIN), and those waiting
+  // there, read without blocking.
+  int message_socket() const noexcept { return guest_rx_; }
+  job_messages read_messages();
+  // A guest: asks the supervisor to signal the member of `slot` (job_nudge) for it.
+  void relay_nudge(unsigned slot) noexcept;
+  // Supervisor: the guest of `slot` (unnamed, holding `key`) is process `pid`, whose start
+  // time is read now; false when the slot holds no such guest or the process has ended.
+  bool name_guest(unsigned slot, uint64_t key, pid_t pid) noexcept;
+  // The pid slot's member has in the supervisor's namespace (0: a guest not yet named).
+  pid_t member_pid(unsigned slot) const noexcept;
   // Returns the slot's usage and adds its cumulative counters to the job's; the slot is free.
   void leave(unsigned slot) noexcept;
   // Supervisor: whether `pid` of slot still is the process that joined (not a reused pid).
@@ -310,10 +367,14 @@ class job {
   struct member;
   class lock_guard;
   job(int fd, shared* s, size_t bytes) noexcept : fd_(fd), s_(s), bytes_(bytes) {}
+  // Sends a new key on the guest socket; the key, or why not.
+  result<uint64_t> announce_guest();
   std::atomic<uint16_t>* block_refs() const noexcept;
   void repair_locked() noexcept;
   // The job's charge less n (pages a member gave back), then the room to waiting members.
   void give_back_locked(uint64_t n) noexcept;
+  // leave() of a slot not free.
+  void leave_locked(member& m) noexcept;
   // The member waits no more (its count off `waiters`).
   void stop_waiting_locked(member& m) noexcept;
   // Slots not free with waiting != 0, counted (the debug check of `waiters`).
@@ -324,6 +385,11 @@ class job {
   int fd_ = -1;
   shared* s_ = nullptr;
   size_t bytes_ = 0;  // the mapping: the shared header and the block table after it
+  // The job's socket: the supervisor reads guests' announcements at guest_rx_; guest_tx_ is
+  // the members' end (owned by the supervisor's view, inherited by a member's).
+  int guest_rx_ = -1;
+  int guest_tx_ = -1;
+  bool guest_ = false;
 };
 
 }  // namespace uswap

@@ -402,6 +402,9 @@ class pager {
   // `limit` alone. Waits for the threads in the middle of a charge. Idempotent.
   void leave_job() noexcept;
   bool in_job() const noexcept;
+  // This process's pid as the job knows it: its own, or, for a guest (in another pid namespace,
+  // job.h), the one the supervisor named it by; 0 outside a job or before a guest is named.
+  pid_t job_pid() const noexcept;
   // Serves the reclaim request others made of this member (the signal the shim takes on the
   // job's behalf); from pager code it only notes the request for the next fault. Async-signal-
   // safe, but reclaim may call malloc: the caller says whether the thread it interrupted may

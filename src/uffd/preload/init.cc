@@ -263,6 +263,14 @@ void write_stats(const char* event) noexcept {
   program_name(prog, sizeof prog);
   const kernel_access_stats ka = kernel_access_get_stats();
   const proc_status status;
+  // A guest is named by the supervisor at its watch's next round, which a short-lived process
+  // (an ls) may just outlive: its line waits a moment for the name.
+  pid_t job_pid = g.pg->job_pid();
+  for (int i = 0; job_pid == 0 && g.pg->in_job() && i < 50; ++i) {
+    const timespec one_ms{0, 1000 * 1000};
+    uswap::raw_syscall(SYS_nanosleep, reinterpret_cast<uintptr_t>(&one_ms), 0);  // no wrapper's
+    job_pid = g.pg->job_pid();
+  }
   char line[2048];
   const int n = snprintf(
       line, sizeof line,
@@ -286,7 +294,10 @@ void write_stats(const char* event) noexcept {
       ",\"job_requests_served\":%" PRIu64 ",\"job_signals\":%" PRIu64
       ",\"job_signals_deferred\":%" PRIu64
       ",\"shared_spared\":%" PRIu64 "}\n",
-      static_cast<int>(getpid()), static_cast<int>(getppid()), event, prog,
+      // A guest (another pid namespace's process) by the pid the job knows it by; its parent's
+      // pid there is not known.
+      static_cast<int>(job_pid > 0 ? job_pid : getpid()),
+      static_cast<int>(job_pid > 0 && job_pid != getpid() ? 0 : getppid()), event, prog,
       std::string(uswap::to_string(g.pg->mode())).c_str(), g.pg->uffd_origin(),
       g.seccomp ? "seccomp" : "kernel-faults", st.limit_pages * uswap::page_size,
       st.peak_resident_pages * uswap::page_size, st.peak_resident_pages * uswap::page_size,
@@ -556,6 +567,9 @@ std::shared_ptr<uswap::job>* attach_job(const char* path) {
     return nullptr;
   }
   hand_on(fd, "USWAP_JOB_FD");
+  // The job's socket, for a process in another pid namespace to be named by (job.h, guests).
+  if (const int sock = inherited("USWAP_JOB_SOCK_FD"); sock >= 0)
+    (*j)->set_guest_socket(hand_on(sock, "USWAP_JOB_SOCK_FD"));
   return new std::shared_ptr<uswap::job>(std::move(j).value());
 }
 
