@@ -196,11 +196,14 @@ pid_t job_supervisor::name_guest(const job_member_view& m) {
   if (it == announced_.end()) return 0;  // not read yet: the next round
   const announced a = it->second;
   announced_.erase(it);
-  // Named only while its pidfd says it runs: the start time name_guest read was its own.
-  const bool named = job_->name_guest(m.slot, m.guest_key, a.pid) &&
-                     (a.pidfd < 0 || !pidfd_ended(a.pidfd));
+  // Named only while its pidfd says it runs, before and after: the start time name_guest read
+  // was its own, not a later process's under its pid. Dead, its slot goes by its key (the
+  // slot may be another member's by now, had the guest left).
+  bool named = !(a.pidfd >= 0 && pidfd_ended(a.pidfd)) &&
+               job_->name_guest(m.slot, m.guest_key, a.pid);
+  if (named && a.pidfd >= 0 && pidfd_ended(a.pidfd)) named = false;
   if (a.pidfd >= 0) ::close(a.pidfd);
-  if (!named) job_->reap_dead(m.slot);
+  if (!named) job_->reap_guest(m.slot, m.guest_key);
   return named ? a.pid : 0;
 }
 

@@ -446,6 +446,16 @@ bool job::name_guest(unsigned slot, uint64_t key, pid_t pid) noexcept {
   return true;
 }
 
+void job::reap_guest(unsigned slot, uint64_t key) noexcept {
+  if (slot >= job_max_members || key == 0) return;
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) != slot_live || m.guest_key != key) return;
+  m.state.store(slot_dead, std::memory_order_relaxed);
+  ++s_->members_reaped;
+  leave_locked(m);
+}
+
 result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes,
                                         child_share_donor donor) {
   lock_guard g(*this);

@@ -308,7 +308,9 @@ TEST(Job, AGuestInAnotherPidNamespaceIsNamedByItsAnnouncement) {
   EXPECT_EQ(::poll(&p, 1, 0), 1);
   ::close(a[0].pidfd);
   EXPECT_FALSE(j->still_alive(slot));
-  j->reap_dead(slot);
+  j->reap_guest(slot, a[0].key + 1);  // another guest's key: not this slot's
+  EXPECT_EQ(j->charge(), 150u);
+  j->reap_guest(slot, a[0].key);
   EXPECT_EQ(j->charge(), 50u);
   EXPECT_EQ(j->view().members_reaped, 1u);
   j->leave(*self);

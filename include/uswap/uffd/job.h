@@ -256,6 +256,9 @@ class job {
   // Supervisor: the guest of `slot` (unnamed, holding `key`) is process `pid`, whose start
   // time is read now; false when the slot holds no such guest or the process has ended.
   bool name_guest(unsigned slot, uint64_t key, pid_t pid) noexcept;
+  // Supervisor: the guest that announced `key` died (its pidfd said so, named or not): its slot
+  // is reaped as reap_dead would, if it still holds that guest (keys are never used twice).
+  void reap_guest(unsigned slot, uint64_t key) noexcept;
   // The pid slot's member has in the supervisor's namespace (0: a guest not yet named).
   pid_t member_pid(unsigned slot) const noexcept;
   // Returns the slot's usage and adds its cumulative counters to the job's; the slot is free.
