@@ -26,6 +26,7 @@
 // The arena sits at a fixed address with unmapped guard pages on both sides, so that the filter's
 // test (one mask and compare) sees every buffer that touches it.
 #include <errno.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <link.h>
@@ -64,6 +65,8 @@
 #include "uswap/uffd/routable.h"
 #include "uswap/uffd/shim_arena.h"
 
+extern char** environ;
+
 namespace uswap::shim {
 
 shim_state g;
@@ -80,10 +83,29 @@ uint64_t now_ns() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The C library's environment, read and changed without the program's getenv and setenv: a
+// program may define its own, and the constructor runs before the program's main. bash does,
+// over its shell variables: its setenv before its main made a table of that one variable, and
+// its getenv then found nothing else, so that bash read no job (nor its subshells), and its
+// children found the job's descriptors under numbers the shim had left. Reading `environ`
+// itself allocates nothing, which the mmap wrapper needs inside the program's malloc.
+const char* env_get(const char* name) noexcept {
+  const size_t n = strlen(name);
+  for (char** e = environ; e && *e; ++e)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  return nullptr;
+}
+
+void env_set(const char* name, const char* value) noexcept {
+  static const auto libc_setenv =
+      reinterpret_cast<int (*)(const char*, const char*, int)>(dlsym(RTLD_NEXT, "setenv"));
+  if (libc_setenv) (void)libc_setenv(name, value, 1);
+}
+
 // `say`: name a bad value on stderr (the constructor); quiet before it (the mmap wrapper may run
 // inside the program's malloc, where stdio must not).
 uint64_t env_size(const char* name, uint64_t dflt, bool say = true) {
-  const char* v = getenv(name);
+  const char* v = env_get(name);
   if (!v || !*v) return dflt;
   auto r = uswap::parse_size(v);
   if (!r) {
@@ -419,7 +441,7 @@ void note_tracer(int job_signal, uint64_t tracer) noexcept {
 // objects first in its client's LD_PRELOAD and takes them out again for the children it does
 // not trace, so their presence means this process runs on valgrind.
 bool on_valgrind() noexcept {
-  const char* p = getenv("LD_PRELOAD");
+  const char* p = env_get("LD_PRELOAD");
   return p && strstr(p, "/vgpreload_core-");
 }
 
@@ -527,14 +549,14 @@ void unpin_cb(void* ctx, const void* addr, uint64_t len) {
 
 // A descriptor of the job (its segment, its backing file) this process inherited, named in
 // `var` (own_fd.h), or -1.
-int inherited(const char* var) { return uswap::own_fd_inherited(getenv(var)); }
+int inherited(const char* var) { return uswap::own_fd_inherited(env_get(var)); }
 
 // Keeps `fd` for this process and the programs it execs: out of the program's reach (own_fd.h)
 // and named again in `var`, its number being new.
 int hand_on(int fd, const char* var) {
   fd = uswap::own_fd_take(fd);
   char name[64];
-  if (uswap::own_fd_pass_on(fd, name, sizeof name)) setenv(var, name, 1);
+  if (uswap::own_fd_pass_on(fd, name, sizeof name)) env_set(var, name);
   return fd;
 }
 
@@ -581,13 +603,13 @@ void join_job(std::shared_ptr<uswap::job>* shared) {
   if (auto st = g.pg->join_job(*shared); !st.ok()) {
     // Once per tree: in a container or sandbox (a pid namespace of its own) every process
     // would say the same (USWAP_ALONE_SAID is inherited, and kept as the job's variables are).
-    const char* said = getenv("USWAP_ALONE_SAID");
+    const char* said = env_get("USWAP_ALONE_SAID");
     if (!said || strcmp(said, st.to_string().c_str()) != 0) {
       fprintf(stderr,
               "uswap: cannot join the job (%s): this process is limited on its own (and so is "
               "each it starts for the same reason, not said again)\n",
               st.to_string().c_str());
-      setenv("USWAP_ALONE_SAID", st.to_string().c_str(), 1);
+      env_set("USWAP_ALONE_SAID", st.to_string().c_str());
     }
     return;
   }
@@ -617,7 +639,7 @@ arena_plan plan_arena(bool say) noexcept {
   a.asked =
       std::max(round_up_pow2(env_size("USWAP_MAX_SIZE", uswap::shim_arena::default_size, say)),
                uswap::shim_arena::min_size);
-  if (const char* sc = getenv("USWAP_SECCOMP"); sc && *sc) {
+  if (const char* sc = env_get("USWAP_SECCOMP"); sc && *sc) {
     unsigned long long lo = 0, hi = 0, tr = 0;
     if (sscanf(sc, "%llx:%llx:%llx", &lo, &hi, &tr) == 3 && lo < hi) {
       a.lo = lo;
@@ -640,7 +662,7 @@ bool in_planned_arena(const void* addr, size_t len) noexcept {
   static std::atomic<uintptr_t> plan_lo{0}, plan_hi{0};
   uintptr_t hi = plan_hi.load(std::memory_order_acquire);
   if (hi == 0) {
-    const char* limit = getenv("USWAP_LIMIT");
+    const char* limit = env_get("USWAP_LIMIT");
     arena_plan a;
     if (limit && *limit) a = plan_arena(/*say=*/false);
     // The guard pages and the trampoline below, the guard page above (kernel_access.h).
@@ -658,7 +680,7 @@ namespace {
 __attribute__((constructor)) void shim_init() {
   shim_scope s;
   resolve_libc();
-  const char* limit = getenv("USWAP_LIMIT");
+  const char* limit = env_get("USWAP_LIMIT");
   if (!limit || !*limit) return;  // not under uswap run: stay out of the way
 
   uswap::pager_options o;
@@ -670,21 +692,21 @@ __attribute__((constructor)) void shim_init() {
   const uint64_t ram = ::sysinfo(&si) == 0 ? uint64_t{si.totalram} * si.mem_unit : size;
   o.swap_size = env_size("USWAP_SWAP_SIZE", std::min<uint64_t>(size, 2 * ram));
   o.reclaim_hook = reclaim_sample;
-  if (const char* c = getenv("USWAP_COMP"); c && *c) o.comp_algorithm = c;
+  if (const char* c = env_get("USWAP_COMP"); c && *c) o.comp_algorithm = c;
   o.mode = uswap::fault_mode::sigbus;
-  if (const char* m = getenv("USWAP_FAULT_MODE"); m && *m)
+  if (const char* m = env_get("USWAP_FAULT_MODE"); m && *m)
     if (auto fm = uswap::parse_fault_mode(m)) o.mode = *fm;
-  const char* tw = getenv("USWAP_TRACK_WRITES");
+  const char* tw = env_get("USWAP_TRACK_WRITES");
   o.track_writes = tw && strcmp(tw, "1") == 0;
-  const char* br = getenv("USWAP_BACKGROUND_RECLAIM");
+  const char* br = env_get("USWAP_BACKGROUND_RECLAIM");
   o.background_reclaim = br && strcmp(br, "1") == 0;
-  if (const char* rc = getenv("USWAP_RECLAIM_CLUSTER"); rc && *rc)
+  if (const char* rc = env_get("USWAP_RECLAIM_CLUSTER"); rc && *rc)
     o.reclaim_cluster = static_cast<unsigned>(strtoul(rc, nullptr, 10));
-  if (const char* a = getenv("USWAP_ACCESS"); a && *a)
+  if (const char* a = env_get("USWAP_ACCESS"); a && *a)
     if (auto ac = uswap::parse_uffd_access(a)) o.access = *ac;
   // A copy: programs that set their process title (redis, postgres) overwrite the memory their
   // environment strings were in.
-  if (const char* f = getenv("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
+  if (const char* f = env_get("USWAP_STATS_FILE"); f && *f) g.stats_file = strdup(f);
   g.stats_fd = open_stats();
   if (on_valgrind()) {
     note_unrouted_self("run on valgrind, which emulates neither userfaultfd nor seccomp filters");
@@ -694,15 +716,15 @@ __attribute__((constructor)) void shim_init() {
   if (go_runtime() || uswap::own_runtime_reason()) return;
   // Fault injection for tests (uswap/base/fault_inject.h): armed before the pager exists, so
   // that its creation counts too.
-  if (const char* fi = getenv("USWAP_FAIL_INJECT"); fi && *fi) {
+  if (const char* fi = env_get("USWAP_FAIL_INJECT"); fi && *fi) {
     if (auto st = uswap::fault_inject_setup(fi); !st.ok())
       fprintf(stderr, "uswap: USWAP_FAIL_INJECT ignored: %s\n", st.to_string().c_str());
   }
   // The job, and with it the backing file all its processes write back into.
   std::shared_ptr<uswap::job>* job = nullptr;
-  if (const char* jp = getenv("USWAP_JOB"); (jp && *jp) || getenv("USWAP_JOB_FD"))
+  if (const char* jp = env_get("USWAP_JOB"); (jp && *jp) || env_get("USWAP_JOB_FD"))
     job = attach_job(jp && *jp ? jp : nullptr);
-  if (const char* b = getenv("USWAP_BACKING"); job && b && *b && (*job)->backing_blocks()) {
+  if (const char* b = env_get("USWAP_BACKING"); job && b && *b && (*job)->backing_blocks()) {
     // A backing file inherited is reopened through this process's own descriptor table, which
     // whatever its user it may read.
     if (const int fd = inherited("USWAP_BACKING_FD"); fd >= 0)
@@ -710,7 +732,7 @@ __attribute__((constructor)) void shim_init() {
     else
       o.backing_dev = b;
     o.backing_allocator = new uswap::job_blocks(**job);  // as long as the process
-    if (const char* t = getenv("USWAP_BACKING_TIMEOUT_MS"); t && *t)
+    if (const char* t = env_get("USWAP_BACKING_TIMEOUT_MS"); t && *t)
       if (const uint64_t ms = strtoull(t, nullptr, 10)) o.backing_timeout_ms = ms;
   }
 
