@@ -398,7 +398,9 @@ void pager::impl::reconcile_shared() noexcept {
       static_cast<unsigned>((staging_buffer::pages * page_size - per_read * sizeof(uint64_t)) /
                             sizeof(uint32_t));
   unsigned nf = 0;
-  for (uint64_t first = 0; first < nr_pages && nf < max_found; first += per_read) {
+  static_assert(per_read == uint64_t{1} << chunk_shift, "a read is one chunk");
+  for (uint64_t first = next_touched_word(0, nr_pages); first < nr_pages && nf < max_found;
+       first = next_touched_word(first + per_read, nr_pages)) {
     if (!chunk_was_touched(first)) continue;
     const uint64_t n = std::min<uint64_t>(per_read, nr_pages - first);
     bool any = false;

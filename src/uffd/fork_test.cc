@@ -200,6 +200,42 @@ TEST_P(ForkTest, InAJobAChildChargesOnlyThePagesThatBecomeItsOwn) {
   EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
 }
 
+// The walks over the arena's pages at a fork skip 64 untouched chunks (128 MiB) at a time: pages
+// in chunks far apart, at either end of a bitmap word and in the arena's last chunk, are all
+// found, in the child as in the parent.
+TEST_P(ForkTest, InAJobTheForkFindsPagesInChunksFarApart) {
+  job_options jo;
+  jo.limit_pages = 16 * MiB / page_size;
+  auto jc = job::create(jo);
+  ASSERT_TRUE(jc.ok()) << jc.error().to_string();
+  auto pg = make(16 * MiB, 1024 * MiB);
+  ASSERT_TRUE(pg);
+  ASSERT_TRUE(pg->join_job(std::move(jc).value()).ok());
+  const uint64_t len = pg->arena_size() - 64 * page_size;
+  auto m = pg->map(len);
+  ASSERT_TRUE(m.ok()) << m.error().to_string();
+  auto* a = static_cast<uint8_t*>(*m);
+  const uint64_t word = uint64_t{1} << 15;  // pages under one word of the chunk bitmap
+  std::vector<uint64_t> at = {0, word - 1, word, 3 * word + 600, len / page_size - 1};
+  for (uint64_t i : at) fill_page(a + i * page_size, i, 0);
+  // The pages written, and any the fault mode maps around them: every one shared at the fork.
+  const uint64_t held = pg->stats().resident_pages;
+  ASSERT_GE(held, at.size());
+  const int rc = in_child([&] {
+    const pager_stats s = pg->stats();
+    if (s.shared_pages != held || s.resident_pages != 0) return 10;
+    if (!pg->check_invariants().ok()) return 11;
+    for (uint64_t i : at)
+      if (!page_matches(a + i * page_size, i, 0)) return 12;
+    for (uint64_t i : at) fill_page(a + i * page_size, i, 1);
+    if (pg->stats().resident_pages < at.size() || !pg->check_invariants().ok()) return 13;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "see the test for the child's return codes";
+  for (uint64_t i : at) EXPECT_TRUE(page_matches(a + i * page_size, i, 0)) << i;
+  EXPECT_TRUE(pg->check_invariants().ok()) << pg->check_invariants().to_string();
+}
+
 // A parent in a job cannot unmap its children's copies of a frame, so evicting a page its child
 // still maps would free nothing: reclaim passes over such victims while it finds others, and
 // takes them only when a lap found nothing else.

@@ -520,12 +520,21 @@ struct pager::impl {
     return chunk_touched[idx >> (chunk_shift + 6)].load(std::memory_order_relaxed) &
            (uint64_t{1} << ((idx >> chunk_shift) & 63));
   }
+  // The first page at or after idx (below last) whose bitmap word has a chunk touched, or last:
+  // a word at 0 skips its 64 chunks at once. Chunk by chunk, a walk over a 4 TiB arena's 2^21
+  // chunks took 3 ms, at every fork of a member (each of a shell's subshells).
+  uint64_t next_touched_word(uint64_t idx, uint64_t last) const noexcept {
+    constexpr unsigned word_shift = chunk_shift + 6;
+    while (idx < last && chunk_touched[idx >> word_shift].load(std::memory_order_relaxed) == 0)
+      idx = ((idx >> word_shift) + 1) << word_shift;
+    return std::min(idx, last);
+  }
   // Calls f(idx) for every page of [first, last) in a touched chunk (a superset of the pages
   // whose word is not 0).
   template <class F>
   void for_each_touched(uint64_t first, uint64_t last, F f) const {
     uint64_t i = first;
-    while (i < last) {
+    while ((i = next_touched_word(i, last)) < last) {
       const uint64_t chunk_end = std::min(last, ((i >> chunk_shift) + 1) << chunk_shift);
       if (chunk_was_touched(i))
         for (; i < chunk_end; ++i) f(i);
