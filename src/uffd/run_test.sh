@@ -1084,6 +1084,8 @@ C
   # number its socket() returned, so the closes took the connection and the program's own
   # socket got its number (the child read its heap back wrong, exit 1): the shim moves libnbd's
   # sockets out of the way as they are made and keeps them open across the program's closes.
+  # The heap does not compress, so most of it is read back from the export however far the
+  # pool's writeback got when the program reads it.
   if start_nbdkit $((256 << 20)); then
     want=$("$tmp/close_all_test_program" 2>/dev/null)
     timeout -k 5 180 "$uswap" run --limit 8M --pool-limit 1M --backing "$nbd_uri" --json -- \
