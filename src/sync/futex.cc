@@ -64,4 +64,12 @@ int futex_wake_shared(const std::atomic<uint32_t>* word, int count) noexcept {
   return static_cast<int>(futex_call(SYS_futex, word, FUTEX_WAKE, count));
 }
 
+void futex_wait_shared_for(const std::atomic<uint32_t>* word, uint32_t expected,
+                           uint64_t timeout_ns) noexcept {
+  // FUTEX_WAIT's timeout is relative (CLOCK_MONOTONIC).
+  const timespec ts{static_cast<time_t>(timeout_ns / 1000000000u),
+                    static_cast<long>(timeout_ns % 1000000000u)};
+  futex_call(SYS_futex, word, FUTEX_WAIT, expected, reinterpret_cast<long>(&ts));
+}
+
 }  // namespace uswap

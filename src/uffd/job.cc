@@ -36,7 +36,7 @@ constexpr int scm_pidfd = 0x04;
 #endif
 
 constexpr uint64_t job_magic = 0x757377'61706a6f62ull;  // "uswapjob"
-constexpr uint32_t job_version = 6;
+constexpr uint32_t job_version = 7;
 
 // A guest's message on the job's socket: its announcement (magic job_magic, a key), or a
 // nudge it asks the supervisor to send (nudge_magic, the target's slot).
@@ -103,6 +103,17 @@ struct alignas(cache_line_size) job::member {
   std::atomic<uint32_t> kswapd_listening;
   std::atomic<uint64_t> last_active_ns;
   std::atomic<uint64_t> stat[JOB_STAT_COUNT];
+  // The box of faults of other processes (post_fault): its holder's ticket (0: free), the
+  // request (a seqlock: written before `fault_posted`, read between two loads of it), the
+  // tickets the member took and answered, the answer, and the word the askers wait on.
+  alignas(cache_line_size) std::atomic<uint64_t> fault_box;
+  std::atomic<uint64_t> fault_addr;
+  std::atomic<uint64_t> fault_len;  // the top bit: the access writes
+  std::atomic<uint64_t> fault_posted;
+  std::atomic<uint64_t> fault_taken;
+  std::atomic<uint64_t> fault_served;
+  std::atomic<int64_t> fault_result;
+  std::atomic<uint32_t> fault_word;
 };
 
 struct job::shared {
@@ -129,6 +140,7 @@ struct job::shared {
   std::atomic<uint64_t> reclaim_requests;
   std::atomic<uint64_t> stop_reason;
   std::atomic<uint64_t> guest_keys;  // the last key handed to a guest
+  std::atomic<uint64_t> fault_tickets;  // the last ticket of post_fault
   uint64_t backing_blocks;
   std::atomic<uint64_t> block_hint;
   std::atomic<uint64_t> blocks_in_use;
@@ -307,6 +319,17 @@ result<unsigned> job::take_slot_locked(uint32_t state, pid_t pid, uint64_t start
     m.kswapd_listening.store(0, std::memory_order_relaxed);
     m.last_active_ns.store(0, std::memory_order_relaxed);
     for (auto& v : m.stat) v.store(0, std::memory_order_relaxed);
+    // A request left for the slot's last member is not the new one's to serve; an asker still
+    // waiting for it learns that the process is gone.
+    const uint64_t posted = m.fault_posted.load(std::memory_order_acquire);
+    m.fault_box.store(0, std::memory_order_relaxed);
+    m.fault_taken.store(posted, std::memory_order_relaxed);
+    if (m.fault_served.load(std::memory_order_relaxed) != posted) {
+      m.fault_result.store(-ESRCH, std::memory_order_relaxed);
+      m.fault_served.store(posted, std::memory_order_release);
+      m.fault_word.fetch_add(1, std::memory_order_release);
+      futex_wake_shared(&m.fault_word, INT32_MAX);
+    }
     m.state.store(state, std::memory_order_release);
     s_->slots_hint = std::max(s_->slots_hint, i + 1);
     return i;
@@ -784,6 +807,94 @@ bool job::kick_kswapd(unsigned slot) noexcept {
   m.kswapd_word.fetch_add(1, std::memory_order_seq_cst);
   futex_wake_shared(&m.kswapd_word, 1);
   return true;
+}
+
+std::optional<unsigned> job::live_slot_of(pid_t pid) const noexcept {
+  if (pid <= 0) return std::nullopt;
+  const unsigned hint = std::min<unsigned>(s_->slots_hint, job_max_members);
+  for (unsigned i = 0; i < hint; ++i) {
+    const member& m = s_->members[i];
+    if (m.state.load(std::memory_order_acquire) == slot_live &&
+        m.pid.load(std::memory_order_relaxed) == pid)
+      return i;
+  }
+  return std::nullopt;
+}
+
+uint64_t job::post_fault(unsigned slot, uintptr_t addr, uint64_t len, bool write) noexcept {
+  member& m = s_->members[slot];
+  // A ticket carries the millisecond it was made in its top 40 bits, so that the box's one
+  // word says since when it is held: a box held past any asker's wait belongs to an asker that
+  // died waiting, and is taken over (by a compare-and-swap of that word, so by one asker).
+  const uint64_t now_ms = mono_ns() / 1000000;
+  const uint64_t ticket =
+      (now_ms << 24) | ((s_->fault_tickets.fetch_add(1, std::memory_order_relaxed) + 1) & 0xffffff);
+  if (ticket == 0) return 0;  // the first millisecond of the machine's uptime
+  uint64_t held = m.fault_box.load(std::memory_order_relaxed);
+  if (held != 0 && now_ms - std::min(now_ms, held >> 24) < job_fault_box_stale_ns / 1000000)
+    return 0;
+  if (!m.fault_box.compare_exchange_strong(held, ticket, std::memory_order_acquire)) return 0;
+  // A seqlock's writer: `fault_posted` 0 while the fields change (a request cancelled before
+  // the member took it would otherwise be read with this one's fields under its old ticket).
+  m.fault_posted.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  m.fault_addr.store(addr, std::memory_order_relaxed);
+  m.fault_len.store((len & ~(uint64_t{1} << 63)) | (write ? uint64_t{1} << 63 : 0),
+                    std::memory_order_relaxed);
+  m.fault_posted.store(ticket, std::memory_order_seq_cst);  // before the kick's word
+  return ticket;
+}
+
+bool job::has_fault(unsigned slot) const noexcept {
+  const member& m = s_->members[slot];
+  const uint64_t posted = m.fault_posted.load(std::memory_order_relaxed);
+  return posted != 0 && posted != m.fault_taken.load(std::memory_order_relaxed);
+}
+
+std::optional<job::member_fault> job::take_fault(unsigned slot) noexcept {
+  member& m = s_->members[slot];
+  for (;;) {
+    uint64_t taken = m.fault_taken.load(std::memory_order_acquire);
+    const uint64_t t = m.fault_posted.load(std::memory_order_acquire);
+    if (t == 0 || t == taken) return std::nullopt;
+    member_fault f;
+    f.ticket = t;
+    f.addr = m.fault_addr.load(std::memory_order_relaxed);
+    const uint64_t len = m.fault_len.load(std::memory_order_relaxed);
+    f.len = len & ~(uint64_t{1} << 63);
+    f.write = (len >> 63) != 0;
+    // The request is the ticket's only if no other asker posted meanwhile (the box freed by a
+    // cancel and taken again), and the member's only if no other thread of its took it.
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (m.fault_posted.load(std::memory_order_relaxed) != t) continue;
+    if (m.fault_taken.compare_exchange_strong(taken, t, std::memory_order_acq_rel)) return f;
+  }
+}
+
+void job::fault_served(unsigned slot, uint64_t ticket, int64_t result) noexcept {
+  member& m = s_->members[slot];
+  m.fault_result.store(result, std::memory_order_relaxed);
+  m.fault_served.store(ticket, std::memory_order_release);
+  m.fault_word.fetch_add(1, std::memory_order_release);
+  futex_wake_shared(&m.fault_word, INT32_MAX);
+}
+
+std::optional<int64_t> job::fault_answer(unsigned slot, uint64_t ticket) noexcept {
+  member& m = s_->members[slot];
+  if (m.fault_served.load(std::memory_order_acquire) != ticket) return std::nullopt;
+  // The box is still this asker's, so no later request's answer can have replaced it.
+  const int64_t r = m.fault_result.load(std::memory_order_relaxed);
+  cancel_fault(slot, ticket);
+  return r;
+}
+
+void job::cancel_fault(unsigned slot, uint64_t ticket) noexcept {
+  uint64_t mine = ticket;
+  s_->members[slot].fault_box.compare_exchange_strong(mine, 0, std::memory_order_release);
+}
+
+const std::atomic<uint32_t>* job::fault_word(unsigned slot) const noexcept {
+  return &s_->members[slot].fault_word;
 }
 
 void job::publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_t now_ns) noexcept {

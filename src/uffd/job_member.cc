@@ -209,6 +209,8 @@ void pager::impl::serve_job_request_locked(job& j) noexcept {
   USWAP_ASSERT_HELD(map_lock);
   job_request_noted.store(false, std::memory_order_relaxed);
   j.clear_signalled(jslot);
+  // First the copy that waits for it (a few pages), then the room, which may take a while.
+  serve_member_fault_locked(j);
   const uint64_t want = j.take_reclaim_request(jslot);
   if (want != 0) {
     // Counted when taken: the asker may have its room (and look at the count) before the whole
@@ -229,6 +231,79 @@ void pager::impl::serve_job_request_locked(job& j) noexcept {
   trim_reservation(j, 0);  // the room is the job's before the request counts as served
   if (want != 0) j.reclaim_served(jslot);
   publish_job_stats(j);
+}
+
+void pager::impl::serve_member_fault_locked(job& j) noexcept {
+  USWAP_ASSERT_HELD(map_lock);
+  const auto f = j.take_fault(jslot);
+  if (!f) return;
+  member_faults_served.fetch_add(1, std::memory_order_relaxed);
+  // Others copy from this member's memory: the reclaim thread will hear their next requests
+  // whatever the program is doing (a signal cannot reach it in every system call).
+  if (!kswapd_claimed.load(std::memory_order_relaxed) &&
+      kswapd_listens.load(std::memory_order_relaxed) &&
+      !background_ended.load(std::memory_order_relaxed))
+    kswapd_wanted.store(true, std::memory_order_relaxed);
+  // The pages of the range that lie in this pager's mappings, from the first on, as the
+  // kernel's copy would fault them in: up to the first page the access may not reach (the copy
+  // fails there anyway). Charged as this member's own faults, so the limit holds.
+  int64_t made = 0;
+  int err = 0;
+  const uintptr_t end = base + (nr_pages << page_shift);
+  const uintptr_t lo = std::max<uintptr_t>(f->addr, base);
+  const uintptr_t hi = f->len > end - std::min(f->addr, end) ? end : f->addr + f->len;
+  if (f->len != 0 && lo < hi) {
+    const int need = f->write ? PROT_WRITE : PROT_READ;
+    readahead_state ra;
+    for (uint64_t idx = (lo - base) >> page_shift, last = (hi - 1 - base) >> page_shift;
+         idx <= last; ++idx) {
+      const auto it = find_mapping(idx);
+      if (it == mappings.end() || !(it->second.prot & need)) break;
+      bool woke = false;
+      err = fault_page(idx, it->first, it->first + it->second.pages,
+                       f->write ? FAULT_FLAG_WRITE : 0, ra, false, &woke);
+      if (err != 0) break;
+      ++made;
+    }
+  }
+  j.fault_served(jslot, f->ticket, made != 0 ? made : -err);
+}
+
+long pager::fault_in_member(pid_t pid, uintptr_t addr, uint64_t len, bool write) noexcept {
+  impl& m = *impl_;
+  if (m.detached()) return -ENOSYS;
+  // Called from pager code, this thread may hold map_lock: it serves nothing while it waits.
+  const bool may_serve = pager_depth() == 0;
+  pager_scope in_pager;
+  job_ref jr(m);
+  if (!jr || jr->guest()) return -ENOSYS;
+  job& j = *jr;
+  const auto slot = j.live_slot_of(pid);
+  if (!slot || *slot == m.jslot) return -ESRCH;
+  m.member_faults_asked.fetch_add(1, std::memory_order_relaxed);
+  const job_target t{*slot, pid};
+  const std::atomic<uint32_t>* word = j.fault_word(*slot);
+  const uint64_t deadline = coarse_clock_ns() + job::job_fault_wait_ns;
+  uint64_t ticket = 0;
+  for (;;) {
+    // A member that asks this one meanwhile (both copy from each other) is served from here:
+    // this thread may be the one its signal would reach, and it waits in a signal handler.
+    if (may_serve && (j.has_fault(m.jslot) || j.has_reclaim_request(m.jslot))) {
+      map_read_guard g(m.map_lock, &m);
+      m.serve_job_request_locked(j);
+    }
+    const uint32_t seen = word->load(std::memory_order_acquire);
+    if (ticket == 0) ticket = j.post_fault(t.slot, addr, len, write);
+    if (ticket != 0) {
+      if (const auto a = j.fault_answer(t.slot, ticket)) return static_cast<long>(*a);
+      if (!j.kick_kswapd(t.slot)) nudge(j, t);
+    }
+    if (coarse_clock_ns() >= deadline) {
+      if (ticket != 0) j.cancel_fault(t.slot, ticket);
+      return -ETIMEDOUT;
+    }
+    futex_wait_shared_for(word, seen, 1000 * 1000);
+  }
 }
 
 bool pager::impl::wait_for_job_room(job& j, uint64_t excess) noexcept {
@@ -547,6 +622,8 @@ void pager::impl::job_after_fork_child() noexcept {
   job_signals.store(0, std::memory_order_relaxed);
   job_signals_deferred.store(0, std::memory_order_relaxed);
   job_waits.store(0, std::memory_order_relaxed);
+  member_faults_served.store(0, std::memory_order_relaxed);
+  member_faults_asked.store(0, std::memory_order_relaxed);
   char comm[16];
   process_comm(comm);
   // A child in a new pid namespace (clone with CLONE_NEWPID, or after unshare), or of a guest:

@@ -664,6 +664,116 @@ TEST(JobConcurrency, RoomMadeForAWaitingMemberIsNotTakenByOthers) {
   EXPECT_LE(v.peak_charge, limit);
 }
 
+// Copies between members: a request goes to the member's box once, its answer to its asker
+// alone; a second asker waits for the box; a cancelled request's answer reaches nobody.
+TEST(Job, AFaultRequestIsTakenOnceAndAnsweredToItsAsker) {
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto owner = j->join(::getpid(), "owner");
+  ASSERT_TRUE(owner.ok());
+  EXPECT_EQ(j->live_slot_of(::getpid()), *owner);
+  EXPECT_FALSE(j->live_slot_of(::getpid() + 1000000).has_value());
+  EXPECT_FALSE(j->has_fault(*owner));
+  EXPECT_FALSE(j->take_fault(*owner).has_value());
+
+  const uint64_t t1 = j->post_fault(*owner, 0x7000, 8192, true);
+  ASSERT_NE(t1, 0u);
+  EXPECT_EQ(j->post_fault(*owner, 0x9000, 4096, false), 0u) << "a second asker took a held box";
+  EXPECT_TRUE(j->has_fault(*owner));
+  EXPECT_FALSE(j->fault_answer(*owner, t1).has_value()) << "an answer before the member served";
+  const auto f = j->take_fault(*owner);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->ticket, t1);
+  EXPECT_EQ(f->addr, 0x7000u);
+  EXPECT_EQ(f->len, 8192u);
+  EXPECT_TRUE(f->write);
+  EXPECT_FALSE(j->has_fault(*owner));
+  EXPECT_FALSE(j->take_fault(*owner).has_value()) << "one request taken twice";
+  j->fault_served(*owner, f->ticket, 2);
+  EXPECT_EQ(j->fault_answer(*owner, t1), std::optional<int64_t>(2));
+
+  // The box is free again; a request cancelled before its answer leaves the answer to nobody.
+  const uint64_t t2 = j->post_fault(*owner, 0xa000, 4096, false);
+  ASSERT_NE(t2, 0u);
+  const auto f2 = j->take_fault(*owner);
+  ASSERT_TRUE(f2.has_value());
+  EXPECT_FALSE(f2->write);
+  j->cancel_fault(*owner, t2);
+  const uint64_t t3 = j->post_fault(*owner, 0xb000, 4096, false);
+  ASSERT_NE(t3, 0u);
+  j->fault_served(*owner, f2->ticket, 1);  // late, for the cancelled one
+  EXPECT_FALSE(j->fault_answer(*owner, t3).has_value()) << "the next asker got another's answer";
+  const auto f3 = j->take_fault(*owner);
+  ASSERT_TRUE(f3.has_value());
+  EXPECT_EQ(f3->addr, 0xb000u);
+  j->fault_served(*owner, f3->ticket, -EFAULT);
+  EXPECT_EQ(j->fault_answer(*owner, t3), std::optional<int64_t>(-EFAULT));
+
+  // A request the member left without serving: the slot's next member does not serve it, and
+  // its asker learns that the process is gone.
+  const uint64_t t4 = j->post_fault(*owner, 0xc000, 4096, false);
+  ASSERT_NE(t4, 0u);
+  j->leave(*owner);
+  auto next = j->join(::getpid(), "next");
+  ASSERT_TRUE(next.ok());
+  ASSERT_EQ(*next, *owner);
+  EXPECT_FALSE(j->has_fault(*next));
+  EXPECT_EQ(j->fault_answer(*owner, t4), std::optional<int64_t>(-ESRCH));
+  EXPECT_NE(j->post_fault(*next, 0xd000, 4096, false), 0u) << "the new member's box is not free";
+}
+
+// Askers on several threads (more than cores) post to one member while a server takes and
+// answers, and some askers give up before their answer: every answer an asker receives is the
+// one for its own request (the server echoes the address it read), and the box changed hands
+// under contention.
+TEST(JobConcurrency, FaultRequestsOfManyAskersEachGetTheirOwnAnswer) {
+  constexpr int askers = 4;
+  const int rounds = 2000 / testing::work_scale;
+  auto j = make_job(1000);
+  ASSERT_TRUE(j);
+  auto owner = j->join(::getpid(), "owner");
+  ASSERT_TRUE(owner.ok());
+  std::atomic<int> finished{0};
+  std::atomic<uint64_t> wrong{0}, busy{0}, answered{0}, cancelled{0}, torn{0};
+  testing::run_threads(askers + 1, [&](int t) {
+    if (t == 0) {  // the member: serves until every asker is done
+      while (finished.load() < askers) {
+        if (const auto f = j->take_fault(*owner)) {
+          // addr and len were written together: len = addr's low byte + 1.
+          if (f->len != (f->addr & 0xff) + 1) torn.fetch_add(1);
+          j->fault_served(*owner, f->ticket, static_cast<int64_t>(f->addr));
+        } else {
+          std::this_thread::yield();
+        }
+      }
+      return;
+    }
+    for (int r = 0; r < rounds; ++r) {
+      const uintptr_t addr = (uintptr_t(t) << 32) | (uintptr_t(r) << 8) | uintptr_t(r & 0xff);
+      uint64_t ticket;
+      while ((ticket = j->post_fault(*owner, addr, (addr & 0xff) + 1, false)) == 0) {
+        busy.fetch_add(1);
+        std::this_thread::yield();
+      }
+      if (r % 7 == 3) {  // gives up at once: its answer, if any, must reach nobody
+        j->cancel_fault(*owner, ticket);
+        cancelled.fetch_add(1);
+        continue;
+      }
+      std::optional<int64_t> a;
+      while (!(a = j->fault_answer(*owner, ticket))) std::this_thread::yield();
+      answered.fetch_add(1);
+      if (static_cast<uintptr_t>(*a) != addr) wrong.fetch_add(1);
+    }
+    finished.fetch_add(1);
+  });
+  EXPECT_EQ(wrong.load(), 0u) << "answers that went to another asker";
+  EXPECT_EQ(torn.load(), 0u) << "requests read half from one asker, half from another";
+  EXPECT_GT(busy.load(), 0u) << "no asker ever found the box held: no contention happened";
+  EXPECT_GT(cancelled.load(), 0u);
+  EXPECT_EQ(answered.load() + cancelled.load(), uint64_t(askers) * rounds);
+}
+
 // A fork's child is a copy of its parent's resident pages and pool from the moment it exists:
 // the others' pool limits and the footprint count its slot before it runs (and publishes).
 TEST(Job, AChildNotYetRunningCountsItsCopyOfTheParentsPool) {

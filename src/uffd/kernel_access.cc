@@ -718,6 +718,124 @@ long run_transfer(frame& f) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
+// process_vm_readv / process_vm_writev: a copy between this process's memory (the local
+// iovecs) and a process's (the remote ones; this process's own when the pid is). The kernel
+// copies page after page and returns what it copied when it meets a page it cannot fault in.
+// Whole when its arena part fits one pin budget; else, or after a short copy with another
+// process, piece by piece from where it stopped, each piece within one local and one remote
+// iovec, and the other process asked (remote_fault) to make the range the copy stopped at
+// resident: a page of another pager's is never faulted in by the kernel's copy.
+
+constexpr uint64_t remote_fault_window = 64 * page_size;  // what one request asks for
+constexpr int remote_fault_stalls = 4;  // requests answered with no progress, then the end
+
+long run_process_vm(frame& f) noexcept {
+  const bool readv = f.c.nr == SYS_process_vm_readv;
+  const long ln = f.c.a[2], rn = f.c.a[4];
+  if (ln <= 0 || rn <= 0 || ln > 1024 || rn > 1024 || f.c.a[5] != 0) return run_generic(f);
+  const pid_t pid = static_cast<pid_t>(f.c.a[0]);
+  const bool self = pid == sys(SYS_getpid);
+  auto* lv = static_cast<struct iovec*>(f.scratch(static_cast<size_t>(ln) * sizeof(iovec)));
+  auto* rv = static_cast<struct iovec*>(f.scratch(static_cast<size_t>(rn) * sizeof(iovec)));
+  if (!lv || !rv) return run_generic(f);
+  // The arrays as the kernel reads them; unreadable, the call fails as it would have.
+  const int fl = fetch(f, lv, static_cast<uintptr_t>(f.c.a[1]), ln * sizeof(iovec), false);
+  const int fr = fl ? fl : fetch(f, rv, static_cast<uintptr_t>(f.c.a[3]), rn * sizeof(iovec), false);
+  f.pins.release();
+  if (fl != 0 || fr != 0) return run_generic(f);
+  uint64_t arena_bytes = 0, ltotal = 0, rtotal = 0;
+  for (long i = 0; i < ln; ++i) {
+    if (!plausible(lv[i].iov_len)) return run_generic(f);  // the kernel's EINVAL
+    ltotal += lv[i].iov_len;
+    arena_bytes += arena_part(reinterpret_cast<uintptr_t>(lv[i].iov_base), lv[i].iov_len);
+  }
+  for (long i = 0; i < rn; ++i) {
+    if (!plausible(rv[i].iov_len)) return run_generic(f);
+    rtotal += rv[i].iov_len;
+    if (self) arena_bytes += arena_part(reinterpret_cast<uintptr_t>(rv[i].iov_base), rv[i].iov_len);
+  }
+  const uint64_t total = std::min(ltotal, rtotal);
+  uint64_t done = 0;
+  long last = 0;
+  if (arena_bytes <= g.max_pin) {
+    last = run_generic(f);
+    if (last >= 0 && static_cast<uint64_t>(last) == total) return last;
+    // Another process's page not there ends the copy (EFAULT, or a short count); so does a
+    // page of ours that could not be pinned, or any other error, as it did before.
+    if (self || !g.remote_fault || (last < 0 && last != -EFAULT)) return last;
+    done = last > 0 ? static_cast<uint64_t>(last) : 0;
+  }
+  // Positions in both arrays after `done` bytes.
+  size_t li = 0, ri = 0;
+  uint64_t lo = 0, ro = 0;
+  auto advance = [&](uint64_t n) {
+    for (uint64_t k = n; k != 0;) {
+      const uint64_t step = std::min({k, lv[li].iov_len - lo, rv[ri].iov_len - ro});
+      lo += step;
+      ro += step;
+      k -= step;
+      if (lo == lv[li].iov_len) ++li, lo = 0;
+      if (ro == rv[ri].iov_len) ++ri, ro = 0;
+    }
+  };
+  advance(done);
+  const call original = f.c;
+  uint64_t budget = g.max_pin;
+  int stalls = 0;
+  while (done < total) {
+    while (li < static_cast<size_t>(ln) && lv[li].iov_len == lo) ++li, lo = 0;
+    while (ri < static_cast<size_t>(rn) && rv[ri].iov_len == ro) ++ri, ro = 0;
+    if (li == static_cast<size_t>(ln) || ri == static_cast<size_t>(rn)) break;
+    const uintptr_t lbase = reinterpret_cast<uintptr_t>(lv[li].iov_base) + lo;
+    const uintptr_t rbase = reinterpret_cast<uintptr_t>(rv[ri].iov_base) + ro;
+    uint64_t len = std::min(lv[li].iov_len - lo, rv[ri].iov_len - ro);
+    // Within the pin budget on each side that is ours, cut at a page boundary.
+    auto cap = [&](uintptr_t base) {
+      if (arena_part(base, len) <= budget) return;
+      const uintptr_t cut = (base + budget) & page_mask;
+      len = cut > base ? cut - base : budget;
+    };
+    cap(lbase);
+    if (self) cap(rbase);
+    int pr = pin(f, lbase, len, readv);
+    if (pr != -ENOMEM && self) pr = pin(f, rbase, len, !readv);
+    if (pr == -ENOMEM) {
+      f.pins.release();
+      if (budget > page_size)
+        budget = std::max<uint64_t>(page_size, (budget / 2) & page_mask);
+      else
+        pause_for_pins(f);
+      continue;
+    }
+    struct iovec l1 = {reinterpret_cast<void*>(lbase), len};
+    struct iovec r1 = {reinterpret_cast<void*>(rbase), len};
+    f.c = original;
+    f.c.a[1] = reinterpret_cast<long>(&l1);
+    f.c.a[2] = 1;
+    f.c.a[3] = reinterpret_cast<long>(&r1);
+    f.c.a[4] = 1;
+    const long got = issue(f);
+    f.pins.release();
+    last = got;
+    if (got > 0) {
+      done += static_cast<uint64_t>(got);
+      advance(static_cast<uint64_t>(got));
+      stalls = 0;
+      if (static_cast<uint64_t>(got) == len) continue;
+    }
+    if (got < 0 && got != -EFAULT) break;
+    // The other process's page at rbase + got was not there: asked for, then copied again.
+    if (self || !g.remote_fault || ++stalls > remote_fault_stalls) break;
+    const uint64_t at = got > 0 ? static_cast<uint64_t>(got) : 0;
+    if (g.remote_fault(g.ctx, pid, rbase + at, std::min(len - at, remote_fault_window), !readv) <= 0)
+      break;
+  }
+  f.c = original;
+  if (done != 0) return static_cast<long>(done);
+  return last < 0 ? last : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The engine's entry for one call.
 
 long run(frame& f) noexcept {
@@ -735,6 +853,8 @@ long run(frame& f) noexcept {
     default: break;
   }
   if (f.spec->xfer.is_transfer()) return run_transfer(f);
+  if (f.spec->dec == decoder::process_vm_readv || f.spec->dec == decoder::process_vm_writev)
+    return run_process_vm(f);
   return run_generic(f);
 }
 
@@ -1939,6 +2059,7 @@ status kernel_access_install(const kernel_access_config& cfg, bool inherited) {
   g.fork_parent = cfg.fork_parent;
   g.fork_child = cfg.fork_child;
   g.foreign_trap = cfg.foreign_trap;
+  g.remote_fault = cfg.remote_fault;
 
   // The trampoline: written, then made read+exec. Never MADV_DONTFORK: a forked child's
   // handler re-issues its calls from it too.

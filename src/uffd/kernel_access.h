@@ -27,6 +27,9 @@
 // arena pointers sit behind a pointer outside the arena (readv with the iovec array on the stack
 // and bases in the arena) is not trapped; kernel_access_emulate() performs such a call as the
 // handler would, for the shim's wrappers of readv, writev, sendmsg, recvmsg, execve...
+// process_vm_readv and process_vm_writev go piece by piece when their local arena part passes
+// the pin cap (as transfers do), and, with another process, go on after a short copy once
+// remote_fault made the other side's range resident.
 // Not covered at all: pointers the kernel reads later, asynchronously (io_uring, aio: refused),
 // and pointers inside structures of calls whose layout depends on a subsystem (bpf attributes,
 // ioctl argument structs that hold further pointers, SO_ATTACH_FILTER's program). sendmsg and
@@ -139,6 +142,13 @@ struct kernel_access_config {
   // handler that touches an evicted page would wait for them forever). Called in the SIGSYS
   // handler: async-signal-safe. Default null: every such trap goes to the program.
   int (*foreign_trap)(void* ctx, int nr) = nullptr;
+  // A process_vm_readv or process_vm_writev with another process stopped short at `addr` of
+  // that process's memory (a page there the kernel could not fault in, as for a page of another
+  // pager's, which takes no fault of the kernel's): asks for [addr, addr + len) to be made
+  // resident (writable with `write`). Returns > 0 when it was, and the copy goes on from where it
+  // stopped; 0 or -errno ends it there, with what was copied. Called with asynchronous signals
+  // blocked, from a program thread outside pager code. Default null: such copies end short.
+  long (*remote_fault)(void* ctx, pid_t pid, uintptr_t addr, uint64_t len, bool write) = nullptr;
 };
 
 // The SECCOMP_RET_DATA of the filter's traps: the handler takes a SIGSYS as its own only when

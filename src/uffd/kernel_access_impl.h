@@ -50,6 +50,7 @@ struct engine_config {
   void (*fork_parent)(void*, long) = nullptr;
   void (*fork_child)(void*) = nullptr;
   int (*foreign_trap)(void*, int) = nullptr;
+  long (*remote_fault)(void*, pid_t, uintptr_t, uint64_t, bool) = nullptr;
 };
 extern engine_config g;
 

@@ -103,7 +103,7 @@ void pager::impl::kswapd_sleep(uint32_t k) noexcept {
       const std::atomic<uint32_t>* word = jr->kswapd_word(jslot);
       w[1] = {word, word->load(std::memory_order_seq_cst), true};
       jr->set_kswapd_listening(jslot, true);
-      requested = jr->has_reclaim_request(jslot);
+      requested = jr->has_reclaim_request(jslot) || jr->has_fault(jslot);
     }
   }
   if (requested) {

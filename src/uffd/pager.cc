@@ -629,6 +629,8 @@ pager_stats pager::stats() const {
   s.job_signals = ld(m.job_signals);
   s.job_signals_deferred = ld(m.job_signals_deferred);
   s.job_waits = ld(m.job_waits);
+  s.member_faults_served = ld(m.member_faults_served);
+  s.member_faults_asked = ld(m.member_faults_asked);
   const swap_backend_stats ps = m.store->stats();
   s.swap_pages_used = ps.used_slots;
   if (const auto& mm = ps.device.mm_stat) {

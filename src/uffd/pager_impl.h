@@ -432,6 +432,7 @@ struct pager::impl {
   // background reclaim only at or above it.
   std::atomic<uint64_t> job_fair_pages{0};
   std::atomic<uint64_t> job_requests_served{0}, job_signals{0}, job_signals_deferred{0}, job_waits{0};
+  std::atomic<uint64_t> member_faults_served{0}, member_faults_asked{0};
   // When a wait for room last came back empty-handed (coarse ns): for a second after, a full job
   // means evicting this pager's own pages, not waiting again at every fault.
   std::atomic<uint64_t> job_wait_failed_ns{0};
@@ -657,6 +658,8 @@ struct pager::impl {
   // --- The job (job.cc's member side, in pager.cc). map_lock held (read) by the callers below.
   bool wait_for_job_room(job& j, uint64_t excess) noexcept;
   void serve_job_request_locked(job& j) noexcept;
+  // Makes resident the range another member's copy asked for (job::take_fault), map_lock held.
+  void serve_member_fault_locked(job& j) noexcept;
   // Gives the reservation above resident + keep back to the job.
   void trim_reservation(job& j, uint64_t keep) noexcept;
   void publish_job_stats(job& j) noexcept;

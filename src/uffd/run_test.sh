@@ -1095,6 +1095,34 @@ C
     [ "$(tail -n 1 "$tmp/e" | jq .job.bd_reads)" -gt 0 ] ||
       fail "(NBD backing) close_all read nothing back from the export: $(tail -n 1 "$tmp/e" | jq -c .job)"
   fi
+  # Copies between two members with process_vm_readv/writev (MPI's single-copy transfers)
+  # while the memory copied is paged out: the kernel's copy cannot fault in another pager's
+  # page (before: EFAULT at the first page, and Open MPI's vader fell back with "Read -1"), so
+  # the copying member asks the other to make the range resident. Both copy at once, into
+  # memory outside the arena and into their own paged heap, reading and writing. Where the
+  # filter pins system calls (not kernel-faults mode) the job must have asked.
+  cc -O2 -o "$tmp/process_vm" "$(dirname "${BASH_SOURCE[0]}")/process_vm_test_program.c" ||
+    fail "cannot build process_vm_test_program"
+  want=$("$tmp/process_vm") || fail "the process_vm program alone failed: $want"
+  asked_of_run() { tail -n 1 "$tmp/e" | jq '[.processes[] | select(.kernel_access == "seccomp") | .member_faults_asked] | add // -1'; }
+  for args in "--fault-mode sigbus" "--fault-mode handler-thread" "--background-reclaim"; do
+    # shellcheck disable=SC2086
+    timeout -k 5 180 "$uswap" run --limit 8M $args --json -- "$tmp/process_vm" >"$tmp/o" 2>"$tmp/e" ||
+      fail "($args) copies between members: status $?: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] || fail "($args) process_vm printed $(cat "$tmp/o"), plain $want"
+    n=$(asked_of_run)
+    [ "$n" -ne 0 ] || fail "($args) no member asked another for its pages: $(tail -n 1 "$tmp/e" | jq -c .processes)"
+  done
+  if [ "$(id -u)" -eq 0 ]; then
+    # As nobody the descriptor takes user-mode faults only: every mode needs the job's help.
+    d=$(mktemp -d) && cp "$uswap" "$(dirname "$uswap")/libuswap-preload.so" "$tmp/process_vm" "$d/" &&
+      chmod -R a+rx "$d"
+    su -s /bin/bash nobody -c "$d/uswap run --limit 8M --fault-mode handler-thread --json -- $d/process_vm" \
+      >"$tmp/o" 2>"$tmp/e" || fail "(nobody) copies between members: status $?: $(tail -c 600 "$tmp/e")"
+    [ "$(cat "$tmp/o")" = "$want" ] && [ "$(asked_of_run)" -gt 0 ] ||
+      fail "(nobody) process_vm printed $(cat "$tmp/o"), asked $(asked_of_run)"
+    rm -rf "$d"
+  fi
   # A program's first locale calls allocate with glibc's setlocale lock held for writing; run
   # by a shell under a job this small, the pager starts its reclaim thread from those mallocs,
   # and the shim's thread start took that lock for reading (duplocale), which corrupted it: the

@@ -47,6 +47,10 @@ struct futex_waiter {
 bool futex_wait_any(std::span<const futex_waiter> words) noexcept;
 // futex_wake for a word other processes map too: wakes waiters of any process.
 int futex_wake_shared(const std::atomic<uint32_t>* word, int count) noexcept;
+// Sleeps while *word == expected, for at most timeout_ns, on a word other processes may wake
+// (futex_wake_shared). Returns on a wake-up, the timeout, a changed value, or spuriously.
+void futex_wait_shared_for(const std::atomic<uint32_t>* word, uint32_t expected,
+                           uint64_t timeout_ns) noexcept;
 
 // A system call made a way no filter traps: the raw result (-errno on failure).
 using futex_syscall_fn = long (*)(long nr, long a1, long a2, long a3, long a4, long a5, long a6);

@@ -24,6 +24,13 @@
 // so its share starts empty; reserve_for_child can also lend a share that must exist at once. A slot no child adopted
 // (the fork failed, the child died at once) is reaped by the supervisor after a while.
 //
+// Copies between members: the kernel takes a fault on a member's memory for another process
+// (process_vm_readv and process_vm_writev, MPI's single-copy transfers) in kernel mode and for
+// another mm, which the member's userfaultfd never delivers (sigbus mode, or a user-mode-only
+// descriptor): the copy stops short at the first page not resident. The copying member asks
+// the owner to make the range resident (post_fault); the owner's reclaim thread, or its job
+// signal, or its next fault serves it, and the asker copies again from where it stopped.
+//
 // Members leave at exit and before exec, returning their usage. One that dies without leaving
 // (SIGKILL, a crash) is reaped by the supervisor, which watches every member through a pidfd:
 // reap_dead returns its usage at once. A member killed while holding the job lock leaves
@@ -340,6 +347,33 @@ class job {
   const std::atomic<uint32_t>* kswapd_word(unsigned slot) const noexcept;
   void set_kswapd_listening(unsigned slot, bool on) noexcept;
   bool kick_kswapd(unsigned slot) noexcept;
+
+  // --- Faults of other processes ("Copies between members" above). One request per member at
+  // a time, in a box of its slot: post_fault takes the box (a ticket; 0 while another asker
+  // holds it), take_fault hands the member the request once, fault_served answers it and wakes
+  // the askers' word; fault_answer returns the answer to its ticket (nullopt: not yet) and frees
+  // the box, cancel_fault frees it unanswered (an answer that comes later is ignored).
+  struct member_fault {
+    uint64_t ticket = 0;
+    uintptr_t addr = 0;
+    uint64_t len = 0;
+    bool write = false;
+  };
+  // A box held this long (CLOCK_MONOTONIC) is taken over by the next asker: its holder died
+  // waiting. Longer than any wait for an answer (job_fault_wait_ns).
+  static constexpr uint64_t job_fault_box_stale_ns = uint64_t{3} * 1000 * 1000 * 1000;
+  static constexpr uint64_t job_fault_wait_ns = uint64_t{1} * 1000 * 1000 * 1000;
+  // The live member slot of the process `pid` (in the supervisor's pid namespace).
+  std::optional<unsigned> live_slot_of(pid_t pid) const noexcept;
+  uint64_t post_fault(unsigned slot, uintptr_t addr, uint64_t len, bool write) noexcept;
+  // Whether a request waits for this member (one relaxed load per slot word: the fault path's).
+  bool has_fault(unsigned slot) const noexcept;
+  std::optional<member_fault> take_fault(unsigned slot) noexcept;
+  // `result`: pages made resident, or -errno.
+  void fault_served(unsigned slot, uint64_t ticket, int64_t result) noexcept;
+  std::optional<int64_t> fault_answer(unsigned slot, uint64_t ticket) noexcept;
+  void cancel_fault(unsigned slot, uint64_t ticket) noexcept;
+  const std::atomic<uint32_t>* fault_word(unsigned slot) const noexcept;
 
   // --- Statistics.
   void publish(unsigned slot, const uint64_t (&stat)[JOB_STAT_COUNT], uint64_t now_ns) noexcept;

@@ -273,6 +273,9 @@ struct pager_stats {
   uint64_t job_signals_deferred = 0;  // of job_signals, those that found the thread in the C
                                       // library, where it may hold a lock reclaim needs
   uint64_t job_waits = 0;
+  // Copies between members (fault_in_member): requests this member served, and those it made.
+  uint64_t member_faults_served = 0;
+  uint64_t member_faults_asked = 0;
   // The swap device now.
   uint64_t swap_pages_used = 0;      // slots in use
   uint64_t zram_orig_data_size = 0;  // mm_stat
@@ -411,6 +414,15 @@ class pager {
   // hold one of the C library's locks (src/uffd/c_library.h), and then the request is only
   // noted, and the member may be signalled again.
   void serve_job_request(bool c_library_locks_maybe_held) noexcept;
+  // A copy between this process and the job's member `pid` (process_vm_readv or
+  // process_vm_writev made here) stopped short at `addr` in that member's memory: asks the
+  // member to make [addr, addr + len) resident, writable with `write`, and waits up to
+  // job::job_fault_wait_ns for the answer (job.h, "Copies between members"), serving this
+  // member's own requests meanwhile (two members copying from each other at once). Returns the
+  // pages it made resident (copy again), 0 when none needed it (the copy's own fault), or
+  // -errno: ENOSYS outside a job or as a guest (its pids are not the job's), ESRCH when `pid`
+  // is no other member, ETIMEDOUT without an answer. From a program thread outside pager code.
+  long fault_in_member(pid_t pid, uintptr_t addr, uint64_t len, bool write) noexcept;
   // In a job without background reclaim, a member that holds enough to be asked for room gets a
   // thread to serve the others' requests (kswapd.cc); it is made outside pager code, by
   // start_wanted_threads, once kswapd_wanted() says so (one relaxed load for the shim's hot

@@ -314,7 +314,8 @@ void write_stats(const char* event) noexcept {
       ",\"evict_wp_pages\":%" PRIu64 ",\"evict_wp_calls\":%" PRIu64 ",\"file_rss_bytes\":%" PRIu64
       ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 ",\"shmem_peak_bytes\":%" PRIu64
       ",\"job_requests_served\":%" PRIu64 ",\"job_signals\":%" PRIu64
-      ",\"job_signals_deferred\":%" PRIu64
+      ",\"job_signals_deferred\":%" PRIu64 ",\"member_faults_served\":%" PRIu64
+      ",\"member_faults_asked\":%" PRIu64
       ",\"shared_spared\":%" PRIu64 "}\n",
       // A guest (another pid namespace's process) by the pid the job knows it by; its parent's
       // pid there is not known.
@@ -332,7 +333,8 @@ void write_stats(const char* event) noexcept {
       ka.deferred_signals, now_ns() - g.start_ns, st.reclaim_passes,
       st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls, status.number("RssFile:") * 1024,
       st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load(), st.job_requests_served,
-      st.job_signals, st.job_signals_deferred, st.shared_spared);
+      st.job_signals, st.job_signals_deferred, st.member_faults_served, st.member_faults_asked,
+      st.shared_spared);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
@@ -512,6 +514,14 @@ void raw_fork_child(void*) {
   shim_scope s;
   uswap::pager_fork_child();
   after_fork_child();
+}
+
+// A copy with another process of the job stopped at a page of that process's that was not
+// resident: that member's pager makes it resident (pager::fault_in_member). Not for a copy
+// the pager makes itself.
+long remote_fault(void* ctx, pid_t pid, uintptr_t addr, uint64_t len, bool write) {
+  if (in_pager_code()) return 0;
+  return static_cast<uswap::pager*>(ctx)->fault_in_member(pid, addr, len, write);
 }
 
 // The program's sandbox refused a call. The program's own: its handler decides (Firefox's
@@ -782,6 +792,7 @@ __attribute__((constructor)) void shim_init() {
     kc.fork_parent = raw_fork_parent;
     kc.fork_child = raw_fork_child;
     kc.foreign_trap = foreign_trap;
+    kc.remote_fault = remote_fault;
     kc.max_pin_bytes = std::max<uint64_t>(o.limit / 8, 16 * uswap::page_size) & uswap::page_mask;
     const bool inherited = inherited_lo == g.arena_lo && inherited_hi == g.arena_hi;
     if (auto st = uswap::kernel_access_install(kc, inherited); !st.ok()) {

@@ -141,11 +141,13 @@ USWAP_EXPORT int recvmmsg(int fd, mmsghdr* v, unsigned n, int flags, timespec* t
   return static_cast<int>(libc_result(emulate_call(SYS_recvmmsg, fd, L(v), n, flags, L(tmo))));
 }
 
+// Always emulated: besides the local iovecs, the remote ones may be this process's arena, or
+// another member's memory, whose pages the kernel's copy cannot fault in (kernel_access.h).
 USWAP_EXPORT ssize_t process_vm_readv(pid_t pid, const iovec* l, unsigned long ln, const iovec* r,
                                       unsigned long rn, unsigned long flags) {
   static auto real = next_fn<ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*,
                                          unsigned long, unsigned long)>("process_vm_readv");
-  if (!emulate() || !iov_in_arena(l, static_cast<long>(ln))) return real(pid, l, ln, r, rn, flags);
+  if (!emulate()) return real(pid, l, ln, r, rn, flags);
   return libc_result(emulate_call(SYS_process_vm_readv, pid, L(l), static_cast<long>(ln), L(r),
                                   static_cast<long>(rn), static_cast<long>(flags)));
 }
@@ -154,7 +156,7 @@ USWAP_EXPORT ssize_t process_vm_writev(pid_t pid, const iovec* l, unsigned long 
                                        unsigned long rn, unsigned long flags) {
   static auto real = next_fn<ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*,
                                          unsigned long, unsigned long)>("process_vm_writev");
-  if (!emulate() || !iov_in_arena(l, static_cast<long>(ln))) return real(pid, l, ln, r, rn, flags);
+  if (!emulate()) return real(pid, l, ln, r, rn, flags);
   return libc_result(emulate_call(SYS_process_vm_writev, pid, L(l), static_cast<long>(ln), L(r),
                                   static_cast<long>(rn), static_cast<long>(flags)));
 }
