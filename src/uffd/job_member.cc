@@ -296,7 +296,8 @@ long pager::fault_in_member(pid_t pid, uintptr_t addr, uint64_t len, bool write)
     if (ticket == 0) ticket = j.post_fault(t.slot, addr, len, write);
     if (ticket != 0) {
       if (const auto a = j.fault_answer(t.slot, ticket)) return static_cast<long>(*a);
-      if (!j.kick_kswapd(t.slot)) nudge(j, t);
+      // Until the member took it (then it is being served): its thread, else its signal.
+      if (j.has_fault(t.slot) && !j.kick_kswapd(t.slot)) nudge(j, t);
     }
     if (coarse_clock_ns() >= deadline) {
       if (ticket != 0) j.cancel_fault(t.slot, ticket);
