@@ -836,11 +836,11 @@ uint64_t job::post_fault(unsigned slot, uintptr_t addr, uint64_t len, bool write
   if (!m.fault_box.compare_exchange_strong(held, ticket, std::memory_order_acquire)) return 0;
   // A seqlock's writer: `fault_posted` 0 while the fields change (a request cancelled before
   // the member took it would otherwise be read with this one's fields under its old ticket).
+  // The fields' release stores publish that 0 to a reader whose acquire load sees them.
   m.fault_posted.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  m.fault_addr.store(addr, std::memory_order_relaxed);
+  m.fault_addr.store(addr, std::memory_order_release);
   m.fault_len.store((len & ~(uint64_t{1} << 63)) | (write ? uint64_t{1} << 63 : 0),
-                    std::memory_order_relaxed);
+                    std::memory_order_release);
   m.fault_posted.store(ticket, std::memory_order_seq_cst);  // before the kick's word
   return ticket;
 }
@@ -859,13 +859,13 @@ std::optional<job::member_fault> job::take_fault(unsigned slot) noexcept {
     if (t == 0 || t == taken) return std::nullopt;
     member_fault f;
     f.ticket = t;
-    f.addr = m.fault_addr.load(std::memory_order_relaxed);
-    const uint64_t len = m.fault_len.load(std::memory_order_relaxed);
+    f.addr = m.fault_addr.load(std::memory_order_acquire);
+    const uint64_t len = m.fault_len.load(std::memory_order_acquire);
     f.len = len & ~(uint64_t{1} << 63);
     f.write = (len >> 63) != 0;
     // The request is the ticket's only if no other asker posted meanwhile (the box freed by a
-    // cancel and taken again), and the member's only if no other thread of its took it.
-    std::atomic_thread_fence(std::memory_order_acquire);
+    // cancel and taken again: a field of its read above makes its 0 visible here), and the
+    // member's only if no other thread of its took it.
     if (m.fault_posted.load(std::memory_order_relaxed) != t) continue;
     if (m.fault_taken.compare_exchange_strong(taken, t, std::memory_order_acq_rel)) return f;
   }

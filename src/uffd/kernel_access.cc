@@ -798,6 +798,8 @@ long run_process_vm(frame& f) noexcept {
     cap(lbase);
     if (self) cap(rbase);
     int pr = pin(f, lbase, len, readv);
+    // A local page no pin can reach (outside any mapping) fails the copy here, not there.
+    const bool local_ok = pr != -EFAULT;
     if (pr != -ENOMEM && self) pr = pin(f, rbase, len, !readv);
     if (pr == -ENOMEM) {
       f.pins.release();
@@ -825,7 +827,7 @@ long run_process_vm(frame& f) noexcept {
     }
     if (got < 0 && got != -EFAULT) break;
     // The other process's page at rbase + got was not there: asked for, then copied again.
-    if (self || !g.remote_fault || ++stalls > remote_fault_stalls) break;
+    if (self || !local_ok || !g.remote_fault || ++stalls > remote_fault_stalls) break;
     const uint64_t at = got > 0 ? static_cast<uint64_t>(got) : 0;
     if (g.remote_fault(g.ctx, pid, rbase + at, std::min(len - at, remote_fault_window), !readv) <= 0)
       break;
