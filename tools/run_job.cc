@@ -172,7 +172,7 @@ void job_supervisor::stop_if_asked(const job_view& v) {
                 double(v.limit_pages * page_size) / 1048576);
   stopped_ = msg;
   for (const job_member_view& m : v.members)
-    if (!m.dead && !m.for_child && m.pid > 0) ::kill(m.pid, SIGKILL);
+    if (!m.for_child && m.pid > 0) ::kill(m.pid, SIGKILL);
   // Said at once, whatever the report's format: the program's own output ends here.
   std::fprintf(stderr, "uswap run: stopping the job: %s\n", msg);
 }
@@ -228,7 +228,6 @@ void job_supervisor::watch_new_members() {
   read_messages();
   const job_view v = job_->view();
   for (job_member_view m : v.members) {
-    if (m.dead) continue;
     if (!m.for_child && m.guest_key != 0 && m.pid == 0) {
       m.pid = name_guest(m);
       if (m.pid == 0) continue;
@@ -299,7 +298,7 @@ std::vector<pid_t> job_supervisor::running_members() const {
   std::vector<pid_t> pids;
   // A guest not yet named (pid 0) is left out: its parent, a member, is running.
   for (const job_member_view& m : job_->view().members)
-    if (!m.dead && (m.for_child || job_->still_alive(m.slot))) pids.push_back(m.pid);
+    if (m.for_child || job_->still_alive(m.slot)) pids.push_back(m.pid);
   return pids;
 }
 

@@ -46,7 +46,7 @@ struct guest_message {
 };
 constexpr uint64_t nudge_magic = job_magic + 1;
 
-enum : uint32_t { slot_free = 0, slot_live = 1, slot_dead = 2, slot_child = 3 };
+enum : uint32_t { slot_free = 0, slot_live = 1, slot_child = 3 };
 
 uint64_t mono_ns() noexcept {
   timespec ts;
@@ -474,9 +474,7 @@ void job::reap_guest(unsigned slot, uint64_t key) noexcept {
   lock_guard g(*this);
   member& m = s_->members[slot];
   if (m.state.load(std::memory_order_relaxed) != slot_live || m.guest_key != key) return;
-  m.state.store(slot_dead, std::memory_order_relaxed);
-  ++s_->members_reaped;
-  leave_locked(m);
+  reap_locked(m);
 }
 
 result<unsigned> job::reserve_for_child(pid_t parent, uint64_t pages, uint64_t pool_bytes,
@@ -529,18 +527,14 @@ void job::child_forked(unsigned slot, pid_t child) noexcept {
 
 void job::reap_unadopted(unsigned slot, uint64_t max_age_ns, pid_t ended_child) noexcept {
   if (slot >= job_max_members) return;
-  {
-    lock_guard g(*this);
-    member& m = s_->members[slot];
-    // The slot may have been taken again since the caller looked: by age, or by its child.
-    const bool ended = ended_child > 0 && m.child.load(std::memory_order_relaxed) == ended_child;
-    if (m.state.load(std::memory_order_relaxed) != slot_child ||
-        (!ended && mono_ns() - m.created_ns < max_age_ns))
-      return;
-    m.state.store(slot_dead, std::memory_order_relaxed);
-    ++s_->members_reaped;
-  }
-  leave(slot);
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  // The slot may have been taken again since the caller looked: by age, or by its child.
+  const bool ended = ended_child > 0 && m.child.load(std::memory_order_relaxed) == ended_child;
+  if (m.state.load(std::memory_order_relaxed) != slot_child ||
+      (!ended && mono_ns() - m.created_ns < max_age_ns))
+    return;
+  reap_locked(m);
 }
 
 // The member's share of the job goes back; its cumulative counters join the exited totals.
@@ -548,6 +542,11 @@ void job::leave(unsigned slot) noexcept {
   if (slot >= job_max_members) return;
   lock_guard g(*this);
   leave_locked(s_->members[slot]);
+}
+
+void job::reap_locked(member& m) noexcept {
+  ++s_->members_reaped;
+  leave_locked(m);
 }
 
 void job::leave_locked(member& m) noexcept {
@@ -597,13 +596,9 @@ bool job::still_alive(unsigned slot) const noexcept {
 
 void job::reap_dead(unsigned slot) noexcept {
   if (slot >= job_max_members) return;
-  {
-    lock_guard g(*this);
-    if (s_->members[slot].state.load(std::memory_order_relaxed) != slot_live) return;
-    s_->members[slot].state.store(slot_dead, std::memory_order_relaxed);
-    ++s_->members_reaped;
-  }
-  leave(slot);
+  lock_guard g(*this);
+  member& m = s_->members[slot];
+  if (m.state.load(std::memory_order_relaxed) == slot_live) reap_locked(m);
 }
 
 unsigned job::reap_ended_members(unsigned self) noexcept {
@@ -616,16 +611,12 @@ unsigned job::reap_ended_members(unsigned self) noexcept {
     if (i == self || m.state.load(std::memory_order_acquire) != slot_live) continue;
     const pid_t pid = m.pid.load(std::memory_order_relaxed);
     if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    {
-      lock_guard g(*this);
-      // Still that member: it may have left meanwhile and its slot gone to a new one.
-      if (m.state.load(std::memory_order_relaxed) != slot_live ||
-          m.pid.load(std::memory_order_relaxed) != pid)
-        continue;
-      m.state.store(slot_dead, std::memory_order_relaxed);
-      ++s_->members_reaped;
-    }
-    leave(i);
+    lock_guard g(*this);
+    // Still that member: it may have left meanwhile and its slot gone to a new one.
+    if (m.state.load(std::memory_order_relaxed) != slot_live ||
+        m.pid.load(std::memory_order_relaxed) != pid)
+      continue;
+    reap_locked(m);
     ++n;
   }
   errno = saved_errno;
@@ -1028,7 +1019,6 @@ job_view job::view() const {
       job_member_view mv;
       mv.slot = i;
       mv.pid = m.pid.load(std::memory_order_relaxed);
-      mv.dead = st == slot_dead;
       mv.for_child = st == slot_child;
       if (mv.for_child) mv.child = m.child.load(std::memory_order_relaxed);
       mv.guest_key = m.guest_key;

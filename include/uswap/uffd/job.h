@@ -60,9 +60,9 @@
 // Thread-safety: every function may be called from any thread of any member; the shared state
 // is atomics and data under the job lock. A job object is one process's view of the segment.
 // Invariants (job lock held): charge == sum of usage over slots not free; waiters == slots
-// with waiting != 0, none of them free; a slot is free, live (a member is using it), dead (its
-// process is gone, its usage not yet returned) or reserved for a child not yet adopted; a live
-// slot with pid 0 is a guest not yet named, and holds its key.
+// with waiting != 0, none of them free; a slot is free, live (a member is using it) or reserved
+// for a child not yet adopted (a member found gone is reaped, its usage returned, in one hold
+// of the lock); a live slot with pid 0 is a guest not yet named, and holds its key.
 #pragma once
 
 #include <pthread.h>
@@ -138,7 +138,6 @@ struct job_target {
 struct job_member_view {
   unsigned slot = 0;
   pid_t pid = 0;      // for a child's slot not yet adopted: the parent's
-  bool dead = false;  // gone without leaving, not yet reaped
   bool for_child = false;   // reserved by a parent for the child of its fork, not yet adopted
   pid_t child = 0;          // for_child: the child, once the parent named it (0: not yet)
   uint64_t guest_key = 0;   // a guest's announced key (0: not a guest); pid 0 until named
@@ -412,6 +411,10 @@ class job {
   void give_back_locked(uint64_t n) noexcept;
   // leave() of a slot not free.
   void leave_locked(member& m) noexcept;
+  // A member gone without leaving (killed, crashed; a child slot nobody adopted): counted as
+  // reaped, and its share back at once, under the same hold of the lock as the check that found
+  // it gone, so no other holder ever sees it half reaped.
+  void reap_locked(member& m) noexcept;
   // The member waits no more (its count off `waiters`).
   void stop_waiting_locked(member& m) noexcept;
   // Slots not free with waiting != 0, counted (the debug check of `waiters`).
