@@ -135,7 +135,7 @@ struct run_result {
   struct {
     std::string program;
     int pid = 0;
-    uint64_t limit = 0, bytes = 0;
+    uint64_t limit = 0, bytes = 0, static_bytes = 0;
   } most_unrouted;  // the image with the largest unrouted anonymous peak
 
   nlohmann::json to_json() const {
@@ -164,7 +164,7 @@ void run_result::add_process(nlohmann::json&& p) {
   shmem_peak = std::max(shmem_peak, u64(p, "shmem_peak_bytes"));
   if (const uint64_t u = u64(p, "unrouted_anon_peak_bytes"); u > most_unrouted.bytes)
     most_unrouted = {p.value("program", std::string("?")), p.value("pid", 0), u64(p, "limit_bytes"),
-                     u};
+                     u, u64(p, "static_data_bytes")};
   if (paged_image(p)) {
     ++paged;
     // A min-heap on the peak: the smallest of the kept ones goes when a larger one comes.
@@ -340,10 +340,17 @@ void run_result::print(std::ostream& os) const {
   // Anonymous memory the shim never saw (thread stacks, which glibc maps itself; a runtime's own
   // mmap system calls, as SBCL makes them; MAP_32BIT; brk) is not held to the limit: named when it is a real part of the job's memory,
   // more than the loader's and the C library's few MiB.
-  if (const auto& m = r.most_unrouted; m.bytes > (uint64_t{32} << 20) && m.bytes > m.limit / 4)
+  // An executable's static data (.bss) is mapped by the kernel at exec: named when it makes up
+  // most of it (a Fortran program's SAVE and COMMON arrays, STREAM's static arrays).
+  if (const auto& m = r.most_unrouted; m.bytes > (uint64_t{32} << 20) && m.bytes > m.limit / 4) {
     os << "uswap run: not limited: " << m.program << " (pid " << m.pid << ") had " << mib(m.bytes)
-       << " of unrouted anonymous memory at peak, mapped past the shim (thread stacks, its own "
-          "mmap system calls, MAP_32BIT or brk)\n";
+       << " of unrouted anonymous memory at peak, ";
+    if (m.static_bytes >= m.bytes / 2)
+      os << "most of it its executable's static data (" << mib(m.static_bytes)
+         << " of .bss), which the kernel maps at exec, before the shim\n";
+    else
+      os << "mapped past the shim (thread stacks, its own mmap system calls, MAP_32BIT or brk)\n";
+  }
 }
 
 // The options only this command checks; an exit status (2) and the message, or 0.

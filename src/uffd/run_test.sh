@@ -1186,6 +1186,14 @@ C
     fail "the raw mmap program failed: $(tail -c 600 "$tmp/e")"
   grep -q "^uswap run: not limited: rawmmap (pid [0-9]*) had 6[45].[0-9] MiB of unrouted anonymous memory" "$tmp/e" ||
     fail "memory mapped past the shim was not named: $(cat "$tmp/e")"
+  # Nor can an executable's static data (.bss: a Fortran program's SAVE and COMMON arrays,
+  # STREAM's static arrays), which the kernel maps at exec: named as such.
+  printf '#include <string.h>\nstatic char big[64 << 20];\nint main(void) { memset(big, 7, sizeof big); return big[12345] == 7 ? 0 : 1; }\n' >"$tmp/bss.c"
+  cc -O2 -o "$tmp/bss" "$tmp/bss.c" || fail "cannot build the .bss program"
+  "$uswap" run --limit 16M -- "$tmp/bss" >"$tmp/o" 2>"$tmp/e" ||
+    fail "the .bss program failed: $(tail -c 600 "$tmp/e")"
+  grep -q "^uswap run: not limited: bss (pid [0-9]*) had 6[45].[0-9] MiB of unrouted anonymous memory at peak, most of it its executable's static data (64.0 MiB of .bss)" "$tmp/e" ||
+    fail "an executable's static data was not named: $(cat "$tmp/e")"
   # The converse: a program that pages 4 GiB through a 64 MiB limit grows the pager's tables by
   # about 1% of that; they are the pager's, not memory past the shim (60 MiB were counted so).
   "$uswap" run --limit 64M -- python3 -c 'b = bytearray(4 << 30)

@@ -249,6 +249,21 @@ ssize_t write_line(int fd, const void* buf, size_t n) noexcept {
 
 namespace {
 
+// The executable's .bss beyond the page its file data ends in: the first object
+// dl_iterate_phdr reports is the main program.
+int static_data_of_program(struct dl_phdr_info* info, size_t, void* out) {
+  uint64_t bytes = 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || ph.p_memsz <= ph.p_filesz) continue;
+    const uint64_t file_end = uswap::round_up_to_page(ph.p_vaddr + ph.p_filesz);
+    const uint64_t mem_end = uswap::round_up_to_page(ph.p_vaddr + ph.p_memsz);
+    if (mem_end > file_end) bytes += mem_end - file_end;
+  }
+  *static_cast<uint64_t*>(out) = bytes;
+  return 1;  // the main program only
+}
+
 void after_fork_child() {
   // The child's own figures start now.
   g.pid = getpid();
@@ -315,7 +330,7 @@ void write_stats(const char* event) noexcept {
       ",\"pgsteal_kswapd\":%" PRIu64 ",\"pgsteal_direct\":%" PRIu64 ",\"shmem_peak_bytes\":%" PRIu64
       ",\"job_requests_served\":%" PRIu64 ",\"job_signals\":%" PRIu64
       ",\"job_signals_deferred\":%" PRIu64 ",\"member_faults_served\":%" PRIu64
-      ",\"member_faults_asked\":%" PRIu64
+      ",\"member_faults_asked\":%" PRIu64 ",\"static_data_bytes\":%" PRIu64
       ",\"shared_spared\":%" PRIu64 "}\n",
       // A guest (another pid namespace's process) by the pid the job knows it by; its parent's
       // pid there is not known.
@@ -334,7 +349,7 @@ void write_stats(const char* event) noexcept {
       st.wp_sweeps, st.evict_wp_pages, st.evict_wp_calls, status.number("RssFile:") * 1024,
       st.pgsteal_kswapd, st.pgsteal_direct, peak_shmem.load(), st.job_requests_served,
       st.job_signals, st.job_signals_deferred, st.member_faults_served, st.member_faults_asked,
-      st.shared_spared);
+      g.static_bytes, st.shared_spared);
   if (n > 0) append_line(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
 }
 
@@ -836,6 +851,7 @@ __attribute__((constructor)) void shim_init() {
   const proc_status status;
   g.reserved_data = status.number("VmData:") * 1024;
   g.reserved_vm = status.number("VmSize:") * 1024;
+  dl_iterate_phdr(static_data_of_program, &g.static_bytes);
 
   g.start_ns = now_ns();
   g.pid = getpid();

@@ -76,6 +76,9 @@ struct shim_state {
   // What the pager had reserved when the constructor ended, as the kernel counts it against
   // RLIMIT_DATA (VmData) and RLIMIT_AS (VmSize), in bytes (rlimit.cc).
   uint64_t reserved_data = 0, reserved_vm = 0;
+  // The executable's zero-initialized static data past its file's pages (.bss, Fortran's SAVE
+  // and COMMON arrays): anonymous memory the kernel maps at exec, before the shim; unrouted.
+  uint64_t static_bytes = 0;
   pid_t pid = 0;  // the process the pager belongs to (a vfork child shares it, and is not it)
   std::atomic<bool> stats_written{false};  // this image's line is out (exit, or exec)
   // The job (uswap run's shared limit, USWAP_JOB) the pager is a member of, and the signal its
