@@ -240,10 +240,7 @@ void pager::impl::serve_member_fault_locked(job& j) noexcept {
   member_faults_served.fetch_add(1, std::memory_order_relaxed);
   // Others copy from this member's memory: the reclaim thread will hear their next requests
   // whatever the program is doing (a signal cannot reach it in every system call).
-  if (!kswapd_claimed.load(std::memory_order_relaxed) &&
-      kswapd_listens.load(std::memory_order_relaxed) &&
-      !background_ended.load(std::memory_order_relaxed))
-    kswapd_wanted.store(true, std::memory_order_relaxed);
+  if (kswapd_may_be_wanted()) kswapd_wanted.store(true, std::memory_order_relaxed);
   // The pages of the range that lie in this pager's mappings, from the first on, as the
   // kernel's copy would fault them in: up to the first page the access may not reach (the copy
   // fails there anyway). Charged as this member's own faults, so the limit holds.

@@ -726,15 +726,18 @@ struct pager::impl {
   // the limit, or `company`: it just forked; a job of one process never makes the thread), and
   // futex_waitv works here.
   void want_kswapd(const job& j, bool company = false) noexcept {
-    if (opts.background_reclaim || kswapd_claimed.load(std::memory_order_relaxed) ||
-        kswapd_wanted.load(std::memory_order_relaxed) ||
-        !kswapd_listens.load(std::memory_order_relaxed) ||
-        background_ended.load(std::memory_order_relaxed))
-      return;
+    if (!kswapd_may_be_wanted()) return;
     const uint64_t limit = j.limit_pages();
     if (reserved.load(std::memory_order_relaxed) > limit / 16 &&
         (company || job_fair_pages.load(std::memory_order_relaxed) < limit))
       kswapd_wanted.store(true, std::memory_order_relaxed);
+  }
+  // No thread runs, none is asked for yet, and one could listen on the slot's word.
+  bool kswapd_may_be_wanted() const noexcept {
+    return !opts.background_reclaim && !kswapd_claimed.load(std::memory_order_relaxed) &&
+           !kswapd_wanted.load(std::memory_order_relaxed) &&
+           kswapd_listens.load(std::memory_order_relaxed) &&
+           !background_ended.load(std::memory_order_relaxed);
   }
   // The watermarks, in pages of room under the allowance (see background_reclaim).
   uint64_t kswapd_low_room() const noexcept {
