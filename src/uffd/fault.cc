@@ -119,8 +119,7 @@ void pager::impl::charge(uint64_t n) noexcept {
     job_ref jr(*this);
     if (jr) {
       jr->note_active(jslot, coarse_clock_ns());
-      if (jr->has_reclaim_request(jslot) || jr->has_fault(jslot) ||
-          job_request_noted.load(std::memory_order_relaxed))
+      if (jr->has_reclaim_request(jslot) || job_request_noted.load(std::memory_order_relaxed))
         serve_job_request_locked(*jr);
       if (charges_since_publish.fetch_add(1, std::memory_order_relaxed) % 256 == 255)
         publish_job_stats(*jr);

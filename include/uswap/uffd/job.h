@@ -29,7 +29,9 @@
 // another mm, which the member's userfaultfd never delivers (sigbus mode, or a user-mode-only
 // descriptor): the copy stops short at the first page not resident. The copying member asks
 // the owner to make the range resident (post_fault); the owner's reclaim thread, or its job
-// signal, or its next fault serves it, and the asker copies again from where it stopped.
+// signal (or, when that found it in pager code, its next fault) serves it, and the asker
+// copies again from where it stopped. The fault path does not look for such requests: the
+// asker signals again every millisecond it waits.
 //
 // Members leave at exit and before exec, returning their usage. One that dies without leaving
 // (SIGKILL, a crash) is reaped by the supervisor, which watches every member through a pidfd:
@@ -365,7 +367,8 @@ class job {
   // The live member slot of the process `pid` (in the supervisor's pid namespace).
   std::optional<unsigned> live_slot_of(pid_t pid) const noexcept;
   uint64_t post_fault(unsigned slot, uintptr_t addr, uint64_t len, bool write) noexcept;
-  // Whether a request waits for this member (one relaxed load per slot word: the fault path's).
+  // Whether a request waits for this member, not yet taken (the reclaim thread's and the
+  // asker's test).
   bool has_fault(unsigned slot) const noexcept;
   std::optional<member_fault> take_fault(unsigned slot) noexcept;
   // `result`: pages made resident, or -errno.
